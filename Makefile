@@ -1,0 +1,32 @@
+# rlock: Redis-backed distributed locks (Redisson protocol) for PostgreSQL.
+EXTENSION = rlock
+MODULE_big = rlock
+OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
+DATA = $(wildcard rlock--*.sql)
+PGFILEDESC = "rlock - Redis-backed distributed locks"
+
+SHLIB_LINK = -lhiredis
+PG_CFLAGS = -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter \
+	-Wno-missing-field-initializers -Wno-sign-compare
+
+# Tests.  test/run starts the Redis the regress and isolation suites use and
+# writes its address into $(RLOCK_TEST_CONF); TAP tests start their own.
+RLOCK_TEST_CONF ?= ./test/regress.conf
+REGRESS = $(patsubst sql/%.sql,%,$(sort $(wildcard sql/*.sql)))
+REGRESS_OPTS = --temp-instance=./tmp_check_regress --temp-config=$(RLOCK_TEST_CONF)
+ISOLATION = $(patsubst test/isolation/specs/%.spec,%,$(sort $(wildcard test/isolation/specs/*.spec)))
+ISOLATION_OPTS = --inputdir=test/isolation --temp-instance=./tmp_check_iso \
+	--temp-config=$(RLOCK_TEST_CONF)
+TAP_TESTS = 1
+PROVE_TESTS = $(sort $(wildcard test/t/*.pl))
+PROVE_FLAGS = -I ./test/perl
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+.PHONY: test demo
+test:
+	bash test/run
+demo:
+	bash scripts/demo
