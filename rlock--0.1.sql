@@ -1,0 +1,85 @@
+/* rlock--0.1.sql: SQL surface of rlock (see SPEC.md section 5) */
+
+\echo Use "CREATE EXTENSION rlock" to load this file. \quit
+
+-- Exclusive reentrant lock (Redisson RLock).  The functions are not STRICT
+-- so that a NULL argument gets a clear error instead of a silent NULL.
+CREATE FUNCTION rlock_acquire(name text, lease interval DEFAULT NULL,
+                              owner text DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rlock_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_try_acquire(name text, lease interval DEFAULT NULL,
+                                  wait interval DEFAULT '0',
+                                  owner text DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_try_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_release(name text, owner text DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_release'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_xact_acquire(name text, lease interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rlock_xact_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_xact_try_acquire(name text, lease interval DEFAULT NULL,
+                                       wait interval DEFAULT '0')
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_xact_try_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_release_all()
+RETURNS integer
+AS 'MODULE_PATHNAME', 'rlock_release_all'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_force_release(name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_force_release'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE ALL ON FUNCTION rlock_force_release(text) FROM PUBLIC;
+
+-- Introspection.
+CREATE FUNCTION rlock_holder_id()
+RETURNS text
+AS 'MODULE_PATHNAME', 'rlock_holder_id'
+LANGUAGE C STABLE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_is_locked(name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_is_locked'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_is_held(name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_is_held'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_hold_count(name text)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'rlock_hold_count'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_remaining_lease(name text)
+RETURNS interval
+AS 'MODULE_PATHNAME', 'rlock_remaining_lease'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_status(name text,
+                             OUT kind text, OUT holder text,
+                             OUT hold_count integer,
+                             OUT remaining_lease interval)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'rlock_status'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_ping()
+RETURNS interval
+AS 'MODULE_PATHNAME', 'rlock_ping'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
