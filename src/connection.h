@@ -1,0 +1,87 @@
+/*-------------------------------------------------------------------------
+ *
+ * connection.h
+ *	  Redis connections: every round trip, and the one interruptible wait.
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RLOCK_CONNECTION_H
+#define RLOCK_CONNECTION_H
+
+#include <hiredis/hiredis.h>
+
+#include "datatype/timestamp.h"
+
+struct RlockScript;
+
+/* Parsed rlock.redis_url. */
+typedef struct RedisUrl
+{
+	char		host[256];
+	int			port;
+	char		user[256];
+	char		password[256];
+	int			db;
+} RedisUrl;
+
+/*
+ * One command, as an argument vector.  Arguments are not copied: they must
+ * stay valid until the command has run.  Numbers added with rcmd_int are
+ * formatted into the command's own buffers.
+ */
+#define RCMD_INLINE_ARGS	16
+#define RCMD_NUMBUFS		6
+
+typedef struct RedisCmd
+{
+	int			argc;
+	int			maxargs;
+	const char **argv;
+	size_t	   *argvlen;
+	/* set when argv is EVALSHA of this script (NOSCRIPT falls back) */
+	const struct RlockScript *script;
+	int			nnum;
+	const char *inline_argv[RCMD_INLINE_ARGS];
+	size_t		inline_len[RCMD_INLINE_ARGS];
+	char		numbuf[RCMD_NUMBUFS][24];
+} RedisCmd;
+
+typedef struct RedisConn RedisConn;
+
+extern bool rconn_parse_url(const char *url, RedisUrl *out, char **errmsg);
+
+/* Building commands. */
+extern void rcmd_init(RedisCmd *cmd);
+extern void rcmd_arg(RedisCmd *cmd, const char *s, size_t len);
+extern void rcmd_str(RedisCmd *cmd, const char *s);
+extern void rcmd_int(RedisCmd *cmd, int64 v);
+
+/* Connections. */
+extern RedisConn *rconn_backend(void);
+extern RedisConn *rconn_backend_subscriber(void);
+extern RedisConn *rconn_create(const char *label);
+extern void rconn_discard(RedisConn *conn);
+extern bool rconn_is_busy(RedisConn *conn);
+
+/*
+ * Run ncmds commands pipelined; on success *replies points at ncmds replies
+ * owned by the connection (valid until its next use).  On failure reports
+ * at elevel (returning false when elevel < ERROR).
+ */
+extern bool rconn_run(RedisConn *conn, RedisCmd *cmds, int ncmds,
+					  redisReply ***replies, int elevel, const char *what);
+extern redisReply *rconn_run1(RedisConn *conn, RedisCmd *cmd, const char *what);
+
+/* Replies. */
+extern void rconn_reply_error(redisReply *reply, int elevel, const char *what);
+extern void rconn_unexpected_reply(redisReply *reply, const char *what);
+
+/* Publish/subscribe, for waiters. */
+extern void rconn_subscribe(RedisConn *sub, const char *channel,
+							const char *what);
+extern int	rconn_wait_message(RedisConn *sub, TimestampTz deadline);
+extern void rconn_unsubscribe_nowait(RedisConn *sub);
+
+#endif							/* RLOCK_CONNECTION_H */

@@ -1,0 +1,520 @@
+/*-------------------------------------------------------------------------
+ *
+ * holds.c
+ *	  Backend-local table of the locks this session holds, at session,
+ *	  transaction and subtransaction level, and the callbacks that end
+ *	  holds: transaction end, subtransaction abort and backend exit.
+ *
+ * Redis keeps one count per holder of a lock; this table splits this
+ * backend's count into session-level holds and transaction-level holds per
+ * subtransaction, the way the lock manager does for advisory locks.  What
+ * Redis and this table say must always agree again:
+ *
+ *	- Every hold taken is recorded right after Redis granted it; acquire
+ *	  reports the resulting count, so a hold Redis no longer knew (lost) or
+ *	  a surplus (a replayed acquire) is noticed at once.
+ *	- An entry whose Redis state is unknown (an acquire interrupted while
+ *	  its script was in flight, a release that failed) is "uncertain": it is
+ *	  reconciled, by one idempotent script that lowers Redis's count to ours,
+ *	  at abort or before the next rlock call, whichever comes first.
+ *	- Commit, rollback, rollback to savepoint and backend exit release what
+ *	  they end, all names in one pipelined round trip.  They run with
+ *	  interrupts held and must not fail, so problems are reported as
+ *	  WARNINGs, the entries stay uncertain, and leases are the backstop.
+ *
+ * Locks taken with an explicit owner token are not tied to this session and
+ * are not in this table.
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+
+#include "holds.h"
+#include "lock_exclusive.h"
+#include "registry.h"
+
+static HTAB *held_locks = NULL;
+static MemoryContext batch_cxt = NULL;
+static int	n_uncertain = 0;	/* entries with uncertain set */
+static int	n_with_xact = 0;	/* entries with xact_count > 0 */
+
+static void holds_xact_callback(XactEvent event, void *arg);
+static void holds_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+								   SubTransactionId parentSubid, void *arg);
+static void holds_exit_callback(int code, Datum arg);
+
+static const RlockKindOps *
+kind_ops(RlockKind kind)
+{
+	switch (kind)
+	{
+		case RLOCK_KIND_EXCLUSIVE:
+			return &exclusive_ops;
+	}
+	elog(ERROR, "unknown rlock kind %d", (int) kind);
+	return NULL;				/* keep compiler quiet */
+}
+
+static void
+holds_init(void)
+{
+	HASHCTL		ctl;
+
+	ctl.keysize = RLOCK_MAX_KEY_LEN + 1;
+	ctl.entrysize = sizeof(HeldLock);
+	ctl.hcxt = TopMemoryContext;
+	held_locks = hash_create("rlock held locks", 64, &ctl,
+							 HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	batch_cxt = AllocSetContextCreate(TopMemoryContext, "rlock batch",
+									  ALLOCSET_SMALL_SIZES);
+	RegisterXactCallback(holds_xact_callback, NULL);
+	RegisterSubXactCallback(holds_subxact_callback, NULL);
+	before_shmem_exit(holds_exit_callback, (Datum) 0);
+}
+
+HeldLock *
+holds_find(const char *key)
+{
+	if (held_locks == NULL)
+		return NULL;
+	return hash_search(held_locks, key, HASH_FIND, NULL);
+}
+
+/* Find or create the entry of a lock (with no holds yet). */
+HeldLock *
+holds_enter(const char *key, RlockKind kind)
+{
+	HeldLock   *h;
+	bool		found;
+
+	if (held_locks == NULL)
+		holds_init();
+	h = hash_search(held_locks, key, HASH_ENTER, &found);
+	if (!found)
+	{
+		h->kind = kind;
+		h->session_count = 0;
+		h->xact_count = 0;
+		h->nxact = 0;
+		h->maxxact = 0;
+		h->xact = NULL;
+		h->watchdog = false;
+		h->uncertain = false;
+	}
+	return h;
+}
+
+static void
+set_uncertain(HeldLock *h, bool uncertain)
+{
+	if (h->uncertain != uncertain)
+		n_uncertain += uncertain ? 1 : -1;
+	h->uncertain = uncertain;
+}
+
+static void
+clear_xact(HeldLock *h)
+{
+	if (h->xact_count > 0)
+		n_with_xact--;
+	h->xact_count = 0;
+	h->nxact = 0;
+}
+
+/* Remove an entry that holds nothing and is not uncertain. */
+void
+holds_drop_if_unused(HeldLock *h)
+{
+	if (holds_total(h) > 0 || h->uncertain)
+		return;
+	if (h->xact)
+		pfree(h->xact);
+	hash_search(held_locks, h->key, HASH_REMOVE, NULL);
+}
+
+/* The lock is gone in Redis: forget every hold of it. */
+void
+holds_forget(HeldLock *h)
+{
+	clear_xact(h);
+	h->session_count = 0;
+	set_uncertain(h, false);
+	holds_drop_if_unused(h);
+}
+
+/*
+ * Record one hold granted by Redis, which reported redis_count holds for
+ * this holder after granting it.
+ */
+void
+holds_add(HeldLock *h, RlockScope scope, bool watchdog, int redis_count,
+		  const char *name)
+{
+	set_uncertain(h, false);
+	if (redis_count < holds_total(h) + 1)
+	{
+		/* Redis had forgotten our earlier holds: they were lost. */
+		ereport(WARNING,
+				(errmsg("lock \"%s\" had been lost by this session before this acquisition",
+						name),
+				 errdetail("Redis no longer knew %d earlier hold(s); it expired or was released by someone else.",
+						   holds_total(h))));
+		clear_xact(h);
+		h->session_count = 0;
+	}
+
+	if (scope == RLOCK_SCOPE_SESSION)
+		h->session_count++;
+	else
+	{
+		SubTransactionId subid = GetCurrentSubTransactionId();
+
+		if (h->nxact > 0 && h->xact[h->nxact - 1].subid == subid)
+			h->xact[h->nxact - 1].count++;
+		else
+		{
+			if (h->nxact >= h->maxxact)
+			{
+				int			newmax = Max(4, h->maxxact * 2);
+
+				h->xact = h->xact
+					? repalloc(h->xact, newmax * sizeof(XactHolds))
+					: MemoryContextAlloc(TopMemoryContext,
+										 newmax * sizeof(XactHolds));
+				h->maxxact = newmax;
+			}
+			h->xact[h->nxact].subid = subid;
+			h->xact[h->nxact].count = 1;
+			h->nxact++;
+		}
+		if (h->xact_count == 0)
+			n_with_xact++;
+		h->xact_count++;
+	}
+	if (watchdog)
+		h->watchdog = true;
+
+	/* A replayed acquire left a surplus: bring Redis back to our count. */
+	if (redis_count > holds_total(h))
+	{
+		set_uncertain(h, true);
+		holds_settle();
+	}
+}
+
+/* Record that "levels" session-level holds were released in Redis. */
+void
+holds_remove_session(HeldLock *h, int levels)
+{
+	h->session_count -= Min(levels, h->session_count);
+	holds_drop_if_unused(h);
+}
+
+/*
+ * Lease to give what remains of a lock (after holds were removed from the
+ * table): the watchdog lease when a remaining hold uses automatic renewal, else 0 (keep
+ * the key's TTL).
+ */
+int64
+holds_keep_lease(HeldLock *h)
+{
+	if (h->watchdog && holds_total(h) > 0)
+		return rlock_watchdog_timeout_ms;
+	return 0;
+}
+
+/* ----------------------------------------------------------------
+ * Batches: one pipelined round trip for many locks
+ * ----------------------------------------------------------------
+ */
+
+typedef struct BatchItem
+{
+	HeldLock   *h;
+	int			levels;			/* > 0: release that many holds; 0: reconcile
+								 * Redis's count down to ours */
+} BatchItem;
+
+/*
+ * Tell Redis about holds already removed from our table, in one round trip.
+ * Locks found gone are reported as lost and forgotten; entries Redis could
+ * not be told about become uncertain.  Failures are reported at elevel.
+ * Returns the number of items whose lock was still held.
+ */
+static int
+run_batch(BatchItem *items, int n, int elevel)
+{
+	MemoryContext oldcxt;
+	RedisCmd   *cmds;
+	redisReply **replies = NULL;
+	const char *holder = rlock_backend_holder();
+	bool		ok;
+	int			nheld = 0;
+
+	if (n == 0)
+	{
+		MemoryContextReset(batch_cxt);
+		return 0;
+	}
+	oldcxt = MemoryContextSwitchTo(batch_cxt);
+	cmds = palloc(n * sizeof(RedisCmd));
+	for (int i = 0; i < n; i++)
+	{
+		HeldLock   *h = items[i].h;
+		const RlockKindOps *ops = kind_ops(h->kind);
+
+		if (items[i].levels > 0)
+			ops->build_release(&cmds[i], h->key, holder, items[i].levels,
+							   holds_keep_lease(h));
+		else
+			ops->build_reconcile(&cmds[i], h->key, holder, holds_total(h));
+	}
+	MemoryContextSwitchTo(oldcxt);
+
+	/* until Redis confirms, our table and Redis may disagree */
+	for (int i = 0; i < n; i++)
+		set_uncertain(items[i].h, true);
+
+	ok = rconn_run(rconn_backend(), cmds, n, &replies, elevel,
+				   n == 1 ? items[0].h->key : NULL);
+
+	for (int i = 0; i < n; i++)
+	{
+		HeldLock   *h = items[i].h;
+		redisReply *r = ok ? replies[i] : NULL;
+		bool		lost;
+
+		if (r == NULL || r->type == REDIS_REPLY_ERROR)
+		{
+			if (r != NULL)
+				rconn_reply_error(r, WARNING, h->key);
+			continue;			/* stays uncertain */
+		}
+		if (items[i].levels > 0)
+			lost = (r->type == REDIS_REPLY_NIL);
+		else
+			lost = (r->type == REDIS_REPLY_INTEGER && holds_total(h) > 0 &&
+					r->integer < holds_total(h));
+		if (lost)
+		{
+			ereport(WARNING,
+					(errcode(ERRCODE_WARNING),
+					 errmsg("lock \"%s\" was lost before this session released it",
+							h->key),
+					 errdetail("It expired or was released by someone else while this session held it.")));
+			holds_forget(h);
+			continue;
+		}
+		nheld++;
+		set_uncertain(h, false);
+		holds_drop_if_unused(h);
+	}
+	MemoryContextReset(batch_cxt);
+	return nheld;
+}
+
+/* Add an item for h: release "levels", or reconcile if h is uncertain. */
+static inline void
+batch_add(BatchItem *items, int *n, HeldLock *h, int levels)
+{
+	items[*n].h = h;
+	items[*n].levels = h->uncertain ? 0 : levels;
+	(*n)++;
+}
+
+/*
+ * Reconcile every uncertain entry with Redis.  Runs before each rlock call;
+ * ERROR when Redis cannot be reached (the entries stay uncertain).
+ */
+void
+holds_settle(void)
+{
+	HASH_SEQ_STATUS seq;
+	HeldLock   *h;
+	BatchItem  *items;
+	int			n = 0;
+
+	if (n_uncertain == 0 || held_locks == NULL)
+		return;
+	items = palloc(hash_get_num_entries(held_locks) * sizeof(BatchItem));
+	hash_seq_init(&seq, held_locks);
+	while ((h = hash_seq_search(&seq)) != NULL)
+	{
+		if (h->uncertain)
+			batch_add(items, &n, h, 0);
+	}
+	run_batch(items, n, ERROR);
+	pfree(items);
+}
+
+/*
+ * rlock_release_all(): release every session-level hold, all levels.
+ * Returns the number of locks released.
+ */
+int
+holds_release_all_session(void)
+{
+	HASH_SEQ_STATUS seq;
+	HeldLock   *h;
+	BatchItem  *items;
+	int			n = 0;
+
+	if (held_locks == NULL || hash_get_num_entries(held_locks) == 0)
+		return 0;
+	holds_settle();
+	items = palloc(hash_get_num_entries(held_locks) * sizeof(BatchItem));
+	hash_seq_init(&seq, held_locks);
+	while ((h = hash_seq_search(&seq)) != NULL)
+	{
+		int			levels = h->session_count;
+
+		if (levels == 0)
+			continue;
+		h->session_count = 0;
+		batch_add(items, &n, h, levels);
+	}
+	n = run_batch(items, n, ERROR);
+	pfree(items);
+	return n;
+}
+
+/*
+ * End transaction-level holds: all of them (subid == InvalidSubTransactionId)
+ * or those of one aborted subtransaction.  Called with interrupts held, so
+ * failures are WARNINGs.  At top-level abort, uncertain entries (an acquire
+ * interrupted in flight) are reconciled too.
+ */
+static void
+end_xact_holds(SubTransactionId subid, bool reconcile_uncertain)
+{
+	HASH_SEQ_STATUS seq;
+	HeldLock   *h;
+	BatchItem  *items;
+	int			n = 0;
+
+	if (held_locks == NULL ||
+		(n_with_xact == 0 && !(reconcile_uncertain && n_uncertain > 0)))
+		return;
+
+	items = MemoryContextAlloc(batch_cxt,
+							   hash_get_num_entries(held_locks) * sizeof(BatchItem));
+	hash_seq_init(&seq, held_locks);
+	while ((h = hash_seq_search(&seq)) != NULL)
+	{
+		int			levels = 0;
+
+		if (subid == InvalidSubTransactionId)
+		{
+			levels = h->xact_count;
+			clear_xact(h);
+		}
+		else
+		{
+			/* the holds of that subtransaction are the innermost ones */
+			while (h->nxact > 0 && h->xact[h->nxact - 1].subid == subid)
+			{
+				levels += h->xact[h->nxact - 1].count;
+				h->nxact--;
+			}
+			h->xact_count -= levels;
+			if (levels > 0 && h->xact_count == 0)
+				n_with_xact--;
+		}
+
+		if (levels > 0 || (h->uncertain && reconcile_uncertain))
+			batch_add(items, &n, h, levels);
+	}
+	/* items lives in batch_cxt, which run_batch resets */
+	run_batch(items, n, WARNING);
+}
+
+static void
+holds_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_PRE_PREPARE:
+			if (n_with_xact > 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot PREPARE a transaction that holds rlock transaction-level locks")));
+			break;
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+			end_xact_holds(InvalidSubTransactionId, false);
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			end_xact_holds(InvalidSubTransactionId, true);
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+holds_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					   SubTransactionId parentSubid, void *arg)
+{
+	HASH_SEQ_STATUS seq;
+	HeldLock   *h;
+
+	if (held_locks == NULL || n_with_xact == 0)
+		return;
+	switch (event)
+	{
+		case SUBXACT_EVENT_ABORT_SUB:
+			end_xact_holds(mySubid, false);
+			break;
+		case SUBXACT_EVENT_COMMIT_SUB:
+			/* the parent now owns the holds of the committed child */
+			hash_seq_init(&seq, held_locks);
+			while ((h = hash_seq_search(&seq)) != NULL)
+			{
+				if (h->nxact == 0 || h->xact[h->nxact - 1].subid != mySubid)
+					continue;
+				if (h->nxact >= 2 && h->xact[h->nxact - 2].subid == parentSubid)
+				{
+					h->xact[h->nxact - 2].count += h->xact[h->nxact - 1].count;
+					h->nxact--;
+				}
+				else
+					h->xact[h->nxact - 1].subid = parentSubid;
+			}
+			break;
+		default:
+			break;
+	}
+}
+
+/* Backend exit: release everything this session holds. */
+static void
+holds_exit_callback(int code, Datum arg)
+{
+	HASH_SEQ_STATUS seq;
+	HeldLock   *h;
+	BatchItem  *items;
+	int			n = 0;
+
+	if (held_locks == NULL || hash_get_num_entries(held_locks) == 0)
+		return;
+	items = MemoryContextAlloc(batch_cxt,
+							   hash_get_num_entries(held_locks) * sizeof(BatchItem));
+	hash_seq_init(&seq, held_locks);
+	while ((h = hash_seq_search(&seq)) != NULL)
+	{
+		int			levels = holds_total(h);
+
+		clear_xact(h);
+		h->session_count = 0;
+		batch_add(items, &n, h, levels);
+	}
+	run_batch(items, n, WARNING);
+}

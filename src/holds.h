@@ -1,0 +1,69 @@
+/*-------------------------------------------------------------------------
+ *
+ * holds.h
+ *	  Backend-local table of the locks this session holds.
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RLOCK_HOLDS_H
+#define RLOCK_HOLDS_H
+
+#include "access/xact.h"
+
+#include "connection.h"
+#include "lockname.h"
+#include "rlock.h"
+
+/* Transaction-level holds taken in one (sub)transaction. */
+typedef struct XactHolds
+{
+	SubTransactionId subid;
+	int			count;
+} XactHolds;
+
+/* What this backend holds of one lock (its own holder identity only). */
+typedef struct HeldLock
+{
+	char		key[RLOCK_MAX_KEY_LEN + 1]; /* hash key: the lock's Redis key */
+	RlockKind	kind;
+	int			session_count;	/* session-level holds */
+	int			xact_count;		/* transaction-level holds, all levels */
+	int			nxact;			/* entries used in xact[] */
+	int			maxxact;
+	XactHolds  *xact;			/* by subtransaction, innermost last */
+	bool		watchdog;		/* some hold was taken without a lease */
+	bool		uncertain;		/* Redis may disagree (interrupted call) */
+} HeldLock;
+
+/* How holds.c releases and reconciles a lock of one kind. */
+typedef struct RlockKindOps
+{
+	/* release "levels" holds; keep_lease_ms: lease of what remains, 0 keep */
+	void		(*build_release) (RedisCmd *cmd, const char *key,
+								  const char *holder, int levels,
+								  int64 keep_lease_ms);
+	/* lower this holder's count in Redis to "target" */
+	void		(*build_reconcile) (RedisCmd *cmd, const char *key,
+									const char *holder, int target);
+} RlockKindOps;
+
+extern HeldLock *holds_find(const char *key);
+extern HeldLock *holds_enter(const char *key, RlockKind kind);
+extern void holds_settle(void);
+extern void holds_add(HeldLock *h, RlockScope scope, bool watchdog,
+					  int redis_count, const char *name);
+extern void holds_remove_session(HeldLock *h, int levels);
+extern void holds_forget(HeldLock *h);
+extern void holds_drop_if_unused(HeldLock *h);
+extern int64 holds_keep_lease(HeldLock *h);
+extern int	holds_release_all_session(void);
+
+static inline int
+holds_total(const HeldLock *h)
+{
+	return h->session_count + h->xact_count;
+}
+
+#endif							/* RLOCK_HOLDS_H */

@@ -1,0 +1,64 @@
+/*-------------------------------------------------------------------------
+ *
+ * lockname.c
+ *	  Lock names: validation, the rlock.key_prefix, and the names Redisson
+ *	  derives from a lock's key (channels, latches, queues).
+ *
+ * A lock's main key N is rlock.key_prefix || name.  Every other key or
+ * channel of the lock is "p:{N}" (or "p:N" when N already contains a '{'),
+ * so that all of a lock's keys share N's Redis Cluster hash slot, exactly
+ * as Redisson names them (PROTOCOL.md, "Names").
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/builtins.h"
+
+#include "lockname.h"
+
+/*
+ * Validate a user's lock name and build its key.  ERROR on a NULL, empty or
+ * over-long name.
+ */
+void
+lockname_init(LockName *ln, text *name)
+{
+	int			plen = strlen(rlock_key_prefix ? rlock_key_prefix : "");
+	int			nlen;
+
+	if (name == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("lock name must not be NULL")));
+	nlen = VARSIZE_ANY_EXHDR(name);
+	ln->name = text_to_cstring(name);
+	if (nlen == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lock name must not be empty")));
+	if (plen + nlen > RLOCK_MAX_KEY_LEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lock name \"%.40s...\" is too long", ln->name),
+				 errdetail("The name is %d bytes with rlock.key_prefix; the limit is %d bytes.",
+						   plen + nlen, RLOCK_MAX_KEY_LEN)));
+	memcpy(ln->key, rlock_key_prefix, plen);
+	memcpy(ln->key + plen, VARDATA_ANY(name), nlen);
+	ln->keylen = plen + nlen;
+	ln->key[ln->keylen] = '\0';
+}
+
+/*
+ * Redisson's prefixName(prefix, key): "prefix:{key}", or "prefix:key" when
+ * key already has a hash tag.  Returns a palloc'd string.
+ */
+char *
+lockname_derive(const char *key, const char *prefix)
+{
+	if (strchr(key, '{') != NULL)
+		return psprintf("%s:%s", prefix, key);
+	return psprintf("%s:{%s}", prefix, key);
+}

@@ -1,0 +1,25 @@
+/*-------------------------------------------------------------------------
+ *
+ * lockname.h
+ *	  Lock names: validation, key prefix, Redisson's derived key names.
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RLOCK_LOCKNAME_H
+#define RLOCK_LOCKNAME_H
+
+#include "rlock.h"
+
+typedef struct LockName
+{
+	const char *name;			/* the user's name, for messages */
+	char		key[RLOCK_MAX_KEY_LEN + 1]; /* rlock.key_prefix || name */
+	int			keylen;
+} LockName;
+
+extern void lockname_init(LockName *ln, text *name);
+extern char *lockname_derive(const char *key, const char *prefix);
+
+#endif							/* RLOCK_LOCKNAME_H */

@@ -1,0 +1,147 @@
+/*-------------------------------------------------------------------------
+ *
+ * rlock.c
+ *	  Module entry point: _PG_init and the rlock.* settings.
+ *
+ * rlock works with or without shared_preload_libraries.  Preloaded, it
+ * reserves its shared memory (registry.c); loaded on demand by a backend,
+ * locks with a fixed lease still work, and what needs shared memory says
+ * so.
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/guc.h"
+
+#include "connection.h"
+#include "registry.h"
+#include "rlock.h"
+
+PG_MODULE_MAGIC;
+
+void		_PG_init(void);
+
+char	   *rlock_redis_url = NULL;
+char	   *rlock_key_prefix = NULL;
+int			rlock_watchdog_timeout_ms = 30000;
+int			rlock_connect_timeout_ms = 2000;
+int			rlock_command_timeout_ms = 2000;
+
+static bool
+check_redis_url(char **newval, void **extra, GucSource source)
+{
+	RedisUrl	url;
+	char	   *err = NULL;
+
+	if (!rconn_parse_url(*newval, &url, &err))
+	{
+		GUC_check_errdetail("%s", err);
+		GUC_check_errhint("The form is redis://[user[:password]@]host[:port][/db].");
+		return false;
+	}
+	return true;
+}
+
+static bool
+check_key_prefix(char **newval, void **extra, GucSource source)
+{
+	if (*newval && strlen(*newval) >= RLOCK_MAX_KEY_LEN)
+	{
+		GUC_check_errdetail("rlock.key_prefix must be shorter than %d bytes.",
+							RLOCK_MAX_KEY_LEN);
+		return false;
+	}
+	return true;
+}
+
+static const char *
+show_redis_url(void)
+{
+	/* never show the password, even to those who may read the setting */
+	RedisUrl	url;
+	char	   *err;
+	static char buf[600];
+
+	if (rlock_redis_url == NULL)
+		return "";
+	if (!rconn_parse_url(rlock_redis_url, &url, &err) ||
+		url.password[0] == '\0')
+		return rlock_redis_url;
+	snprintf(buf, sizeof(buf), "redis://%s:********@%s%s%s:%d/%d",
+			 url.user, strchr(url.host, ':') ? "[" : "", url.host,
+			 strchr(url.host, ':') ? "]" : "", url.port, url.db);
+	return buf;
+}
+
+const char *
+rlock_kind_name(RlockKind kind)
+{
+	switch (kind)
+	{
+		case RLOCK_KIND_EXCLUSIVE:
+			return "exclusive";
+	}
+	return "unknown";
+}
+
+void
+_PG_init(void)
+{
+	if (IsBinaryUpgrade)
+		return;
+
+	DefineCustomStringVariable("rlock.redis_url",
+							   "Redis server that holds the locks.",
+							   "redis://[user[:password]@]host[:port][/db]",
+							   &rlock_redis_url,
+							   "redis://127.0.0.1:6379/0",
+							   PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY,
+							   check_redis_url, NULL, show_redis_url);
+
+	DefineCustomStringVariable("rlock.key_prefix",
+							   "Prefix of every lock's Redis key.",
+							   NULL,
+							   &rlock_key_prefix,
+							   "",
+							   PGC_SUSET,
+							   0,
+							   check_key_prefix, NULL, NULL);
+
+	DefineCustomIntVariable("rlock.watchdog_timeout",
+							"Lease of locks taken without a lease; renewed every third of it.",
+							NULL,
+							&rlock_watchdog_timeout_ms,
+							30000, 100, INT_MAX / 4,
+							PGC_SUSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("rlock.connect_timeout",
+							"Bound on establishing a Redis connection.",
+							NULL,
+							&rlock_connect_timeout_ms,
+							2000, 1, INT_MAX / 4,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("rlock.command_timeout",
+							"Bound on one Redis round trip (not on waiting for a lock).",
+							NULL,
+							&rlock_command_timeout_ms,
+							2000, 1, INT_MAX / 4,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	MarkGUCPrefixReserved("rlock");
+
+	if (process_shared_preload_libraries_in_progress)
+		registry_install_hooks();
+}

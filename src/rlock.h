@@ -1,0 +1,62 @@
+/*-------------------------------------------------------------------------
+ *
+ * rlock.h
+ *	  Declarations shared by every part of rlock: settings, lock kinds and
+ *	  the limits of lock names.
+ *
+ * rlock is layered as follows (one file per responsibility):
+ *
+ *	rlock.c			 module entry: _PG_init, the rlock.* settings
+ *	sql_api.c		 thin SQL entry points: argument checks, then one call down
+ *	lock_exclusive.c the exclusive reentrant lock (Redisson RLock)
+ *	holds.c			 backend-local table of what this session holds, and the
+ *					 transaction, subtransaction and exit callbacks
+ *	lockname.c		 lock names: validation, prefixing, Redisson's derived keys
+ *	scripts.c		 the Lua scripts and their SHA1 digests
+ *	connection.c	 every Redis round trip and the one interruptible wait
+ *	registry.c		 shared memory: instance identity (and held-lock registry)
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RLOCK_H
+#define RLOCK_H
+
+#include "utils/wait_event.h"
+
+/* Longest lock key (prefix included), in bytes, per SPEC.md section 4. */
+#define RLOCK_MAX_KEY_LEN		1024
+/* Longest explicit owner token. */
+#define RLOCK_MAX_OWNER_LEN		256
+/* Holder identity: 36-char UUID, ':', pid (or an owner token). */
+#define RLOCK_HOLDER_BUFLEN		(RLOCK_MAX_OWNER_LEN + 1)
+/* Largest lease or wait we accept: one year, in milliseconds. */
+#define RLOCK_MAX_INTERVAL_MS	(INT64CONST(365) * 24 * 3600 * 1000)
+
+/* Wait event shown in pg_stat_activity while rlock waits. */
+#define RLOCK_WAIT_EVENT		PG_WAIT_EXTENSION
+
+/* Kinds of lock.  Only the exclusive kind exists so far. */
+typedef enum RlockKind
+{
+	RLOCK_KIND_EXCLUSIVE = 0
+} RlockKind;
+
+/* Scope of one hold. */
+typedef enum RlockScope
+{
+	RLOCK_SCOPE_SESSION,
+	RLOCK_SCOPE_XACT
+} RlockScope;
+
+/* Settings (rlock.c). */
+extern char *rlock_redis_url;
+extern char *rlock_key_prefix;
+extern int	rlock_watchdog_timeout_ms;
+extern int	rlock_connect_timeout_ms;
+extern int	rlock_command_timeout_ms;
+
+extern const char *rlock_kind_name(RlockKind kind);
+
+#endif							/* RLOCK_H */

@@ -1,0 +1,35 @@
+/*-------------------------------------------------------------------------
+ *
+ * scripts.h
+ *	  The Lua scripts rlock runs in Redis.
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RLOCK_SCRIPTS_H
+#define RLOCK_SCRIPTS_H
+
+#include "connection.h"
+
+typedef enum RlockScriptId
+{
+	RLOCK_SCRIPT_ACQUIRE,
+	RLOCK_SCRIPT_RELEASE,
+	RLOCK_SCRIPT_RECONCILE,
+	RLOCK_SCRIPT_FORCE_RELEASE,
+	RLOCK_SCRIPT_STATUS,
+	RLOCK_NUM_SCRIPTS
+} RlockScriptId;
+
+typedef struct RlockScript
+{
+	const char *name;
+	const char *body;
+	char		sha1[41];		/* hex digest, computed on first use */
+} RlockScript;
+
+/* Start cmd as EVALSHA of the script with nkeys keys; add keys, then args. */
+extern void rcmd_script(RedisCmd *cmd, RlockScriptId id, int nkeys);
+
+#endif							/* RLOCK_SCRIPTS_H */
