@@ -802,6 +802,17 @@ rconn_ensure(RedisConn *conn)
 	return true;
 }
 
+/*
+ * Connect now if not connected (ERROR on failure), so that a caller can tell
+ * "Redis never saw the command" apart from "the command may have run".
+ */
+void
+rconn_ready(RedisConn *conn, const char *what)
+{
+	if (!rconn_ensure(conn))
+		rconn_report(conn, ERROR, what);
+}
+
 bool
 rconn_run(RedisConn *conn, RedisCmd *cmds, int ncmds,
 		  redisReply ***replies, int elevel, const char *what)

@@ -64,6 +64,7 @@ extern RedisConn *rconn_backend_subscriber(void);
 extern RedisConn *rconn_create(const char *label);
 extern void rconn_discard(RedisConn *conn);
 extern bool rconn_is_busy(RedisConn *conn);
+extern void rconn_ready(RedisConn *conn, const char *what);
 
 /*
  * Run ncmds commands pipelined; on success *replies points at ncmds replies

@@ -209,11 +209,22 @@ holds_add(HeldLock *h, RlockScope scope, bool watchdog, int redis_count,
 	}
 }
 
-/* Record that "levels" session-level holds were released in Redis. */
+/*
+ * An acquire script is about to be sent: until its answer is in, Redis may
+ * hold one more hold than this table says.  If the call is interrupted, the
+ * entry stays uncertain and is reconciled at abort or by the next call.
+ */
 void
-holds_remove_session(HeldLock *h, int levels)
+holds_begin_acquire(HeldLock *h)
 {
-	h->session_count -= Min(levels, h->session_count);
+	set_uncertain(h, true);
+}
+
+/* The acquire script answered without granting anything. */
+void
+holds_acquire_refused(HeldLock *h)
+{
+	set_uncertain(h, false);
 	holds_drop_if_unused(h);
 }
 
@@ -352,6 +363,23 @@ holds_settle(void)
 	}
 	run_batch(items, n, ERROR);
 	pfree(items);
+}
+
+/*
+ * Release one session-level hold of h, in Redis and here.  Returns false
+ * (after a WARNING) when Redis says the lock was lost meanwhile; ERROR when
+ * Redis cannot be reached (the entry then stays uncertain).
+ */
+bool
+holds_release_session(HeldLock *h)
+{
+	BatchItem	item;
+	int			n = 0;
+
+	Assert(h->session_count > 0);
+	h->session_count--;
+	batch_add(&item, &n, h, 1);
+	return run_batch(&item, n, ERROR) == 1;
 }
 
 /*

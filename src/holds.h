@@ -54,7 +54,9 @@ extern HeldLock *holds_enter(const char *key, RlockKind kind);
 extern void holds_settle(void);
 extern void holds_add(HeldLock *h, RlockScope scope, bool watchdog,
 					  int redis_count, const char *name);
-extern void holds_remove_session(HeldLock *h, int levels);
+extern void holds_begin_acquire(HeldLock *h);
+extern void holds_acquire_refused(HeldLock *h);
+extern bool holds_release_session(HeldLock *h);
 extern void holds_forget(HeldLock *h);
 extern void holds_drop_if_unused(HeldLock *h);
 extern int64 holds_keep_lease(HeldLock *h);

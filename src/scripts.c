@@ -88,9 +88,14 @@ static const char reconcile_body[] =
 
 /*
  * force release (Redisson forceUnlock): KEYS[1] lock, KEYS[2] channel;
- * ARGV[1] release message.  Returns 1 when something was deleted.
+ * ARGV[1] release message.  Returns 1 when something was deleted; refuses
+ * (WRONGTYPE) to delete a key that is not a lock.
  */
 static const char force_release_body[] =
+"local t = redis.call('type', KEYS[1])['ok']\n"
+"if t ~= 'hash' and t ~= 'none' then\n"
+"  return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')\n"
+"end\n"
 "if redis.call('del', KEYS[1]) == 1 then\n"
 "  redis.call('publish', KEYS[2], ARGV[1])\n"
 "  return 1\n"

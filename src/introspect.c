@@ -1,0 +1,238 @@
+/*-------------------------------------------------------------------------
+ *
+ * introspect.c
+ *	  Introspection functions of SPEC.md section 5.4: who holds a lock, how
+ *	  often, for how long, and whether Redis answers.
+ *
+ * These read Redis, which is the truth about a lock (other sessions, other
+ * servers and Redisson clients share it); they never change it and never
+ * touch this session's held-lock table.  The view of what this server's
+ * sessions hold (rlock_locks) comes from the shared-memory registry.
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "funcapi.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "connection.h"
+#include "lockname.h"
+#include "registry.h"
+#include "scripts.h"
+
+static Interval *
+ms_interval(int64 ms)
+{
+	Interval   *iv = palloc0(sizeof(Interval));
+
+	iv->time = ms * 1000;
+	return iv;
+}
+
+/*
+ * Run the status script: returns the reply (owned by the connection) with
+ * element[0] = PTTL (-2: no such lock) and then field/value pairs.
+ */
+static redisReply *
+lock_status(const LockName *ln)
+{
+	RedisCmd	cmd;
+	redisReply *r;
+
+	rcmd_script(&cmd, RLOCK_SCRIPT_STATUS, 1);
+	rcmd_arg(&cmd, ln->key, ln->keylen);
+	r = rconn_run1(rconn_backend(), &cmd, ln->name);
+	if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+		r->element[0]->type != REDIS_REPLY_INTEGER ||
+		r->elements % 2 != 1)
+		rconn_unexpected_reply(r, ln->name);
+	return r;
+}
+
+/* Run one plain command about a lock; ERROR on an error reply. */
+static redisReply *
+lock_command(const LockName *ln, const char *verb, const char *field)
+{
+	RedisCmd	cmd;
+	redisReply *r;
+
+	rcmd_init(&cmd);
+	rcmd_str(&cmd, verb);
+	rcmd_arg(&cmd, ln->key, ln->keylen);
+	if (field)
+		rcmd_str(&cmd, field);
+	r = rconn_run1(rconn_backend(), &cmd, ln->name);
+	if (r->type == REDIS_REPLY_ERROR)
+		rconn_reply_error(r, ERROR, ln->name);
+	return r;
+}
+
+static void
+name_arg(FunctionCallInfo fcinfo, LockName *ln)
+{
+	lockname_init(ln, PG_ARGISNULL(0) ? NULL : PG_GETARG_TEXT_PP(0));
+}
+
+PG_FUNCTION_INFO_V1(rlock_holder_id);
+Datum
+rlock_holder_id(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_TEXT_P(cstring_to_text(rlock_backend_holder()));
+}
+
+PG_FUNCTION_INFO_V1(rlock_is_locked);
+Datum
+rlock_is_locked(PG_FUNCTION_ARGS)
+{
+	LockName	ln;
+
+	name_arg(fcinfo, &ln);
+	PG_RETURN_BOOL(lock_status(&ln)->element[0]->integer != -2);
+}
+
+PG_FUNCTION_INFO_V1(rlock_is_held);
+Datum
+rlock_is_held(PG_FUNCTION_ARGS)
+{
+	LockName	ln;
+	redisReply *r;
+
+	name_arg(fcinfo, &ln);
+	r = lock_command(&ln, "HEXISTS", rlock_backend_holder());
+	if (r->type != REDIS_REPLY_INTEGER)
+		rconn_unexpected_reply(r, ln.name);
+	PG_RETURN_BOOL(r->integer == 1);
+}
+
+PG_FUNCTION_INFO_V1(rlock_hold_count);
+Datum
+rlock_hold_count(PG_FUNCTION_ARGS)
+{
+	LockName	ln;
+	redisReply *r;
+
+	name_arg(fcinfo, &ln);
+	r = lock_command(&ln, "HGET", rlock_backend_holder());
+	if (r->type == REDIS_REPLY_NIL)
+		PG_RETURN_INT32(0);
+	if (r->type != REDIS_REPLY_STRING)
+		rconn_unexpected_reply(r, ln.name);
+	PG_RETURN_INT32(pg_strtoint32(r->str));
+}
+
+PG_FUNCTION_INFO_V1(rlock_remaining_lease);
+Datum
+rlock_remaining_lease(PG_FUNCTION_ARGS)
+{
+	LockName	ln;
+	int64		pttl;
+
+	name_arg(fcinfo, &ln);
+	pttl = lock_status(&ln)->element[0]->integer;
+	/* -2: not locked; -1: locked without expiry (not set by rlock) */
+	if (pttl < 0)
+		PG_RETURN_NULL();
+	PG_RETURN_INTERVAL_P(ms_interval(pttl));
+}
+
+/*
+ * rlock_status(name): one row per holder.  For read/write locks (a "mode"
+ * field), "<holder>:write" fields are write holds and the others read holds.
+ */
+PG_FUNCTION_INFO_V1(rlock_status);
+Datum
+rlock_status(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	LockName	ln;
+	redisReply *r;
+	int64		pttl;
+	const char *mode = NULL;
+	int			nfields;
+	char	  **fields;
+	char	  **values;
+
+	name_arg(fcinfo, &ln);
+	InitMaterializedSRF(fcinfo, 0);
+	r = lock_status(&ln);
+	pttl = r->element[0]->integer;
+	if (pttl == -2)
+		return (Datum) 0;
+
+	/* copy the reply out before building tuples (which may ERROR) */
+	nfields = (r->elements - 1) / 2;
+	fields = palloc(nfields * sizeof(char *));
+	values = palloc(nfields * sizeof(char *));
+	for (int i = 0; i < nfields; i++)
+	{
+		redisReply *f = r->element[1 + 2 * i];
+		redisReply *v = r->element[2 + 2 * i];
+
+		if (f->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING)
+			rconn_unexpected_reply(r, ln.name);
+		fields[i] = pnstrdup(f->str, f->len);
+		values[i] = pnstrdup(v->str, v->len);
+		if (strcmp(fields[i], "mode") == 0)
+			mode = values[i];
+	}
+
+	for (int i = 0; i < nfields; i++)
+	{
+		Datum		vals[4];
+		bool		nulls[4] = {false, false, false, false};
+		const char *kind = "exclusive";
+		char	   *holder = fields[i];
+		int64		count;
+
+		if (strcmp(holder, "mode") == 0)
+			continue;
+		if (mode != NULL)
+		{
+			size_t		len = strlen(holder);
+
+			kind = "read";
+			if (len > 6 && strcmp(holder + len - 6, ":write") == 0)
+			{
+				kind = "write";
+				holder[len - 6] = '\0';
+			}
+		}
+		count = strtoll(values[i], NULL, 10);
+		vals[0] = CStringGetTextDatum(kind);
+		vals[1] = CStringGetTextDatum(holder);
+		vals[2] = Int32GetDatum((int32) Min(count, PG_INT32_MAX));
+		if (pttl >= 0)
+			vals[3] = IntervalPGetDatum(ms_interval(pttl));
+		else
+			nulls[3] = true;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, vals, nulls);
+	}
+	return (Datum) 0;
+}
+
+PG_FUNCTION_INFO_V1(rlock_ping);
+Datum
+rlock_ping(PG_FUNCTION_ARGS)
+{
+	RedisCmd	cmd;
+	redisReply *r;
+	RedisConn  *conn = rconn_backend();
+	TimestampTz start;
+	Interval   *iv;
+
+	rconn_ready(conn, NULL);
+	rcmd_init(&cmd);
+	rcmd_str(&cmd, "PING");
+	start = GetCurrentTimestamp();
+	r = rconn_run1(conn, &cmd, NULL);
+	if (r->type != REDIS_REPLY_STATUS || strcmp(r->str, "PONG") != 0)
+		rconn_unexpected_reply(r, NULL);
+	iv = palloc0(sizeof(Interval));
+	iv->time = GetCurrentTimestamp() - start;
+	PG_RETURN_INTERVAL_P(iv);
+}

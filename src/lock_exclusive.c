@@ -1,0 +1,355 @@
+/*-------------------------------------------------------------------------
+ *
+ * lock_exclusive.c
+ *	  The exclusive reentrant lock, on Redisson's RLock layout: a hash at the
+ *	  lock's name mapping holder -> hold count, with the lease as its TTL;
+ *	  the release message "0" on redisson_lock__channel:{name}; an unlock
+ *	  latch per release request, so that a replayed release is harmless.
+ *
+ * This file owns the lock kind's protocol: how an acquisition is tried,
+ * how a blocked acquisition waits (subscribed to the lock's channel, woken
+ * by the release message, and never sleeping longer than the holder's
+ * remaining lease, so that a crashed holder is noticed), and how releases
+ * are built.  What this session holds is recorded in holds.c; the round
+ * trips themselves go through connection.c.
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "common/pg_prng.h"
+#include "miscadmin.h"
+#include "storage/proc.h"
+#include "utils/timeout.h"
+#include "utils/timestamp.h"
+
+#include "connection.h"
+#include "holds.h"
+#include "lock_exclusive.h"
+#include "lockname.h"
+#include "registry.h"
+#include "scripts.h"
+
+/* Longest single sleep of a waiter between two attempts, in ms. */
+#define WAIT_RECHECK_MS		5000
+
+/* Message published on the lock's channel when it is released. */
+#define RELEASE_MESSAGE		"0"
+
+static void exclusive_build_release(RedisCmd *cmd, const char *key,
+									const char *holder, int levels,
+									int64 keep_lease_ms);
+static void exclusive_build_reconcile(RedisCmd *cmd, const char *key,
+									  const char *holder, int target);
+
+const RlockKindOps exclusive_ops = {
+	.build_release = exclusive_build_release,
+	.build_reconcile = exclusive_build_reconcile,
+};
+
+/* A fresh 32-hex-digit request id for one release (unlock latch). */
+static char *
+new_request_id(void)
+{
+	static uint32 counter = 0;
+
+	return psprintf("%016llx%08x%08x",
+					(unsigned long long) pg_prng_uint64(&pg_global_prng_state),
+					(unsigned int) MyProcPid, ++counter);
+}
+
+/* TTL of an unlock latch: long enough to outlast our one retry. */
+static int64
+latch_ttl_ms(void)
+{
+	return (int64) rlock_command_timeout_ms * 2 + 1000;
+}
+
+static void
+exclusive_build_release(RedisCmd *cmd, const char *key, const char *holder,
+						int levels, int64 keep_lease_ms)
+{
+	char	   *channel = lockname_derive(key, "redisson_lock__channel");
+	char	   *latch = psprintf("%s:%s",
+								 lockname_derive(key, "redisson_unlock_latch"),
+								 new_request_id());
+
+	rcmd_script(cmd, RLOCK_SCRIPT_RELEASE, 3);
+	rcmd_str(cmd, key);
+	rcmd_str(cmd, channel);
+	rcmd_str(cmd, latch);
+	rcmd_str(cmd, RELEASE_MESSAGE);
+	rcmd_int(cmd, keep_lease_ms);
+	rcmd_str(cmd, holder);
+	rcmd_int(cmd, levels);
+	rcmd_int(cmd, latch_ttl_ms());
+}
+
+static void
+exclusive_build_reconcile(RedisCmd *cmd, const char *key, const char *holder,
+						  int target)
+{
+	rcmd_script(cmd, RLOCK_SCRIPT_RECONCILE, 2);
+	rcmd_str(cmd, key);
+	rcmd_str(cmd, lockname_derive(key, "redisson_lock__channel"));
+	rcmd_str(cmd, holder);
+	rcmd_int(cmd, target);
+	rcmd_str(cmd, RELEASE_MESSAGE);
+}
+
+/*
+ * One attempt.  Returns true when acquired (and recorded in h, if any);
+ * otherwise sets *pttl to the holder's remaining lease (-1: none).
+ */
+static bool
+try_once(const LockName *ln, HeldLock *h, RlockScope scope, int64 lease_ms,
+		 bool watchdog, const char *holder, int64 *pttl)
+{
+	RedisCmd	cmd;
+	redisReply *r;
+	int64		status;
+	int64		value;
+
+	rcmd_script(&cmd, RLOCK_SCRIPT_ACQUIRE, 1);
+	rcmd_arg(&cmd, ln->key, ln->keylen);
+	rcmd_int(&cmd, lease_ms);
+	rcmd_str(&cmd, holder);
+
+	/* from here until the answer is in, Redis may hold one more hold */
+	if (h)
+		holds_begin_acquire(h);
+	r = rconn_run1(rconn_backend(), &cmd, ln->name);
+
+	if (r->type == REDIS_REPLY_ERROR)
+	{
+		/* the script did not run to completion: nothing was granted */
+		if (h)
+			holds_acquire_refused(h);
+		rconn_reply_error(r, ERROR, ln->name);
+	}
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+		r->element[0]->type != REDIS_REPLY_INTEGER)
+		rconn_unexpected_reply(r, ln->name);	/* entry stays uncertain */
+	status = r->element[0]->integer;
+
+	if (status == 2)
+	{
+		char	   *mode = pnstrdup(r->element[1]->str, r->element[1]->len);
+
+		if (h)
+			holds_acquire_refused(h);
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("lock \"%s\" is a read/write lock, not an exclusive lock",
+						ln->name),
+				 errdetail("It is currently held in %s mode.", mode),
+				 errhint("Use the rlock_read_* and rlock_write_* functions for it, or another name.")));
+	}
+	if (r->element[1]->type != REDIS_REPLY_INTEGER)
+		rconn_unexpected_reply(r, ln->name);
+	value = r->element[1]->integer;
+
+	if (status == 1)
+	{
+		if (h)
+			holds_add(h, scope, watchdog, (int) value, ln->name);
+		return true;
+	}
+	if (h)
+		holds_acquire_refused(h);
+	*pttl = value;
+	return false;
+}
+
+static void
+waiting_context(void *arg)
+{
+	errcontext("waiting for rlock lock \"%s\"", (const char *) arg);
+}
+
+/*
+ * Wait for the lock: subscribe to its channel, then alternate attempts and
+ * sleeps that end on a release message, on the holder's lease running out,
+ * or at the deadline.
+ */
+static bool
+wait_for_lock(const LockName *ln, HeldLock *h, RlockScope scope,
+			  int64 lease_ms, bool watchdog, const char *holder,
+			  int64 wait_ms, bool honour_lock_timeout)
+{
+	RedisConn  *sub = rconn_backend_subscriber();
+	char	   *channel = lockname_derive(ln->key, "redisson_lock__channel");
+	TimestampTz deadline;
+	ErrorContextCallback errcb;
+	volatile bool armed = false;
+	bool		acquired = false;
+
+	deadline = (wait_ms < 0) ? DT_NOEND :
+		TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms);
+
+	errcb.callback = waiting_context;
+	errcb.arg = (void *) ln->name;
+	errcb.previous = error_context_stack;
+	error_context_stack = &errcb;
+
+	PG_TRY();
+	{
+		if (honour_lock_timeout && LockTimeout > 0)
+		{
+			enable_timeout_after(LOCK_TIMEOUT, LockTimeout);
+			armed = true;
+		}
+
+		/* subscribe first, then retry, so that no release goes unseen */
+		rconn_subscribe(sub, channel, ln->name);
+		for (;;)
+		{
+			int64		pttl = -1;
+			TimestampTz now;
+			TimestampTz until;
+			int64		sleep_ms;
+
+			if (try_once(ln, h, scope, lease_ms, watchdog, holder, &pttl))
+			{
+				acquired = true;
+				break;
+			}
+			now = GetCurrentTimestamp();
+			if (now >= deadline)
+				break;
+
+			/* sleep until a release message, or until the lease runs out */
+			sleep_ms = (pttl >= 0) ? Min(pttl + 1, WAIT_RECHECK_MS)
+				: WAIT_RECHECK_MS;
+			until = TimestampTzPlusMilliseconds(now, sleep_ms);
+			if (until > deadline)
+				until = deadline;
+			if (rconn_wait_message(sub, until) < 0)
+				rconn_subscribe(sub, channel, ln->name);
+		}
+	}
+	PG_FINALLY();
+	{
+		if (armed)
+			disable_timeout(LOCK_TIMEOUT, false);
+		rconn_unsubscribe_nowait(sub);
+		error_context_stack = errcb.previous;
+	}
+	PG_END_TRY();
+
+	return acquired;
+}
+
+bool
+exclusive_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
+				  int64 wait_ms, const char *owner, bool honour_lock_timeout)
+{
+	HeldLock   *h = NULL;
+	bool		watchdog = (lease_ms == 0);
+	const char *holder;
+	int64		pttl;
+
+	holds_settle();
+	rconn_ready(rconn_backend(), ln->name);
+
+	if (watchdog)
+		lease_ms = rlock_watchdog_timeout_ms;
+	if (owner != NULL)
+		holder = owner;
+	else
+	{
+		holder = rlock_backend_holder();
+		h = holds_enter(ln->key, RLOCK_KIND_EXCLUSIVE);
+		if (h->kind != RLOCK_KIND_EXCLUSIVE)
+		{
+			RlockKind	held = h->kind;
+
+			holds_drop_if_unused(h);
+			ereport(ERROR,
+					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+					 errmsg("lock \"%s\" is held by this session as a %s lock",
+							ln->name, rlock_kind_name(held))));
+		}
+	}
+
+	if (try_once(ln, h, scope, lease_ms, watchdog, holder, &pttl))
+		return true;
+	if (wait_ms == 0)
+		return false;
+	return wait_for_lock(ln, h, scope, lease_ms, watchdog, holder, wait_ms,
+						 honour_lock_timeout);
+}
+
+bool
+exclusive_release(const LockName *ln, const char *owner)
+{
+	HeldLock   *h;
+
+	holds_settle();
+
+	if (owner != NULL)
+	{
+		RedisCmd	cmd;
+		redisReply *r;
+
+		exclusive_build_release(&cmd, ln->key, owner, 1, 0);
+		r = rconn_run1(rconn_backend(), &cmd, ln->name);
+		if (r->type == REDIS_REPLY_ERROR)
+			rconn_reply_error(r, ERROR, ln->name);
+		if (r->type == REDIS_REPLY_NIL)
+		{
+			ereport(WARNING,
+					(errmsg("lock \"%s\" is not held by owner \"%s\"",
+							ln->name, owner)));
+			return false;
+		}
+		if (r->type != REDIS_REPLY_INTEGER)
+			rconn_unexpected_reply(r, ln->name);
+		return true;
+	}
+
+	h = holds_find(ln->key);
+	if (h == NULL || h->session_count == 0)
+	{
+		if (h != NULL && h->xact_count > 0)
+			ereport(WARNING,
+					(errmsg("lock \"%s\" is held by this session only at transaction level",
+							ln->name),
+					 errhint("Transaction-level locks are released when the transaction ends.")));
+		else
+			ereport(WARNING,
+					(errmsg("lock \"%s\" is not held by this session", ln->name)));
+		return false;
+	}
+	if (h->kind != RLOCK_KIND_EXCLUSIVE)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("lock \"%s\" is held by this session as a %s lock",
+						ln->name, rlock_kind_name(h->kind))));
+	return holds_release_session(h);
+}
+
+bool
+exclusive_force_release(const LockName *ln)
+{
+	RedisCmd	cmd;
+	redisReply *r;
+	HeldLock   *h;
+
+	holds_settle();
+	rcmd_script(&cmd, RLOCK_SCRIPT_FORCE_RELEASE, 2);
+	rcmd_arg(&cmd, ln->key, ln->keylen);
+	rcmd_str(&cmd, lockname_derive(ln->key, "redisson_lock__channel"));
+	rcmd_str(&cmd, RELEASE_MESSAGE);
+	r = rconn_run1(rconn_backend(), &cmd, ln->name);
+	if (r->type != REDIS_REPLY_INTEGER)
+		rconn_unexpected_reply(r, ln->name);
+
+	/* whatever this session held of it is gone now */
+	h = holds_find(ln->key);
+	if (h != NULL)
+		holds_forget(h);
+	return r->integer == 1;
+}

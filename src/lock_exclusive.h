@@ -1,0 +1,31 @@
+/*-------------------------------------------------------------------------
+ *
+ * lock_exclusive.h
+ *	  The exclusive reentrant lock (Redisson RLock).
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RLOCK_LOCK_EXCLUSIVE_H
+#define RLOCK_LOCK_EXCLUSIVE_H
+
+#include "holds.h"
+#include "lockname.h"
+
+/* How the held-lock table releases and reconciles exclusive locks. */
+extern const RlockKindOps exclusive_ops;
+
+/*
+ * Acquire.  lease_ms 0 = watchdog lease; wait_ms 0 = one attempt, -1 = no
+ * limit; owner NULL = this backend's holder identity (and the hold is
+ * recorded in the held-lock table).  honour_lock_timeout arms lock_timeout
+ * for the wait, as a blocking lock acquisition does.
+ */
+extern bool exclusive_acquire(const LockName *ln, RlockScope scope,
+							  int64 lease_ms, int64 wait_ms,
+							  const char *owner, bool honour_lock_timeout);
+extern bool exclusive_release(const LockName *ln, const char *owner);
+extern bool exclusive_force_release(const LockName *ln);
+
+#endif							/* RLOCK_LOCK_EXCLUSIVE_H */

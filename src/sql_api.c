@@ -1,0 +1,245 @@
+/*-------------------------------------------------------------------------
+ *
+ * sql_api.c
+ *	  SQL entry points of the locks (SPEC.md section 5.1): argument checks,
+ *	  then one call into the lock kind.
+ *
+ * Everything a user can get wrong is rejected here, before any Redis round
+ * trip: NULL, empty or over-long names (lockname.c), leases and waits that
+ * are not positive or exceed a year, unusable owner tokens.  The functions
+ * are declared non-STRICT so that a NULL argument gets a clear ERROR rather
+ * than a silent NULL result.
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "fmgr.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "holds.h"
+#include "lock_exclusive.h"
+#include "lockname.h"
+#include "registry.h"
+#include "rlock.h"
+
+/*
+ * Convert an interval argument to milliseconds (rounded up), checking that
+ * it is positive (or zero, if allowed) and at most a year.
+ */
+static int64
+interval_ms(Interval *iv, const char *argname, const LockName *ln,
+			bool allow_zero)
+{
+	double		us;
+
+	us = ((double) iv->month * DAYS_PER_MONTH + iv->day) * USECS_PER_DAY +
+		(double) iv->time;
+	if (us < 0 || (us == 0 && !allow_zero))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s of lock \"%s\" must be %s", argname, ln->name,
+						allow_zero ? "zero or positive" : "positive"),
+				 strcmp(argname, "lease") == 0 ?
+				 errhint("Give NULL for a lease renewed automatically while the lock is held.") : 0));
+	if (us > (double) RLOCK_MAX_INTERVAL_MS * 1000.0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s of lock \"%s\" is too long", argname, ln->name),
+				 errdetail("The limit is 365 days.")));
+	return (int64) ceil(us / 1000.0);
+}
+
+/* The lease argument: 0 means automatic renewal (watchdog). */
+static int64
+lease_arg(FunctionCallInfo fcinfo, int argno, const LockName *ln)
+{
+	if (PG_ARGISNULL(argno))
+	{
+		if (!registry_available())
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("lock \"%s\" needs a lease: automatic renewal is not available",
+							ln->name),
+					 errdetail("A NULL lease asks for renewal by rlock's background worker, which runs only when rlock is preloaded."),
+					 errhint("Add rlock to shared_preload_libraries, or give a lease.")));
+		return 0;
+	}
+	return interval_ms(PG_GETARG_INTERVAL_P(argno), "lease", ln, false);
+}
+
+/* The wait argument of the try functions: 0 = one attempt. */
+static int64
+wait_arg(FunctionCallInfo fcinfo, int argno, const LockName *ln)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("wait of lock \"%s\" must not be NULL", ln->name),
+				 errhint("Give '0' for a single attempt, or use rlock_acquire to wait without limit.")));
+	return interval_ms(PG_GETARG_INTERVAL_P(argno), "wait", ln, true);
+}
+
+/*
+ * Does s look like a holder identity, "<uuid>:<number>"?  Such owner tokens
+ * are refused: they would let a session act as another session of some
+ * PostgreSQL server, or as a Redisson client thread.
+ */
+static bool
+looks_like_holder(const char *s)
+{
+	int			i;
+
+	for (i = 0; i < 36; i++)
+	{
+		bool		dash = (i == 8 || i == 13 || i == 18 || i == 23);
+
+		if (dash ? s[i] != '-' : !isxdigit((unsigned char) s[i]))
+			return false;
+	}
+	if (s[36] != ':' || s[37] == '\0')
+		return false;
+	for (i = 37; s[i]; i++)
+		if (!isdigit((unsigned char) s[i]))
+			return false;
+	return true;
+}
+
+/* The owner argument: NULL = this session; else a checked token. */
+static const char *
+owner_arg(FunctionCallInfo fcinfo, int argno, const LockName *ln)
+{
+	char	   *owner;
+	size_t		len;
+
+	if (PG_ARGISNULL(argno))
+		return NULL;
+	owner = text_to_cstring(PG_GETARG_TEXT_PP(argno));
+	len = strlen(owner);
+	if (len == 0 || len > RLOCK_MAX_OWNER_LEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("owner of lock \"%s\" must be 1 to %d bytes long",
+						ln->name, RLOCK_MAX_OWNER_LEN)));
+	if (strcmp(owner, "mode") == 0 || looks_like_holder(owner))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("owner \"%s\" of lock \"%s\" is reserved", owner,
+						ln->name),
+				 errdetail("\"mode\" and tokens of the form <uuid>:<number> are used by the lock protocol itself.")));
+	return owner;
+}
+
+static const char *
+owner_for_acquire(FunctionCallInfo fcinfo, int argno, const LockName *ln,
+				  bool lease_null)
+{
+	const char *owner = owner_arg(fcinfo, argno, ln);
+
+	if (owner != NULL && lease_null)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lock \"%s\" taken for owner \"%s\" needs a lease",
+						ln->name, owner),
+				 errdetail("A lock taken for an owner token is not tied to this session, so nothing would renew it or release it."),
+				 errhint("Give a lease, such as '10 minutes'.")));
+	return owner;
+}
+
+static void
+name_arg(FunctionCallInfo fcinfo, int argno, LockName *ln)
+{
+	lockname_init(ln, PG_ARGISNULL(argno) ? NULL : PG_GETARG_TEXT_PP(argno));
+}
+
+PG_FUNCTION_INFO_V1(rlock_acquire);
+Datum
+rlock_acquire(PG_FUNCTION_ARGS)
+{
+	LockName	ln;
+	int64		lease;
+	const char *owner;
+
+	name_arg(fcinfo, 0, &ln);
+	owner = owner_for_acquire(fcinfo, 2, &ln, PG_ARGISNULL(1));
+	lease = lease_arg(fcinfo, 1, &ln);
+	exclusive_acquire(&ln, RLOCK_SCOPE_SESSION, lease, -1, owner, true);
+	PG_RETURN_VOID();
+}
+
+PG_FUNCTION_INFO_V1(rlock_try_acquire);
+Datum
+rlock_try_acquire(PG_FUNCTION_ARGS)
+{
+	LockName	ln;
+	int64		lease;
+	int64		wait;
+	const char *owner;
+
+	name_arg(fcinfo, 0, &ln);
+	owner = owner_for_acquire(fcinfo, 3, &ln, PG_ARGISNULL(1));
+	lease = lease_arg(fcinfo, 1, &ln);
+	wait = wait_arg(fcinfo, 2, &ln);
+	PG_RETURN_BOOL(exclusive_acquire(&ln, RLOCK_SCOPE_SESSION, lease, wait,
+									 owner, false));
+}
+
+PG_FUNCTION_INFO_V1(rlock_release);
+Datum
+rlock_release(PG_FUNCTION_ARGS)
+{
+	LockName	ln;
+
+	name_arg(fcinfo, 0, &ln);
+	PG_RETURN_BOOL(exclusive_release(&ln, owner_arg(fcinfo, 1, &ln)));
+}
+
+PG_FUNCTION_INFO_V1(rlock_xact_acquire);
+Datum
+rlock_xact_acquire(PG_FUNCTION_ARGS)
+{
+	LockName	ln;
+	int64		lease;
+
+	name_arg(fcinfo, 0, &ln);
+	lease = lease_arg(fcinfo, 1, &ln);
+	exclusive_acquire(&ln, RLOCK_SCOPE_XACT, lease, -1, NULL, true);
+	PG_RETURN_VOID();
+}
+
+PG_FUNCTION_INFO_V1(rlock_xact_try_acquire);
+Datum
+rlock_xact_try_acquire(PG_FUNCTION_ARGS)
+{
+	LockName	ln;
+	int64		lease;
+	int64		wait;
+
+	name_arg(fcinfo, 0, &ln);
+	lease = lease_arg(fcinfo, 1, &ln);
+	wait = wait_arg(fcinfo, 2, &ln);
+	PG_RETURN_BOOL(exclusive_acquire(&ln, RLOCK_SCOPE_XACT, lease, wait,
+									 NULL, false));
+}
+
+PG_FUNCTION_INFO_V1(rlock_release_all);
+Datum
+rlock_release_all(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(holds_release_all_session());
+}
+
+PG_FUNCTION_INFO_V1(rlock_force_release);
+Datum
+rlock_force_release(PG_FUNCTION_ARGS)
+{
+	LockName	ln;
+
+	name_arg(fcinfo, 0, &ln);
+	PG_RETURN_BOOL(exclusive_force_release(&ln));
+}
