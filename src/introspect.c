@@ -21,6 +21,7 @@
 #include "utils/timestamp.h"
 
 #include "connection.h"
+#include "holds.h"
 #include "lockname.h"
 #include "registry.h"
 #include "scripts.h"
@@ -72,10 +73,16 @@ lock_command(const LockName *ln, const char *verb, const char *field)
 	return r;
 }
 
+/*
+ * Every introspection function takes the lock name first.  Before reading
+ * Redis, undo whatever an interrupted call may have left there, so that
+ * what is reported is what this session really holds.
+ */
 static void
 name_arg(FunctionCallInfo fcinfo, LockName *ln)
 {
 	lockname_init(ln, PG_ARGISNULL(0) ? NULL : PG_GETARG_TEXT_PP(0));
+	holds_settle();
 }
 
 PG_FUNCTION_INFO_V1(rlock_holder_id);

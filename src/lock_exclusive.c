@@ -104,22 +104,30 @@ exclusive_build_reconcile(RedisCmd *cmd, const char *key, const char *holder,
  * otherwise sets *pttl to the holder's remaining lease (-1: none).
  */
 static bool
-try_once(const LockName *ln, HeldLock *h, RlockScope scope, int64 lease_ms,
+try_once(const LockName *ln, bool track, RlockScope scope, int64 lease_ms,
 		 bool watchdog, const char *holder, int64 *pttl)
 {
 	RedisCmd	cmd;
 	redisReply *r;
 	int64		status;
 	int64		value;
+	HeldLock   *h = NULL;
 
 	rcmd_script(&cmd, RLOCK_SCRIPT_ACQUIRE, 1);
 	rcmd_arg(&cmd, ln->key, ln->keylen);
 	rcmd_int(&cmd, lease_ms);
 	rcmd_str(&cmd, holder);
 
-	/* from here until the answer is in, Redis may hold one more hold */
-	if (h)
+	/*
+	 * From here until the answer is in, Redis may hold one more hold than
+	 * the table.  (The entry is looked up afresh on every attempt: a refused
+	 * attempt removes an entry that holds nothing.)
+	 */
+	if (track)
+	{
+		h = holds_enter(ln->key, RLOCK_KIND_EXCLUSIVE);
 		holds_begin_acquire(h);
+	}
 	r = rconn_run1(rconn_backend(), &cmd, ln->name);
 
 	if (r->type == REDIS_REPLY_ERROR)
@@ -175,7 +183,7 @@ waiting_context(void *arg)
  * or at the deadline.
  */
 static bool
-wait_for_lock(const LockName *ln, HeldLock *h, RlockScope scope,
+wait_for_lock(const LockName *ln, bool track, RlockScope scope,
 			  int64 lease_ms, bool watchdog, const char *holder,
 			  int64 wait_ms, bool honour_lock_timeout)
 {
@@ -211,7 +219,7 @@ wait_for_lock(const LockName *ln, HeldLock *h, RlockScope scope,
 			TimestampTz until;
 			int64		sleep_ms;
 
-			if (try_once(ln, h, scope, lease_ms, watchdog, holder, &pttl))
+			if (try_once(ln, track, scope, lease_ms, watchdog, holder, &pttl))
 			{
 				acquired = true;
 				break;
@@ -246,7 +254,7 @@ bool
 exclusive_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 				  int64 wait_ms, const char *owner, bool honour_lock_timeout)
 {
-	HeldLock   *h = NULL;
+	HeldLock   *h;
 	bool		watchdog = (lease_ms == 0);
 	const char *holder;
 	int64		pttl;
@@ -261,25 +269,20 @@ exclusive_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 	else
 	{
 		holder = rlock_backend_holder();
-		h = holds_enter(ln->key, RLOCK_KIND_EXCLUSIVE);
-		if (h->kind != RLOCK_KIND_EXCLUSIVE)
-		{
-			RlockKind	held = h->kind;
-
-			holds_drop_if_unused(h);
+		h = holds_find(ln->key);
+		if (h != NULL && h->kind != RLOCK_KIND_EXCLUSIVE)
 			ereport(ERROR,
 					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 					 errmsg("lock \"%s\" is held by this session as a %s lock",
-							ln->name, rlock_kind_name(held))));
-		}
+							ln->name, rlock_kind_name(h->kind))));
 	}
 
-	if (try_once(ln, h, scope, lease_ms, watchdog, holder, &pttl))
+	if (try_once(ln, owner == NULL, scope, lease_ms, watchdog, holder, &pttl))
 		return true;
 	if (wait_ms == 0)
 		return false;
-	return wait_for_lock(ln, h, scope, lease_ms, watchdog, holder, wait_ms,
-						 honour_lock_timeout);
+	return wait_for_lock(ln, owner == NULL, scope, lease_ms, watchdog, holder,
+						 wait_ms, honour_lock_timeout);
 }
 
 bool

@@ -1,0 +1,98 @@
+-- Bad input gets a clear ERROR with its SQLSTATE (SPEC.md 7).
+CREATE EXTENSION IF NOT EXISTS rlock;
+\set SHOW_CONTEXT never
+
+-- names: NULL, empty, too long (1024 bytes with the prefix is the limit)
+SELECT rlock_acquire(NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_try_acquire(NULL, '1s');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_release(NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_is_locked(NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_acquire('');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_xact_acquire('', '1s');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_acquire(repeat('n', 1025), '1s');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_try_acquire(repeat('n', 1024), '1s'), rlock_release(repeat('n', 1024));
+SET rlock.key_prefix = 'pfx:';
+SELECT rlock_try_acquire(repeat('n', 1021), '1s');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_try_acquire(repeat('n', 1020), '1s'), rlock_release(repeat('n', 1020));
+RESET rlock.key_prefix;
+
+-- leases: zero, negative, absurd
+SELECT rlock_acquire('err_l', '0');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_acquire('err_l', '-5 seconds');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_try_acquire('err_l', '1 day -25 hours');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_xact_acquire('err_l', '366 days');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_acquire('err_l', '1000 years');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_is_locked('err_l');
+
+-- waits: negative, absurd, NULL
+SELECT rlock_try_acquire('err_w', '1s', '-1 second');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_xact_try_acquire('err_w', '1s', '400 days');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_try_acquire('err_w', '1s', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_is_locked('err_w');
+
+-- owners: empty, too long, reserved, and an owner lock needs a lease
+SELECT rlock_acquire('err_o', '1s', owner => '');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_acquire('err_o', '1s', owner => repeat('o', 257));
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_acquire('err_o', '1s', owner => 'mode');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_acquire('err_o', '1s', owner => rlock_holder_id());
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_acquire('err_o', owner => 'job-1');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_release('err_o', owner => '');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_is_locked('err_o');
+
+-- a name already used by a non-lock Redis key
+SELECT current_setting('rlock.redis_url') AS redis_url \gset
+\! redis-cli -u :redis_url SET err_string_key 'not a lock'
+SELECT rlock_acquire('err_string_key', '1s');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_try_acquire('err_string_key', '1s', '1s');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_is_locked('err_string_key');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_hold_count('err_string_key');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_force_release('err_string_key');
+\echo :LAST_ERROR_SQLSTATE
+\! redis-cli -u :redis_url GET err_string_key
+-- the session is still fine, and holds nothing
+SELECT rlock_try_acquire('err_ok', '1s'), rlock_release('err_ok');
+SELECT rlock_release_all();
+
+-- settings: only superusers see or change where locks live
+CREATE ROLE rlock_err_user;
+SET ROLE rlock_err_user;
+SHOW rlock.redis_url;
+\echo :LAST_ERROR_SQLSTATE
+SET rlock.key_prefix = 'x';
+\echo :LAST_ERROR_SQLSTATE
+SET rlock.redis_url = 'redis://10.0.0.1:6379/0';
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+DROP ROLE rlock_err_user;
+SET rlock.redis_url = 'redis://10.0.0.1:6379/0';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET rlock.redis_url = 'http://example.com';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET rlock.connect_timeout = 0;
+\echo :LAST_ERROR_SQLSTATE
