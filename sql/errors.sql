@@ -53,7 +53,7 @@ SELECT rlock_acquire('err_o', '1s', owner => repeat('o', 257));
 \echo :LAST_ERROR_SQLSTATE
 SELECT rlock_acquire('err_o', '1s', owner => 'mode');
 \echo :LAST_ERROR_SQLSTATE
-SELECT rlock_acquire('err_o', '1s', owner => rlock_holder_id());
+SELECT rlock_acquire('err_o', '1s', owner => '0f8fad5b-d9cb-469f-a165-70867728950e:4242');
 \echo :LAST_ERROR_SQLSTATE
 SELECT rlock_acquire('err_o', owner => 'job-1');
 \echo :LAST_ERROR_SQLSTATE
@@ -63,7 +63,8 @@ SELECT rlock_is_locked('err_o');
 
 -- a name already used by a non-lock Redis key
 SELECT current_setting('rlock.redis_url') AS redis_url \gset
-\! redis-cli -u :redis_url SET err_string_key 'not a lock'
+\setenv RLOCK_REDIS_URL :redis_url
+\! redis-cli -u "$RLOCK_REDIS_URL" SET err_string_key 'not a lock'
 SELECT rlock_acquire('err_string_key', '1s');
 \echo :LAST_ERROR_SQLSTATE
 SELECT rlock_try_acquire('err_string_key', '1s', '1s');
@@ -74,7 +75,7 @@ SELECT rlock_hold_count('err_string_key');
 \echo :LAST_ERROR_SQLSTATE
 SELECT rlock_force_release('err_string_key');
 \echo :LAST_ERROR_SQLSTATE
-\! redis-cli -u :redis_url GET err_string_key
+\! redis-cli -u "$RLOCK_REDIS_URL" GET err_string_key
 -- the session is still fine, and holds nothing
 SELECT rlock_try_acquire('err_ok', '1s'), rlock_release('err_ok');
 SELECT rlock_release_all();

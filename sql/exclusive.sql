@@ -1,5 +1,5 @@
 -- Single-session semantics of the exclusive lock (SPEC.md 5.1, 5.4).
-CREATE EXTENSION rlock;
+CREATE EXTENSION IF NOT EXISTS rlock;
 \set VERBOSITY default
 \set SHOW_CONTEXT never
 

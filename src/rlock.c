@@ -42,7 +42,7 @@ check_redis_url(char **newval, void **extra, GucSource source)
 
 	if (!rconn_parse_url(*newval, &url, &err))
 	{
-		GUC_check_errdetail("%s", err);
+		GUC_check_errdetail("Invalid Redis URL: %s.", err);
 		GUC_check_errhint("The form is redis://[user[:password]@]host[:port][/db].");
 		return false;
 	}
