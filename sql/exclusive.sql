@@ -150,3 +150,19 @@ SELECT rlock_acquire($$x'); redis.call('flushall') --$$, '1 minute');
 SELECT rlock_is_held($$x'); redis.call('flushall') --$$);
 SELECT rlock_release($$x'); redis.call('flushall') --$$);
 SELECT rlock_acquire('锁-ünïcødé', '1 minute'), rlock_hold_count('锁-ünïcødé'), rlock_release('锁-ünïcødé');
+
+-- a wait bounded by lock_timeout fails with SQLSTATE 55P03 and holds nothing
+SELECT rlock_acquire('reg_lt', '1 minute', owner => 'someone-else');
+SET lock_timeout = '100ms';
+SELECT rlock_acquire('reg_lt', '1 minute');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_xact_acquire('reg_lt', '1 minute');
+\echo :LAST_ERROR_SQLSTATE
+-- a timed try is bounded by its own wait, not by lock_timeout
+SELECT rlock_try_acquire('reg_lt', '1 minute', '300ms');
+RESET lock_timeout;
+SET statement_timeout = '100ms';
+SELECT rlock_acquire('reg_lt', '1 minute');
+\echo :LAST_ERROR_SQLSTATE
+RESET statement_timeout;
+SELECT rlock_is_held('reg_lt'), rlock_release('reg_lt', owner => 'someone-else');
