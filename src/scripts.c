@@ -19,6 +19,7 @@
 
 #include "common/cryptohash.h"
 #include "common/sha1.h"
+#include "utils/resowner.h"
 
 #include "scripts.h"
 
@@ -128,6 +129,8 @@ static const char script_numkeys[RLOCK_NUM_SCRIPTS][4] = {
 	"0", "1", "2", "3", "4"
 };
 
+static bool digests_ready = false;
+
 static void
 compute_sha1(RlockScript *s)
 {
@@ -151,14 +154,49 @@ compute_sha1(RlockScript *s)
 	s->sha1[40] = '\0';
 }
 
+/*
+ * Compute every script's digest at once, on first use.  pg_cryptohash needs
+ * a resource owner; outside a transaction (backend exit, a worker between
+ * transactions) a temporary one is used.
+ */
+static void
+compute_all_sha1(void)
+{
+	ResourceOwner saved = CurrentResourceOwner;
+	volatile ResourceOwner tmp = NULL;
+
+	if (CurrentResourceOwner == NULL)
+		CurrentResourceOwner = tmp = ResourceOwnerCreate(NULL, "rlock scripts");
+	PG_TRY();
+	{
+		for (int i = 0; i < RLOCK_NUM_SCRIPTS; i++)
+			compute_sha1(&scripts[i]);
+	}
+	PG_FINALLY();
+	{
+		if (tmp != NULL)
+		{
+			ResourceOwnerRelease(tmp, RESOURCE_RELEASE_BEFORE_LOCKS, false,
+								 true);
+			ResourceOwnerRelease(tmp, RESOURCE_RELEASE_LOCKS, false, true);
+			ResourceOwnerRelease(tmp, RESOURCE_RELEASE_AFTER_LOCKS, false,
+								 true);
+			CurrentResourceOwner = saved;
+			ResourceOwnerDelete(tmp);
+		}
+	}
+	PG_END_TRY();
+	digests_ready = true;
+}
+
 void
 rcmd_script(RedisCmd *cmd, RlockScriptId id, int nkeys)
 {
 	RlockScript *s = &scripts[id];
 
 	Assert(nkeys >= 0 && nkeys <= 4);
-	if (s->sha1[0] == '\0')
-		compute_sha1(s);
+	if (!digests_ready)
+		compute_all_sha1();
 	rcmd_init(cmd);
 	rcmd_arg(cmd, "EVALSHA", 7);
 	rcmd_arg(cmd, s->sha1, 40);
