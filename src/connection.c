@@ -973,6 +973,21 @@ rconn_reply_error(redisReply *reply, int elevel, const char *what)
 						what ? what : "?"),
 				 errdetail("Another kind of Redis value already uses that key."),
 				 errhint("Choose another lock name, or set rlock.key_prefix.")));
+	else if (reply->len >= 6 && strncmp(reply->str, "NOAUTH", 6) == 0)
+		ereport(elevel,
+				(errcode(ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION),
+				 errmsg("Redis requires authentication%s", for_lock(what)),
+				 errdetail_internal("%.*s", (int) Min(reply->len, 500),
+									reply->str),
+				 errhint("Give the password in rlock.redis_url: redis://[user]:password@host:port/db.")));
+	else if (reply->len >= 6 && strncmp(reply->str, "NOPERM", 6) == 0)
+		ereport(elevel,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("the Redis user of rlock.redis_url lacks a permission%s",
+						for_lock(what)),
+				 errdetail_internal("%.*s", (int) Min(reply->len, 500),
+									reply->str),
+				 errhint("Grant the user the commands EVAL, EVALSHA, PUBLISH, SUBSCRIBE, EXISTS, HEXISTS, HGET, PTTL and PING on the lock keys and channels.")));
 	else
 		ereport(elevel,
 				(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),

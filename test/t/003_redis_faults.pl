@@ -1,0 +1,191 @@
+# Copyright (c) 2026, rlock developers
+#
+# Redis faults: stopped, restarted, slow, wrong password, wrong database.
+# Every failure is a clear ERROR with a SQLSTATE within its time bound, the
+# session stays usable, the next call after Redis is back reconnects by
+# itself, and an acquire interrupted in flight never leaves a hold behind.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+use RlockTest;
+
+my $redis = RlockTest::Redis->new(args => [ '--enable-debug-command', 'yes' ]);
+my $node = RlockTest::new_node('faults', $redis);
+my $s = $node->background_psql('postgres', on_error_stop => 0);
+
+# Run SQL in $s; returns (stdout, stderr, SQLSTATE of the last statement).
+sub run_sql
+{
+	my ($sess, $sql) = @_;
+	my ($out, $err) =
+	  RlockTest::query_err($sess, "$sql\n;\n\\echo sqlstate=:SQLSTATE");
+	my ($state) = $out =~ /sqlstate=(\w+)/;
+	$out =~ s/\n?sqlstate=\w+//;
+	return ($out, $err, $state);
+}
+
+my ($out, $err, $state, $t0, $elapsed);
+
+# ---- Redis stopped ----
+
+($out) = run_sql($s, "SELECT rlock_acquire('kept', '1 minute')");
+run_sql($s, "SET rlock.connect_timeout = '500ms'");
+$redis->stop;
+
+$t0 = time();
+($out, $err, $state) = run_sql($s, "SELECT rlock_try_acquire('down', '10s')");
+$elapsed = time() - $t0;
+like($state, qr/^080(01|06)$/, "Redis down: SQLSTATE $state");
+like($err, qr/ERROR:  (could not connect to|lost connection to) Redis at 127\.0\.0\.1:\d+ for lock "down"/,
+	'the error names Redis and the lock');
+like($err, qr/HINT:.*rlock\.redis_url/, 'the hint names rlock.redis_url');
+cmp_ok($elapsed, '<', 0.5 + 1.5,
+	sprintf('it came within connect_timeout + margin (%.3f s)', $elapsed));
+
+($out, $err, $state) = run_sql($s, 'SELECT rlock_ping()');
+is($state, '08001', 'rlock_ping fails with 08001 while Redis is down');
+($out, $err, $state) = run_sql($s, 'SELECT 40 + 2');
+is($out, '42', 'the session stays usable');
+
+# Redis comes back empty, as after a restart without persistence.
+$redis->start;
+($out, $err, $state) = run_sql($s, "SELECT rlock_try_acquire('down', '10s')");
+is($out, 't', 'after Redis is back the next call works, no reconnect by hand');
+is($err, '', 'without any error');
+($out, $err) = run_sql($s, "SELECT rlock_release('kept')");
+is($out, 'f', 'a lock held before the restart is reported lost on release');
+like($err, qr/WARNING:  lock "kept" was lost/, 'with a WARNING naming it');
+($out) = run_sql($s, "SELECT rlock_release('down')");
+is($out, 't', 'release works');
+
+# A restart while the session is idle: the broken connection is replaced.
+$redis->stop;
+$redis->start;
+($out, $err, $state) = run_sql($s, "SELECT rlock_try_acquire('again', '10s'), rlock_release('again')");
+is("$out/$err", 't|t/', 'a restart between calls goes unnoticed');
+
+# ---- Redis slow: command_timeout, and an acquire interrupted in flight ----
+
+run_sql($s, "SET rlock.command_timeout = '300ms'");
+my ($sleeper) = $redis->cli_bg('DEBUG', 'SLEEP', '1.5');
+usleep(200_000);
+$t0 = time();
+($out, $err, $state) = run_sql($s, "SELECT rlock_try_acquire('slow', '1 minute')");
+$elapsed = time() - $t0;
+is($state, '08006', 'Redis not answering: SQLSTATE 08006');
+like($err, qr/Redis at 127\.0\.0\.1:\d+ did not answer in time for lock "slow"/,
+	'the error says Redis did not answer, naming the lock');
+cmp_ok($elapsed, '<', 0.3 + 1.0,
+	sprintf('within command_timeout + margin (%.3f s)', $elapsed));
+$sleeper->finish;
+ok( RlockTest::wait_until(
+		sub { ($redis->cli('PING') // '') eq 'PONG' }, 10),
+	'Redis answers again');
+# The timed-out script may still have run once Redis woke up.  The next
+# call reconciles: whatever it granted is taken back.
+($out, $err, $state) = run_sql($s,
+	"SELECT rlock_is_locked('slow'), rlock_hold_count('slow')");
+is($out, 'f|0', 'the interrupted acquire left no hold behind');
+is($redis->cli('EXISTS', 'slow'), '0', 'and nothing in Redis');
+
+# The same with statement_timeout interrupting the round trip.
+run_sql($s, "SET rlock.command_timeout = '10s'");
+run_sql($s, "SET statement_timeout = '200ms'");
+($sleeper) = $redis->cli_bg('DEBUG', 'SLEEP', '1.5');
+usleep(200_000);
+($out, $err, $state) = run_sql($s, "SELECT rlock_acquire('slow2', '1 minute')");
+is($state, '57014', 'statement_timeout interrupts a Redis round trip');
+run_sql($s, 'RESET statement_timeout');
+$sleeper->finish;
+($out, $err, $state) = run_sql($s,
+	"SELECT rlock_is_locked('slow2'), rlock_hold_count('slow2')");
+is($out, 'f|0', 'the cancelled acquire left no hold behind');
+is($redis->cli('EXISTS', 'slow2'), '0', 'and nothing in Redis');
+($out, $err) = run_sql($s, "SELECT rlock_try_acquire('slow2', '1 minute'), rlock_hold_count('slow2'), rlock_release('slow2')");
+is("$out/$err", 't|1|t/', 'the session then locks normally');
+$s->quit;
+
+# ---- authentication and database number ----
+
+my $secured = RlockTest::Redis->new(password => 'sekret');
+my $port = $secured->port;
+
+# Point the server at a URL, reload, wait until new sessions see it.
+sub set_url
+{
+	my ($url, $shown) = @_;
+	$node->safe_psql('postgres', "ALTER SYSTEM SET rlock.redis_url = '$url'");
+	$node->reload;
+	$node->poll_query_until('postgres',
+		"SELECT current_setting('rlock.redis_url') = '$shown'")
+	  or die "rlock.redis_url did not become $shown";
+}
+
+set_url("redis://default:wrongpw\@127.0.0.1:$port/0",
+	"redis://default:********\@127.0.0.1:$port/0");
+$s = $node->background_psql('postgres', on_error_stop => 0);
+($out, $err, $state) = run_sql($s, "SELECT rlock_try_acquire('auth', '10s')");
+is($state, '28P01', 'a wrong password: SQLSTATE 28P01');
+like($err, qr/rejected the credentials of rlock\.redis_url for lock "auth"/,
+	'the error says the credentials were rejected');
+unlike($err, qr/wrongpw/, 'without showing the password');
+($out) = run_sql($s, 'SHOW rlock.redis_url');
+unlike($out, qr/wrongpw/, 'SHOW hides the password');
+$s->quit;
+
+set_url("redis://127.0.0.1:$port/0", "redis://127.0.0.1:$port/0");
+$s = $node->background_psql('postgres', on_error_stop => 0);
+($out, $err, $state) = run_sql($s, "SELECT rlock_try_acquire('auth', '10s')");
+is($state, '28000', 'no password for a Redis that needs one: SQLSTATE 28000');
+like($err, qr/Redis requires authentication for lock "auth"/,
+	'the error says Redis requires authentication');
+
+# The session follows a reload by reconnecting on its next call.
+set_url("redis://:sekret\@127.0.0.1:$port/0",
+	"redis://:********\@127.0.0.1:$port/0");
+usleep(100_000);
+($out, $err, $state) = run_sql($s, "SELECT rlock_try_acquire('auth', '10s'), rlock_release('auth')");
+is("$out/$err", 't|t/', 'after a reload with the right password the same session works');
+$s->quit;
+
+set_url("redis://:sekret\@127.0.0.1:$port/99",
+	"redis://:********\@127.0.0.1:$port/99");
+$s = $node->background_psql('postgres', on_error_stop => 0);
+($out, $err, $state) = run_sql($s, "SELECT rlock_try_acquire('db', '10s')");
+is($state, '08001', 'a database number Redis does not have: SQLSTATE 08001');
+like($err, qr/rejected the database number of rlock\.redis_url for lock "db"/,
+	'the error says the database number was rejected');
+$s->quit;
+
+set_url("redis://:sekret\@127.0.0.1:$port/3",
+	"redis://:********\@127.0.0.1:$port/3");
+$s = $node->background_psql('postgres', on_error_stop => 0);
+($out, $err) = run_sql($s, "SELECT rlock_try_acquire('db', '10s')");
+is($out, 't', 'with database 3 the lock is taken');
+is($secured->cli('-n', '3', 'EXISTS', 'db'), '1', 'in Redis database 3');
+is($secured->cli('-n', '0', 'EXISTS', 'db'), '0', 'not in database 0');
+$s->quit;
+
+# ---- without shared_preload_libraries ----
+
+my $plain = PostgreSQL::Test::Cluster->new('plain');
+$plain->init;
+$plain->append_conf('postgresql.conf',
+	"rlock.redis_url = '" . $redis->url . "'\n");
+$plain->start;
+$plain->safe_psql('postgres', 'CREATE EXTENSION rlock');
+$s = $plain->background_psql('postgres', on_error_stop => 0);
+($out, $err, $state) = run_sql($s, "SELECT rlock_acquire('np')");
+is($state, '55000', 'not preloaded: a NULL lease (automatic renewal) is refused');
+like($err, qr/HINT:  Add rlock to shared_preload_libraries/,
+	'the hint says to preload rlock');
+($out, $err) = run_sql($s, "SELECT rlock_try_acquire('np', '10s'), rlock_release('np')");
+is("$out/$err", 't|t/', 'locks with a lease work without preloading');
+$s->quit;
+
+done_testing();
