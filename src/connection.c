@@ -95,6 +95,7 @@ static bool rconn_connect(RedisConn *conn);
 static bool rconn_exchange(RedisConn *conn, RedisCmd *cmds, int ncmds,
 						   TimestampTz deadline);
 static void rconn_report(RedisConn *conn, int elevel, const char *what);
+static void set_failure(RedisConn *conn, RconnFailure f, const char *detail);
 
 /* ----------------------------------------------------------------
  * URL parsing
@@ -402,6 +403,18 @@ rconn_discard(RedisConn *conn)
 	conn->busy = false;
 	conn->proven = false;
 	conn->subscribed = false;
+}
+
+/* Close a connection whose round trip failed, keeping why for reporting. */
+static void
+rconn_discard_failed(RedisConn *conn)
+{
+	RconnFailure f = conn->failure;
+	char		detail[sizeof(conn->errdetail)];
+
+	strlcpy(detail, conn->errdetail, sizeof(detail));
+	rconn_discard(conn);
+	set_failure(conn, f, detail);
 }
 
 /* ----------------------------------------------------------------
@@ -820,6 +833,7 @@ rconn_run(RedisConn *conn, RedisCmd *cmds, int ncmds,
 	for (int attempt = 0;; attempt++)
 	{
 		bool		was_proven;
+		bool		retry;
 
 		if (!rconn_ensure(conn))
 			break;
@@ -837,26 +851,11 @@ rconn_run(RedisConn *conn, RedisCmd *cmds, int ncmds,
 		 * anything (Redis restarted, or closed an idle connection) is
 		 * retried once on a fresh one.
 		 */
-		if (conn->failure == RF_LOST && was_proven && conn->nreplies == 0 &&
-			attempt == 0)
-		{
-			RconnFailure f = conn->failure;
-			char		detail[256];
-
-			strlcpy(detail, conn->errdetail, sizeof(detail));
-			rconn_discard(conn);
-			set_failure(conn, f, detail);
-			continue;
-		}
-		{
-			RconnFailure f = conn->failure;
-			char		detail[256];
-
-			strlcpy(detail, conn->errdetail, sizeof(detail));
-			rconn_discard(conn);
-			set_failure(conn, f, detail);
-		}
-		break;
+		retry = (conn->failure == RF_LOST && was_proven &&
+				 conn->nreplies == 0 && attempt == 0);
+		rconn_discard_failed(conn);
+		if (!retry)
+			break;
 	}
 	rconn_report(conn, elevel, what);
 	return false;
@@ -1096,14 +1095,7 @@ rconn_subscribe(RedisConn *sub, const char *channel, const char *what)
 			rconn_discard(sub);
 			continue;
 		}
-		{
-			RconnFailure f = sub->failure;
-			char		detail[256];
-
-			strlcpy(detail, sub->errdetail, sizeof(detail));
-			rconn_discard(sub);
-			set_failure(sub, f, detail);
-		}
+		rconn_discard_failed(sub);
 		rconn_report(sub, ERROR, what);
 	}
 }
