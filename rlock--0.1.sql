@@ -83,3 +83,16 @@ CREATE FUNCTION rlock_ping()
 RETURNS interval
 AS 'MODULE_PATHNAME', 'rlock_ping'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- Every lock held by any session of this server (from the shared registry).
+CREATE FUNCTION rlock_locks(OUT pid integer, OUT database name, OUT name text,
+                            OUT kind text, OUT scope text, OUT holder text,
+                            OUT hold_count integer, OUT lease interval,
+                            OUT acquired_at timestamptz,
+                            OUT renewed_at timestamptz, OUT state text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'rlock_locks'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+
+CREATE VIEW rlock_locks AS SELECT * FROM rlock_locks();
+GRANT SELECT ON rlock_locks TO PUBLIC;

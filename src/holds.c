@@ -96,6 +96,12 @@ holds_enter(const char *key, RlockKind kind)
 
 	if (held_locks == NULL)
 		holds_init();
+	h = hash_search(held_locks, key, HASH_FIND, NULL);
+	if (h != NULL)
+		return h;
+
+	/* a full shared registry refuses the lock before Redis is asked */
+	registry_reserve(key);
 	h = hash_search(held_locks, key, HASH_ENTER, &found);
 	if (!found)
 	{
@@ -106,9 +112,18 @@ holds_enter(const char *key, RlockKind kind)
 		h->maxxact = 0;
 		h->xact = NULL;
 		h->watchdog = false;
+		h->lease_ms = 0;
 		h->uncertain = false;
 	}
 	return h;
+}
+
+/* Publish h's holds in the shared registry (rlock_locks, the watchdog). */
+static void
+sync_registry(HeldLock *h)
+{
+	registry_sync(h->key, h->kind, h->session_count, h->xact_count,
+				  h->watchdog, h->lease_ms);
 }
 
 static void
@@ -136,6 +151,7 @@ holds_drop_if_unused(HeldLock *h)
 		return;
 	if (h->xact)
 		pfree(h->xact);
+	registry_remove(h->key);
 	hash_search(held_locks, h->key, HASH_REMOVE, NULL);
 }
 
@@ -154,8 +170,8 @@ holds_forget(HeldLock *h)
  * this holder after granting it.
  */
 void
-holds_add(HeldLock *h, RlockScope scope, bool watchdog, int redis_count,
-		  const char *name)
+holds_add(HeldLock *h, RlockScope scope, int64 lease_ms, bool watchdog,
+		  int redis_count, const char *name)
 {
 	set_uncertain(h, false);
 	if (redis_count < holds_total(h) + 1)
@@ -200,6 +216,8 @@ holds_add(HeldLock *h, RlockScope scope, bool watchdog, int redis_count,
 	}
 	if (watchdog)
 		h->watchdog = true;
+	h->lease_ms = lease_ms;
+	sync_registry(h);
 
 	/* A replayed acquire left a surplus: bring Redis back to our count. */
 	if (redis_count > holds_total(h))
@@ -207,6 +225,23 @@ holds_add(HeldLock *h, RlockScope scope, bool watchdog, int redis_count,
 		set_uncertain(h, true);
 		holds_settle();
 	}
+}
+
+/*
+ * Has the watchdog found h gone from Redis?  Then say so, forget it, and
+ * return true.  Called by every call on a name this session holds.
+ */
+bool
+holds_check_lost(HeldLock *h, const char *name)
+{
+	if (!registry_is_lost(h->key))
+		return false;
+	ereport(WARNING,
+			(errmsg("lock \"%s\" was lost before this session released it",
+					name),
+			 errdetail("The watchdog found it gone from Redis: it expired, was force-released, or Redis restarted.")));
+	holds_forget(h);
+	return true;
 }
 
 /*
@@ -302,6 +337,7 @@ run_batch(BatchItem *items, int n, int elevel)
 		redisReply *r = ok ? replies[i] : NULL;
 		bool		lost;
 
+		sync_registry(h);
 		if (r == NULL || r->type == REDIS_REPLY_ERROR)
 		{
 			if (r != NULL)
@@ -464,10 +500,80 @@ end_xact_holds(SubTransactionId subid, bool reconcile_uncertain)
 }
 
 static void
+lost_at_commit(HeldLock *h)
+{
+	char	   *key = pstrdup(h->key);
+
+	holds_forget(h);
+	ereport(ERROR,
+			(errcode(ERRCODE_TRANSACTION_ROLLBACK),
+			 errmsg("cannot commit: lock \"%s\" held by this transaction was lost",
+					key),
+			 errdetail("It expired, was force-released, or Redis restarted while the transaction held it; the transaction is rolled back."),
+			 errhint("Writes guarded by a lost lock are never committed (rlock.verify_on_commit).")));
+}
+
+/*
+ * Before COMMIT: check in one round trip that Redis still has every lock
+ * held at transaction level (rlock.verify_on_commit).  An ERROR here rolls
+ * the transaction back.
+ */
+static void
+verify_xact_holds(void)
+{
+	HASH_SEQ_STATUS seq;
+	HeldLock   *h;
+	HeldLock  **hs;
+	RedisCmd   *cmds;
+	redisReply **replies;
+	const char *holder = rlock_backend_holder();
+	int			n = 0;
+
+	if (n_with_xact == 0 || !rlock_verify_on_commit)
+		return;
+	hs = palloc(n_with_xact * sizeof(HeldLock *));
+	cmds = palloc(n_with_xact * sizeof(RedisCmd));
+	hash_seq_init(&seq, held_locks);
+	while ((h = hash_seq_search(&seq)) != NULL)
+	{
+		if (h->xact_count == 0)
+			continue;
+		if (registry_is_lost(h->key))
+		{
+			hash_seq_term(&seq);
+			lost_at_commit(h);
+		}
+		kind_ops(h->kind)->build_count(&cmds[n], h->key, holder);
+		hs[n++] = h;
+	}
+	rconn_run(rconn_backend(), cmds, n, &replies, ERROR,
+			  n == 1 ? hs[0]->key : NULL);
+	for (int i = 0; i < n; i++)
+	{
+		redisReply *r = replies[i];
+		int64		count = 0;
+
+		if (r->type == REDIS_REPLY_ERROR)
+			rconn_reply_error(r, ERROR, hs[i]->key);
+		else if (r->type == REDIS_REPLY_INTEGER)
+			count = r->integer;
+		else if (r->type == REDIS_REPLY_STRING)
+			count = strtoll(r->str, NULL, 10);
+		else if (r->type != REDIS_REPLY_NIL)
+			rconn_unexpected_reply(r, hs[i]->key);
+		if (count < holds_total(hs[i]))
+			lost_at_commit(hs[i]);
+	}
+}
+
+static void
 holds_xact_callback(XactEvent event, void *arg)
 {
 	switch (event)
 	{
+		case XACT_EVENT_PRE_COMMIT:
+			verify_xact_holds();
+			break;
 		case XACT_EVENT_PRE_PREPARE:
 			if (n_with_xact > 0)
 				ereport(ERROR,
@@ -545,4 +651,5 @@ holds_exit_callback(int code, Datum arg)
 		batch_add(items, &n, h, levels);
 	}
 	run_batch(items, n, WARNING);
+	registry_remove_backend();
 }

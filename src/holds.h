@@ -34,6 +34,7 @@ typedef struct HeldLock
 	int			maxxact;
 	XactHolds  *xact;			/* by subtransaction, innermost last */
 	bool		watchdog;		/* some hold was taken without a lease */
+	int64		lease_ms;		/* lease of the last acquisition */
 	bool		uncertain;		/* Redis may disagree (interrupted call) */
 } HeldLock;
 
@@ -47,13 +48,17 @@ typedef struct RlockKindOps
 	/* lower this holder's count in Redis to "target" */
 	void		(*build_reconcile) (RedisCmd *cmd, const char *key,
 									const char *holder, int target);
+	/* read this holder's count (an integer or bulk string reply; nil: 0) */
+	void		(*build_count) (RedisCmd *cmd, const char *key,
+								const char *holder);
 } RlockKindOps;
 
 extern HeldLock *holds_find(const char *key);
 extern HeldLock *holds_enter(const char *key, RlockKind kind);
 extern void holds_settle(void);
-extern void holds_add(HeldLock *h, RlockScope scope, bool watchdog,
-					  int redis_count, const char *name);
+extern void holds_add(HeldLock *h, RlockScope scope, int64 lease_ms,
+					  bool watchdog, int redis_count, const char *name);
+extern bool holds_check_lost(HeldLock *h, const char *name);
 extern void holds_begin_acquire(HeldLock *h);
 extern void holds_acquire_refused(HeldLock *h);
 extern bool holds_release_session(HeldLock *h);

@@ -6,8 +6,8 @@
  *
  * These read Redis, which is the truth about a lock (other sessions, other
  * servers and Redisson clients share it); they never change it and never
- * touch this session's held-lock table.  The view of what this server's
- * sessions hold (rlock_locks) comes from the shared-memory registry.
+ * touch this session's held-lock table.  rlock_locks, the view of what this
+ * server's sessions hold, reads the shared-memory registry instead.
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -17,6 +17,7 @@
 
 #include "fmgr.h"
 #include "funcapi.h"
+#include "commands/dbcommands.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
@@ -218,6 +219,61 @@ rlock_status(PG_FUNCTION_ARGS)
 		else
 			nulls[3] = true;
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, vals, nulls);
+	}
+	return (Datum) 0;
+}
+
+/*
+ * rlock_locks(): every lock held by any session of this server, one row per
+ * scope (a backend holding a name at session and transaction level shows
+ * twice), from the shared registry.
+ */
+PG_FUNCTION_INFO_V1(rlock_locks);
+Datum
+rlock_locks(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	RegistryEntry *entries;
+	int			n;
+	const char *uuid;
+
+	registry_require("rlock_locks");
+	InitMaterializedSRF(fcinfo, 0);
+	n = registry_snapshot(&entries);
+	uuid = registry_instance_uuid();
+
+	for (int i = 0; i < n; i++)
+	{
+		RegistryEntry *e = &entries[i];
+		char	   *dbname = get_database_name(e->dboid);
+
+		for (int scope = 0; scope < 2; scope++)
+		{
+			Datum		vals[11];
+			bool		nulls[11] = {0};
+			int			count = scope == 0 ? e->session_count : e->xact_count;
+
+			if (count == 0)
+				continue;
+			vals[0] = Int32GetDatum(e->pid);
+			if (dbname)
+				vals[1] = CStringGetDatum(dbname);
+			else
+				nulls[1] = true;
+			vals[2] = CStringGetTextDatum(e->key);
+			vals[3] = CStringGetTextDatum(rlock_kind_name(e->kind));
+			vals[4] = CStringGetTextDatum(scope == 0 ? "session" : "transaction");
+			vals[5] = CStringGetTextDatum(psprintf("%s:%d", uuid, e->pid));
+			vals[6] = Int32GetDatum(count);
+			vals[7] = IntervalPGetDatum(ms_interval(e->lease_ms));
+			vals[8] = TimestampTzGetDatum(e->acquired_at);
+			if (e->renewed_at != 0)
+				vals[9] = TimestampTzGetDatum(e->renewed_at);
+			else
+				nulls[9] = true;
+			vals[10] = CStringGetTextDatum(e->state == REGISTRY_LOST ? "lost" : "held");
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, vals, nulls);
+		}
 	}
 	return (Datum) 0;
 }

@@ -44,9 +44,19 @@ static void exclusive_build_release(RedisCmd *cmd, const char *key,
 static void exclusive_build_reconcile(RedisCmd *cmd, const char *key,
 									  const char *holder, int target);
 
+static void
+exclusive_build_count(RedisCmd *cmd, const char *key, const char *holder)
+{
+	rcmd_init(cmd);
+	rcmd_str(cmd, "HGET");
+	rcmd_str(cmd, key);
+	rcmd_str(cmd, holder);
+}
+
 const RlockKindOps exclusive_ops = {
 	.build_release = exclusive_build_release,
 	.build_reconcile = exclusive_build_reconcile,
+	.build_count = exclusive_build_count,
 };
 
 /* A fresh 32-hex-digit request id for one release (unlock latch). */
@@ -162,7 +172,7 @@ try_once(const LockName *ln, bool track, RlockScope scope, int64 lease_ms,
 	if (status == 1)
 	{
 		if (h)
-			holds_add(h, scope, watchdog, (int) value, ln->name);
+			holds_add(h, scope, lease_ms, watchdog, (int) value, ln->name);
 		return true;
 	}
 	if (h)
@@ -270,6 +280,8 @@ exclusive_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 	{
 		holder = rlock_backend_holder();
 		h = holds_find(ln->key);
+		if (h != NULL && holds_check_lost(h, ln->name))
+			h = NULL;
 		if (h != NULL && h->kind != RLOCK_KIND_EXCLUSIVE)
 			ereport(ERROR,
 					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
@@ -314,6 +326,8 @@ exclusive_release(const LockName *ln, const char *owner)
 	}
 
 	h = holds_find(ln->key);
+	if (h != NULL && holds_check_lost(h, ln->name))
+		return false;
 	if (h == NULL || h->session_count == 0)
 	{
 		if (h != NULL && h->xact_count > 0)

@@ -1,16 +1,24 @@
 /*-------------------------------------------------------------------------
  *
  * registry.c
- *	  rlock's shared memory, reserved when rlock is preloaded.
+ *	  rlock's shared memory, reserved when rlock is preloaded: the instance
+ *	  identity, and the registry of every lock held by every session of
+ *	  this server.
  *
- * It holds the instance UUID, generated each time shared memory is
- * initialised: so it differs between servers and changes after a
- * crash-restart, and a backend pid reused after a crash can never re-enter a
- * stale lock.  A backend's holder identity is "<uuid>:<pid>" (SPEC.md
- * section 3), the shape of Redisson's "<client uuid>:<thread id>".
+ * The instance UUID is generated each time shared memory is initialised:
+ * so it differs between servers and changes after a crash-restart, and a
+ * backend pid reused after a crash can never re-enter a stale lock.  A
+ * backend's holder identity is "<uuid>:<pid>" (SPEC.md section 3), the shape
+ * of Redisson's "<client uuid>:<thread id>".  Without
+ * shared_preload_libraries there is no shared memory; each backend then
+ * makes up a UUID of its own, which is just as unique.
  *
- * Without shared_preload_libraries there is no shared memory; each backend
- * then makes up a UUID of its own, which is just as unique.
+ * The registry is a shared hash table, sized by rlock.max_locks, with one
+ * entry per (backend, lock).  Each backend keeps its own entries in step
+ * with its held-lock table (holds.c); the watchdog worker reads them to
+ * renew leases and marks the ones it finds gone as lost; rlock_locks shows
+ * them.  One LWLock protects it, and it is never held across Redis I/O:
+ * readers copy what they need and let go.
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -18,25 +26,36 @@
  */
 #include "postgres.h"
 
+#include <signal.h>
+
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
+#include "utils/hsearch.h"
+#include "utils/timestamp.h"
 
 #include "registry.h"
 #include "rlock.h"
 
 typedef struct RlockShared
 {
+	LWLock	   *lock;			/* protects the hash and watchdog_latch */
 	char		instance_uuid[37];
+	Latch	   *watchdog_latch; /* set by backends to wake the watchdog */
 } RlockShared;
 
+int			rlock_max_locks = 10000;
+
 static RlockShared *rlock_shared = NULL;
+static HTAB *registry_hash = NULL;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
 static char backend_holder[64];
+
+#define REGISTRY_TAG_SIZE	offsetof(RegistryEntry, dboid)
 
 static void
 format_uuid(char *out, const uint8 *b)
@@ -68,18 +87,27 @@ generate_uuid(char *out)
 	format_uuid(out, b);
 }
 
+static Size
+registry_shmem_size(void)
+{
+	return add_size(MAXALIGN(sizeof(RlockShared)),
+					hash_estimate_size(rlock_max_locks, sizeof(RegistryEntry)));
+}
+
 static void
 registry_shmem_request(void)
 {
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
-	RequestAddinShmemSpace(MAXALIGN(sizeof(RlockShared)));
+	RequestAddinShmemSpace(registry_shmem_size());
+	RequestNamedLWLockTranche("rlock", 1);
 }
 
 static void
 registry_shmem_startup(void)
 {
 	bool		found;
+	HASHCTL		ctl;
 
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
@@ -88,7 +116,16 @@ registry_shmem_startup(void)
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	rlock_shared = ShmemInitStruct("rlock", sizeof(RlockShared), &found);
 	if (!found)
+	{
+		rlock_shared->lock = &(GetNamedLWLockTranche("rlock"))->lock;
 		generate_uuid(rlock_shared->instance_uuid);
+		rlock_shared->watchdog_latch = NULL;
+	}
+	ctl.keysize = REGISTRY_TAG_SIZE;
+	ctl.entrysize = sizeof(RegistryEntry);
+	registry_hash = ShmemInitHash("rlock registry",
+								  rlock_max_locks, rlock_max_locks,
+								  &ctl, HASH_ELEM | HASH_BLOBS);
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -107,6 +144,23 @@ registry_available(void)
 	return rlock_shared != NULL;
 }
 
+/* ERROR unless rlock was preloaded; "what" needs it. */
+void
+registry_require(const char *what)
+{
+	if (rlock_shared == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("%s requires rlock to be preloaded", what),
+				 errhint("Add rlock to shared_preload_libraries in postgresql.conf and restart the server.")));
+}
+
+const char *
+registry_instance_uuid(void)
+{
+	return rlock_shared ? rlock_shared->instance_uuid : NULL;
+}
+
 /* This backend's holder identity, "<instance uuid>:<pid>". */
 const char *
 rlock_backend_holder(void)
@@ -123,4 +177,283 @@ rlock_backend_holder(void)
 				 uuid, MyProcPid);
 	}
 	return backend_holder;
+}
+
+/* ----------------------------------------------------------------
+ * A backend's own entries
+ * ----------------------------------------------------------------
+ */
+
+static void
+make_tag(RegistryEntry *tag, int pid, const char *key)
+{
+	memset(tag, 0, REGISTRY_TAG_SIZE);
+	tag->pid = pid;
+	strlcpy(tag->key, key, sizeof(tag->key));
+}
+
+/*
+ * Make sure this backend has an entry for key, before asking Redis for the
+ * lock: a full registry refuses the acquisition up front.
+ */
+void
+registry_reserve(const char *key)
+{
+	RegistryEntry tag;
+	RegistryEntry *e;
+	bool		found;
+
+	if (registry_hash == NULL)
+		return;
+	make_tag(&tag, MyProcPid, key);
+	LWLockAcquire(rlock_shared->lock, LW_EXCLUSIVE);
+	/*
+	 * A shared hash can grow into spare shared memory past its nominal size;
+	 * rlock.max_locks is the capacity users configure, so enforce it.
+	 */
+	e = hash_search(registry_hash, &tag, HASH_FIND, NULL);
+	found = (e != NULL);
+	if (e == NULL && hash_get_num_entries(registry_hash) < rlock_max_locks)
+		e = hash_search(registry_hash, &tag, HASH_ENTER_NULL, &found);
+	if (e != NULL && !found)
+	{
+		e->dboid = MyDatabaseId;
+		e->kind = RLOCK_KIND_EXCLUSIVE;
+		e->state = REGISTRY_HELD;
+		e->watchdog = false;
+		e->session_count = 0;
+		e->xact_count = 0;
+		e->lease_ms = 0;
+		e->acquired_at = 0;
+		e->renewed_at = 0;
+	}
+	LWLockRelease(rlock_shared->lock);
+	if (e == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of shared memory"),
+				 errdetail("The rlock registry has room for %d held locks.",
+						   rlock_max_locks),
+				 errhint("You might need to increase rlock.max_locks.")));
+}
+
+/* Record this backend's holds of key (after they changed). */
+void
+registry_sync(const char *key, RlockKind kind, int session_count,
+			  int xact_count, bool watchdog, int64 lease_ms)
+{
+	RegistryEntry tag;
+	RegistryEntry *e;
+	bool		wake = false;
+	Latch	   *latch = NULL;
+
+	if (registry_hash == NULL)
+		return;
+	make_tag(&tag, MyProcPid, key);
+	LWLockAcquire(rlock_shared->lock, LW_EXCLUSIVE);
+	e = hash_search(registry_hash, &tag, HASH_FIND, NULL);
+	if (e != NULL)
+	{
+		bool		was_held = (e->session_count + e->xact_count) > 0;
+
+		e->kind = kind;
+		e->session_count = session_count;
+		e->xact_count = xact_count;
+		e->lease_ms = lease_ms;
+		if (!was_held && session_count + xact_count > 0)
+		{
+			e->acquired_at = GetCurrentTimestamp();
+			e->renewed_at = 0;
+			e->state = REGISTRY_HELD;
+			wake = watchdog;
+		}
+		e->watchdog = watchdog;
+		latch = rlock_shared->watchdog_latch;
+	}
+	LWLockRelease(rlock_shared->lock);
+	if (wake && latch != NULL)
+		SetLatch(latch);
+}
+
+void
+registry_remove(const char *key)
+{
+	RegistryEntry tag;
+
+	if (registry_hash == NULL)
+		return;
+	make_tag(&tag, MyProcPid, key);
+	LWLockAcquire(rlock_shared->lock, LW_EXCLUSIVE);
+	hash_search(registry_hash, &tag, HASH_REMOVE, NULL);
+	LWLockRelease(rlock_shared->lock);
+}
+
+/* Backend exit: remove whatever entries of this backend remain. */
+void
+registry_remove_backend(void)
+{
+	HASH_SEQ_STATUS seq;
+	RegistryEntry *e;
+
+	if (registry_hash == NULL)
+		return;
+	LWLockAcquire(rlock_shared->lock, LW_EXCLUSIVE);
+	hash_seq_init(&seq, registry_hash);
+	while ((e = hash_seq_search(&seq)) != NULL)
+	{
+		if (e->pid == MyProcPid)
+			hash_search(registry_hash, e, HASH_REMOVE, NULL);
+	}
+	LWLockRelease(rlock_shared->lock);
+}
+
+/* Has the watchdog found this backend's lock gone? */
+bool
+registry_is_lost(const char *key)
+{
+	RegistryEntry tag;
+	RegistryEntry *e;
+	bool		lost = false;
+
+	if (registry_hash == NULL)
+		return false;
+	make_tag(&tag, MyProcPid, key);
+	LWLockAcquire(rlock_shared->lock, LW_SHARED);
+	e = hash_search(registry_hash, &tag, HASH_FIND, NULL);
+	if (e != NULL)
+		lost = (e->state == REGISTRY_LOST);
+	LWLockRelease(rlock_shared->lock);
+	return lost;
+}
+
+/* ----------------------------------------------------------------
+ * Readers
+ * ----------------------------------------------------------------
+ */
+
+/* Copy every held entry (palloc'd array); returns how many. */
+int
+registry_snapshot(RegistryEntry **entries)
+{
+	HASH_SEQ_STATUS seq;
+	RegistryEntry *e;
+	RegistryEntry *out;
+	int			n = 0;
+
+	registry_require("rlock_locks");
+	LWLockAcquire(rlock_shared->lock, LW_SHARED);
+	out = palloc(Max(1, hash_get_num_entries(registry_hash)) *
+				 sizeof(RegistryEntry));
+	hash_seq_init(&seq, registry_hash);
+	while ((e = hash_seq_search(&seq)) != NULL)
+	{
+		if (e->session_count + e->xact_count > 0)
+			out[n++] = *e;
+	}
+	LWLockRelease(rlock_shared->lock);
+	*entries = out;
+	return n;
+}
+
+/* ----------------------------------------------------------------
+ * The watchdog
+ * ----------------------------------------------------------------
+ */
+
+void
+registry_set_watchdog_latch(Latch *latch)
+{
+	LWLockAcquire(rlock_shared->lock, LW_EXCLUSIVE);
+	rlock_shared->watchdog_latch = latch;
+	LWLockRelease(rlock_shared->lock);
+}
+
+/*
+ * Copy out the locks to renew: held, not lost, with some hold taken without
+ * a lease.  Returns how many (palloc'd array in *items).
+ */
+int
+registry_renewal_snapshot(RenewItem **items)
+{
+	HASH_SEQ_STATUS seq;
+	RegistryEntry *e;
+	RenewItem  *out;
+	int			n = 0;
+
+	LWLockAcquire(rlock_shared->lock, LW_SHARED);
+	out = palloc(Max(1, hash_get_num_entries(registry_hash)) *
+				 sizeof(RenewItem));
+	hash_seq_init(&seq, registry_hash);
+	while ((e = hash_seq_search(&seq)) != NULL)
+	{
+		if (!e->watchdog || e->state != REGISTRY_HELD ||
+			e->session_count + e->xact_count == 0)
+			continue;
+		out[n].pid = e->pid;
+		out[n].acquired_at = e->acquired_at;
+		memcpy(out[n].key, e->key, sizeof(out[n].key));
+		n++;
+	}
+	LWLockRelease(rlock_shared->lock);
+	*items = out;
+	return n;
+}
+
+/*
+ * Record the outcome of a renewal cycle: renewed locks get renewed_at; the
+ * ones Redis no longer had are marked lost, logged, and (with
+ * rlock.cancel_on_lost) their session's statement is cancelled.  An entry
+ * that changed meanwhile (released, or released and taken again) is left
+ * alone.
+ */
+void
+registry_renewed(RenewItem *items, const bool *held, int n, TimestampTz now,
+				 bool cancel_on_lost)
+{
+	int		   *lost_pids = palloc(Max(1, n) * sizeof(int));
+	int			nlost = 0;
+
+	LWLockAcquire(rlock_shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < n; i++)
+	{
+		RegistryEntry tag;
+		RegistryEntry *e;
+
+		make_tag(&tag, items[i].pid, items[i].key);
+		e = hash_search(registry_hash, &tag, HASH_FIND, NULL);
+		if (e == NULL || e->acquired_at != items[i].acquired_at ||
+			e->state != REGISTRY_HELD ||
+			e->session_count + e->xact_count == 0)
+		{
+			items[i].pid = 0;	/* nothing to report */
+			continue;
+		}
+		if (held[i])
+			e->renewed_at = now;
+		else
+		{
+			e->state = REGISTRY_LOST;
+			lost_pids[nlost++] = e->pid;
+		}
+	}
+	LWLockRelease(rlock_shared->lock);
+
+	for (int i = 0; i < n; i++)
+	{
+		if (held[i] || items[i].pid == 0)
+			continue;
+		ereport(LOG,
+				(errmsg("rlock watchdog: lock \"%s\" held by %s:%d (pid %d) was lost",
+						items[i].key, rlock_shared->instance_uuid,
+						items[i].pid, items[i].pid),
+				 errdetail("Redis no longer had the lock when its lease was to be renewed: it expired, was force-released, or Redis restarted."),
+				 cancel_on_lost ?
+				 errhint("The session's running statement is cancelled (rlock.cancel_on_lost).") : 0));
+	}
+	if (cancel_on_lost)
+	{
+		for (int i = 0; i < nlost; i++)
+			kill(lost_pids[i], SIGINT);
+	}
+	pfree(lost_pids);
 }

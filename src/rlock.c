@@ -22,6 +22,7 @@
 
 #include "connection.h"
 #include "registry.h"
+#include "watchdog.h"
 #include "rlock.h"
 
 PG_MODULE_MAGIC;
@@ -33,6 +34,8 @@ char	   *rlock_key_prefix = NULL;
 int			rlock_watchdog_timeout_ms = 30000;
 int			rlock_connect_timeout_ms = 2000;
 int			rlock_command_timeout_ms = 2000;
+bool		rlock_verify_on_commit = true;
+bool		rlock_cancel_on_lost = false;
 
 static bool
 check_redis_url(char **newval, void **extra, GucSource source)
@@ -142,8 +145,44 @@ _PG_init(void)
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
+	DefineCustomBoolVariable("rlock.verify_on_commit",
+							 "Before COMMIT, check that the transaction's rlock transaction-level locks are still held.",
+							 "If one was lost, COMMIT fails and the transaction rolls back.",
+							 &rlock_verify_on_commit,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("rlock.cancel_on_lost",
+							 "Cancel the running statement of a session whose lock the watchdog found lost.",
+							 NULL,
+							 &rlock_cancel_on_lost,
+							 false,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	/*
+	 * The registry's size is fixed when shared memory is created; a
+	 * PGC_POSTMASTER setting cannot be defined once the server runs, so it
+	 * exists only when rlock is preloaded (as the registry does).
+	 */
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomIntVariable("rlock.max_locks",
+								"Capacity of the shared-memory registry of held locks.",
+								NULL,
+								&rlock_max_locks,
+								10000, 16, 10000000,
+								PGC_POSTMASTER,
+								0,
+								NULL, NULL, NULL);
+
 	MarkGUCPrefixReserved("rlock");
 
 	if (process_shared_preload_libraries_in_progress)
+	{
 		registry_install_hooks();
+		watchdog_register();
+	}
 }

@@ -14,7 +14,8 @@
  *	lockname.c		 lock names: validation, prefixing, Redisson's derived keys
  *	scripts.c		 the Lua scripts and their SHA1 digests
  *	connection.c	 every Redis round trip and the one interruptible wait
- *	registry.c		 shared memory: instance identity (and held-lock registry)
+ *	registry.c		 shared memory: instance identity, registry of held locks
+ *	watchdog.c		 the background worker that renews leases
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -56,6 +57,8 @@ extern char *rlock_key_prefix;
 extern int	rlock_watchdog_timeout_ms;
 extern int	rlock_connect_timeout_ms;
 extern int	rlock_command_timeout_ms;
+extern bool rlock_verify_on_commit;
+extern bool rlock_cancel_on_lost;
 
 extern const char *rlock_kind_name(RlockKind kind);
 

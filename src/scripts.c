@@ -117,16 +117,30 @@ static const char status_body[] =
 "table.insert(r, 1, redis.call('pttl', KEYS[1]))\n"
 "return r\n";
 
+/*
+ * renew (the watchdog, for many locks at once): KEYS the locks; ARGV[1] the
+ * lease ms, ARGV[1 + i] the holder of KEYS[i].  Extends each lock its holder
+ * still holds; returns an array of 1 (renewed) / 0 (gone).
+ */
+static const char renew_body[] =
+"local r = {}\n"
+"for i = 1, #KEYS do\n"
+"  if redis.pcall('hexists', KEYS[i], ARGV[i + 1]) == 1 then\n"
+"    redis.call('pexpire', KEYS[i], ARGV[1])\n"
+"    r[i] = 1\n"
+"  else\n"
+"    r[i] = 0\n"
+"  end\n"
+"end\n"
+"return r\n";
+
 static RlockScript scripts[RLOCK_NUM_SCRIPTS] = {
 	[RLOCK_SCRIPT_ACQUIRE] = {"acquire", acquire_body},
 	[RLOCK_SCRIPT_RELEASE] = {"release", release_body},
 	[RLOCK_SCRIPT_RECONCILE] = {"reconcile", reconcile_body},
 	[RLOCK_SCRIPT_FORCE_RELEASE] = {"force release", force_release_body},
 	[RLOCK_SCRIPT_STATUS] = {"status", status_body},
-};
-
-static const char script_numkeys[RLOCK_NUM_SCRIPTS][4] = {
-	"0", "1", "2", "3", "4"
+	[RLOCK_SCRIPT_RENEW] = {"renew", renew_body},
 };
 
 static bool digests_ready = false;
@@ -194,12 +208,11 @@ rcmd_script(RedisCmd *cmd, RlockScriptId id, int nkeys)
 {
 	RlockScript *s = &scripts[id];
 
-	Assert(nkeys >= 0 && nkeys <= 4);
 	if (!digests_ready)
 		compute_all_sha1();
 	rcmd_init(cmd);
 	rcmd_arg(cmd, "EVALSHA", 7);
 	rcmd_arg(cmd, s->sha1, 40);
-	rcmd_arg(cmd, script_numkeys[nkeys], 1);
+	rcmd_int(cmd, nkeys);
 	cmd->script = s;
 }

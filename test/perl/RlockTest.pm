@@ -307,6 +307,30 @@ sub stop
 
 =pod
 
+=item $redis->stop_save
+
+SHUTDOWN SAVE: the keys (with their expiry times) survive in dump.rdb and
+come back at the next start, as with a persistent Redis.
+
+=cut
+
+sub stop_save
+{
+	my ($self) = @_;
+	return unless $self->{running};
+	my $pid = $self->pid;
+	$self->cli('SHUTDOWN', 'SAVE');
+	if ($pid)
+	{
+		RlockTest::wait_until(sub { !kill(0, $pid) }, 30)
+		  or do { kill 'KILL', $pid; };
+	}
+	$self->{running} = 0;
+	return;
+}
+
+=pod
+
 =item $redis->pid
 
 Pid of the running redis-server (from its pidfile), or undef.

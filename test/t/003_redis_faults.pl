@@ -184,6 +184,10 @@ $s = $plain->background_psql('postgres', on_error_stop => 0);
 is($state, '55000', 'not preloaded: a NULL lease (automatic renewal) is refused');
 like($err, qr/HINT:  Add rlock to shared_preload_libraries/,
 	'the hint says to preload rlock');
+($out, $err, $state) = run_sql($s, 'SELECT * FROM rlock_locks');
+is($state, '55000', 'not preloaded: rlock_locks is refused');
+like($err, qr/HINT:  Add rlock to shared_preload_libraries/,
+	'the hint says to preload rlock');
 ($out, $err) = run_sql($s, "SELECT rlock_try_acquire('np', '10s'), rlock_release('np')");
 is("$out/$err", 't|t/', 'locks with a lease work without preloading');
 $s->quit;

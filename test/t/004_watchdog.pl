@@ -1,0 +1,213 @@
+# Copyright (c) 2026, rlock developers
+#
+# The watchdog worker renews locks taken without a lease; the shared
+# registry (rlock_locks) knows every held lock; a lost lock is loud: LOG
+# line, WARNING to its session, COMMIT refused; SIGKILL and worker restarts
+# end cleanly.  watchdog_timeout is 2 s, so a renewal period is ~0.67 s.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+use RlockTest;
+
+my $redis = RlockTest::Redis->new;
+my $node = RlockTest::new_node('wd', $redis,
+	extra_conf => "restart_after_crash = on\n");
+
+sub q1
+{
+	my ($s, $sql) = @_;
+	my ($out, $err) = RlockTest::query_err($s, $sql);
+	return $out;
+}
+
+sub q2
+{
+	my ($s, $sql) = @_;
+	return RlockTest::query_err($s, $sql);
+}
+
+my $a = $node->background_psql('postgres', on_error_stop => 0);
+my $b = $node->background_psql('postgres', on_error_stop => 0);
+my $other = $node->background_psql('postgres', on_error_stop => 0);
+my $a_pid = q1($a, 'SELECT pg_backend_pid()');
+my $b_pid = q1($b, 'SELECT pg_backend_pid()');
+
+# ---- the worker ----
+
+is( $node->safe_psql('postgres',
+		"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'rlock watchdog'"),
+	'1', 'the rlock watchdog worker runs and is visible in pg_stat_activity');
+
+# ---- renewal: idle session, idle in transaction; fixed leases expire ----
+
+q1($a, "SELECT rlock_acquire('wd_session')");
+q1($b, 'BEGIN');
+q1($b, "SELECT rlock_xact_acquire('wd_xact')");
+q1($a, "SELECT rlock_acquire('wd_fixed', '1500ms')");
+
+# rlock_locks shows both sessions' locks with the right columns
+is( q1($other,
+		"SELECT string_agg(format('%s|%s|%s|%s|%s|%s|%s|%s', pid, database, name, kind, scope, holder, hold_count, lease), E'\\n' ORDER BY name) FROM rlock_locks"
+	),
+	join("\n",
+		"$a_pid|postgres|wd_fixed|exclusive|session|" . q1($a, 'SELECT rlock_holder_id()') . "|1|00:00:01.5",
+		"$a_pid|postgres|wd_session|exclusive|session|" . q1($a, 'SELECT rlock_holder_id()') . "|1|00:00:02",
+		"$b_pid|postgres|wd_xact|exclusive|transaction|" . q1($b, 'SELECT rlock_holder_id()') . "|1|00:00:02"),
+	'rlock_locks shows the locks of two sessions: pid, database, name, kind, scope, holder, count, lease');
+is(q1($other, "SELECT count(*) FROM rlock_locks WHERE state = 'held' AND acquired_at <= now() AND acquired_at > now() - interval '1 minute'"),
+	'3', 'all held, with their acquisition time');
+
+my $t0 = time();
+ok( RlockTest::wait_until(sub {
+		q1($other, "SELECT rlock_is_locked('wd_fixed')") eq 'f' }, 10),
+	'the fixed-lease lock expires by itself');
+my $expired_after = time() - $t0;
+cmp_ok($expired_after, '<', 3.0,
+	sprintf('on time (%.2f s after the check began; lease 1.5 s)', $expired_after));
+
+sleep(6);    # 3 x watchdog_timeout
+is(q1($other, "SELECT rlock_try_acquire('wd_session', '1 minute'), rlock_try_acquire('wd_xact', '1 minute')"),
+	'f|f', 'after 3 x watchdog_timeout, both NULL-lease locks are still held (not taken by another session)');
+is(q1($a, "SELECT rlock_hold_count('wd_session')"), '1', 'the idle session still holds its lock');
+is(q1($b, "SELECT rlock_hold_count('wd_xact')"), '1', 'the idle-in-transaction session still holds its xact lock');
+is(q1($other, "SELECT count(*) FROM rlock_locks WHERE renewed_at > acquired_at + interval '4 seconds'"),
+	'2', 'rlock_locks shows the renewals');
+my $pttl = $redis->cli('PTTL', 'wd_session');
+ok($pttl > 0 && $pttl <= 2000, "the key's TTL stays within the watchdog lease ($pttl ms)");
+
+# ---- rows vanish on release, commit and session end ----
+
+q1($b, 'COMMIT');
+is(q1($other, "SELECT count(*) FROM rlock_locks WHERE name = 'wd_xact'"), '0',
+	'the transaction lock leaves rlock_locks at COMMIT');
+q1($b, "SELECT rlock_acquire('wd_b')");
+is(q1($other, "SELECT count(*) FROM rlock_locks WHERE pid = $b_pid"), '1', 'b holds one lock');
+$b->quit;
+ok(RlockTest::wait_until(sub {
+		q1($other, "SELECT count(*) FROM rlock_locks WHERE pid = $b_pid") eq '0' }, 10),
+	'its row vanishes when the session ends');
+is(q1($a, "SELECT rlock_release('wd_session')"), 't', 'a releases its renewed lock');
+is(q1($other, "SELECT count(*) FROM rlock_locks WHERE pid = $a_pid AND name = 'wd_session'"), '0',
+	'a released lock leaves rlock_locks');
+my ($rel, $warn) = q2($a, "SELECT rlock_release('wd_fixed')");
+is($rel, 'f', 'releasing the expired fixed-lease lock returns false');
+like($warn, qr/WARNING:  lock "wd_fixed" was lost/, 'with a WARNING that it was lost');
+is(q1($other, "SELECT count(*) FROM rlock_locks WHERE pid = $a_pid"), '0',
+	'and then a holds nothing in rlock_locks');
+
+# ---- lost locks: force release, FLUSHALL ----
+
+my $log_offset = -s $node->logfile;
+q1($a, "SELECT rlock_acquire('wd_lost')");
+q1($other, "SELECT rlock_force_release('wd_lost')");
+ok(RlockTest::wait_until(sub {
+		q1($other, "SELECT state FROM rlock_locks WHERE name = 'wd_lost'") eq 'lost' }, 5),
+	'after a force release the watchdog marks the lock lost');
+ok( RlockTest::wait_until(sub {
+		slurp_file($node->logfile, $log_offset) =~
+		  /LOG:  rlock watchdog: lock "wd_lost" held by [0-9a-f-]{36}:$a_pid \(pid $a_pid\) was lost/ }, 5),
+	'the server log names the lock, holder and pid');
+my ($out, $err) = q2($a, "SELECT rlock_release('wd_lost')");
+is($out, 'f', "the holder's release returns false");
+like($err, qr/WARNING:  lock "wd_lost" was lost before this session released it/,
+	'with a WARNING');
+is(q1($other, "SELECT count(*) FROM rlock_locks WHERE name = 'wd_lost'"), '0',
+	'and the lost row is gone once the session knows');
+
+# a transaction holding a lost xact lock cannot commit
+$node->safe_psql('postgres', 'CREATE TABLE guarded (v int); GRANT ALL ON guarded TO PUBLIC');
+q1($a, 'BEGIN');
+q1($a, "SELECT rlock_xact_acquire('wd_commit')");
+q1($a, 'INSERT INTO guarded VALUES (1)');
+$redis->cli('FLUSHALL');
+ok(RlockTest::wait_until(sub {
+		q1($other, "SELECT state FROM rlock_locks WHERE name = 'wd_commit'") eq 'lost' }, 5),
+	'after FLUSHALL the watchdog marks the xact lock lost');
+($out, $err) = q2($a, 'COMMIT');
+like($err, qr/ERROR:  cannot commit: lock "wd_commit" held by this transaction was lost/,
+	'COMMIT fails with an ERROR naming the lock');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM guarded'), '0',
+	'nothing of the transaction was committed');
+
+# verify_on_commit also catches a loss the watchdog has not seen yet
+q1($a, 'BEGIN');
+q1($a, "SELECT rlock_xact_acquire('wd_commit2', '1 minute')");
+q1($a, 'INSERT INTO guarded VALUES (2)');
+$redis->cli('DEL', 'wd_commit2');
+($out, $err) = q2($a, 'COMMIT');
+like($err, qr/ERROR:  cannot commit: lock "wd_commit2" held by this transaction was lost/,
+	'a fixed-lease xact lock deleted behind our back also stops the COMMIT');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM guarded'), '0',
+	'its insert is not visible either');
+q1($a, 'BEGIN');
+q1($a, "SELECT rlock_xact_acquire('wd_commit3')");
+q1($a, 'INSERT INTO guarded VALUES (3)');
+($out, $err) = q2($a, 'COMMIT');
+is($err, '', 'a transaction whose locks are intact commits');
+is($node->safe_psql('postgres', 'SELECT array_agg(v) FROM guarded'), '{3}',
+	'and its insert is visible');
+
+# rlock.cancel_on_lost: the worker also cancels the holder's statement
+$node->safe_psql('postgres', 'ALTER SYSTEM SET rlock.cancel_on_lost = on');
+$node->reload;
+q1($a, "SELECT rlock_acquire('wd_cancel')");
+$a->query_until(qr/sleeping\n/, "\\echo sleeping\nSELECT pg_sleep(60);\n");
+$t0 = time();
+$redis->cli('DEL', 'wd_cancel');
+my $cancelled = RlockTest::wait_until(sub {
+		$a->{run}->pump_nb;
+		return $a->{stderr} =~ /canceling statement due to user request/; }, 10);
+ok($cancelled, sprintf('with rlock.cancel_on_lost the running statement is cancelled (%.2f s after the loss)', time() - $t0));
+($out, $err) = q2($a, "SELECT rlock_release('wd_cancel')");
+is($out, 'f', 'and the lost lock is reported on release');
+$node->safe_psql('postgres', 'ALTER SYSTEM RESET rlock.cancel_on_lost');
+$node->reload;
+
+# ---- the worker restarts when terminated, and keeps renewing ----
+
+my $wpid = $node->safe_psql('postgres',
+	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'rlock watchdog'");
+q1($a, "SELECT rlock_acquire('wd_survive')");
+$node->safe_psql('postgres', "SELECT pg_terminate_backend($wpid)");
+ok( RlockTest::wait_until(sub {
+		my $p = $node->safe_psql('postgres',
+			"SELECT pid FROM pg_stat_activity WHERE backend_type = 'rlock watchdog'");
+		return $p ne '' && $p ne $wpid; }, 15),
+	'the terminated watchdog comes back');
+sleep(4);
+is(q1($other, "SELECT rlock_try_acquire('wd_survive', '1 minute')"), 'f',
+	'and the lock is still held 2 x watchdog_timeout later');
+is(q1($other, "SELECT count(*) FROM rlock_locks WHERE name = 'wd_survive' AND renewed_at > now() - interval '1 second'"),
+	'1', 'renewed by the new worker');
+
+# ---- SIGKILL of a holding backend ----
+
+my $old_holder = q1($a, 'SELECT rlock_holder_id()');
+q1($a, "SELECT rlock_acquire('wd_killed')");
+$other->quit;
+kill 'KILL', $a_pid;
+$t0 = time();
+# the postmaster reinitialises shared memory; wait until it accepts again
+ok( RlockTest::wait_until(sub {
+		my ($rc) = $node->psql('postgres', 'SELECT 1');
+		return $rc == 0; }, 60),
+	'the server restarts after the SIGKILL');
+my $c = $node->background_psql('postgres', on_error_stop => 0);
+my $new_holder = q1($c, 'SELECT rlock_holder_id()');
+my ($old_uuid) = $old_holder =~ /^(.*):/;
+my ($new_uuid) = $new_holder =~ /^(.*):/;
+isnt($new_uuid, $old_uuid, 'the instance UUID changed');
+is(q1($c, 'SELECT count(*) FROM rlock_locks'), '0', 'the registry starts empty');
+is(q1($c, "SELECT rlock_acquire('wd_killed', '1 minute')"), '',
+	'a new holder gets the killed backend\'s lock');
+my $freed_after = time() - $t0;
+cmp_ok($freed_after, '<', 2 + 2,
+	sprintf('within watchdog_timeout + margin (%.2f s after the kill)', $freed_after));
+$c->quit;
+
+done_testing();
