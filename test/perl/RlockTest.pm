@@ -292,16 +292,24 @@ closed.
 sub stop
 {
 	my ($self) = @_;
+	$self->_shutdown('NOSAVE');
+	note "redis-server on port $self->{port} stopped";
+	return;
+}
+
+# SHUTDOWN with the given mode and wait until the process has exited.
+sub _shutdown
+{
+	my ($self, $mode) = @_;
 	return unless $self->{running};
 	my $pid = $self->pid;
-	$self->cli('SHUTDOWN', 'NOSAVE');
+	$self->cli('SHUTDOWN', $mode);
 	if ($pid)
 	{
 		RlockTest::wait_until(sub { !kill(0, $pid) }, 30)
 		  or do { kill 'KILL', $pid; };
 	}
 	$self->{running} = 0;
-	note "redis-server on port $self->{port} stopped";
 	return;
 }
 
@@ -317,15 +325,7 @@ come back at the next start, as with a persistent Redis.
 sub stop_save
 {
 	my ($self) = @_;
-	return unless $self->{running};
-	my $pid = $self->pid;
-	$self->cli('SHUTDOWN', 'SAVE');
-	if ($pid)
-	{
-		RlockTest::wait_until(sub { !kill(0, $pid) }, 30)
-		  or do { kill 'KILL', $pid; };
-	}
-	$self->{running} = 0;
+	$self->_shutdown('SAVE');
 	return;
 }
 
