@@ -361,12 +361,6 @@ rconn_backend_subscriber(void)
 	return backend_sub;
 }
 
-bool
-rconn_is_busy(RedisConn *conn)
-{
-	return conn->busy;
-}
-
 static void
 rconn_free_replies(RedisConn *conn)
 {

@@ -63,7 +63,6 @@ extern RedisConn *rconn_backend(void);
 extern RedisConn *rconn_backend_subscriber(void);
 extern RedisConn *rconn_create(const char *label);
 extern void rconn_discard(RedisConn *conn);
-extern bool rconn_is_busy(RedisConn *conn);
 extern void rconn_ready(RedisConn *conn, const char *what);
 
 /*

@@ -49,6 +49,7 @@ static void holds_xact_callback(XactEvent event, void *arg);
 static void holds_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 								   SubTransactionId parentSubid, void *arg);
 static void holds_exit_callback(int code, Datum arg);
+static void holds_drop_if_unused(HeldLock *h);
 
 static const RlockKindOps *
 kind_ops(RlockKind kind)
@@ -144,7 +145,7 @@ clear_xact(HeldLock *h)
 }
 
 /* Remove an entry that holds nothing and is not uncertain. */
-void
+static void
 holds_drop_if_unused(HeldLock *h)
 {
 	if (holds_total(h) > 0 || h->uncertain)
@@ -367,6 +368,17 @@ run_batch(BatchItem *items, int n, int elevel)
 	return nheld;
 }
 
+/*
+ * Room for one item per entry of the table, in batch_cxt: run_batch frees it
+ * (even when it fails, at the next batch).
+ */
+static BatchItem *
+batch_items(void)
+{
+	return MemoryContextAlloc(batch_cxt,
+							  hash_get_num_entries(held_locks) * sizeof(BatchItem));
+}
+
 /* Add an item for h: release "levels", or reconcile if h is uncertain. */
 static inline void
 batch_add(BatchItem *items, int *n, HeldLock *h, int levels)
@@ -390,7 +402,7 @@ holds_settle(void)
 
 	if (n_uncertain == 0 || held_locks == NULL)
 		return;
-	items = palloc(hash_get_num_entries(held_locks) * sizeof(BatchItem));
+	items = batch_items();
 	hash_seq_init(&seq, held_locks);
 	while ((h = hash_seq_search(&seq)) != NULL)
 	{
@@ -398,7 +410,6 @@ holds_settle(void)
 			batch_add(items, &n, h, 0);
 	}
 	run_batch(items, n, ERROR);
-	pfree(items);
 }
 
 /*
@@ -433,7 +444,7 @@ holds_release_all_session(void)
 	if (held_locks == NULL || hash_get_num_entries(held_locks) == 0)
 		return 0;
 	holds_settle();
-	items = palloc(hash_get_num_entries(held_locks) * sizeof(BatchItem));
+	items = batch_items();
 	hash_seq_init(&seq, held_locks);
 	while ((h = hash_seq_search(&seq)) != NULL)
 	{
@@ -444,9 +455,7 @@ holds_release_all_session(void)
 		h->session_count = 0;
 		batch_add(items, &n, h, levels);
 	}
-	n = run_batch(items, n, ERROR);
-	pfree(items);
-	return n;
+	return run_batch(items, n, ERROR);
 }
 
 /*
@@ -467,8 +476,7 @@ end_xact_holds(SubTransactionId subid, bool reconcile_uncertain)
 		(n_with_xact == 0 && !(reconcile_uncertain && n_uncertain > 0)))
 		return;
 
-	items = MemoryContextAlloc(batch_cxt,
-							   hash_get_num_entries(held_locks) * sizeof(BatchItem));
+	items = batch_items();
 	hash_seq_init(&seq, held_locks);
 	while ((h = hash_seq_search(&seq)) != NULL)
 	{
@@ -639,8 +647,7 @@ holds_exit_callback(int code, Datum arg)
 
 	if (held_locks == NULL || hash_get_num_entries(held_locks) == 0)
 		return;
-	items = MemoryContextAlloc(batch_cxt,
-							   hash_get_num_entries(held_locks) * sizeof(BatchItem));
+	items = batch_items();
 	hash_seq_init(&seq, held_locks);
 	while ((h = hash_seq_search(&seq)) != NULL)
 	{

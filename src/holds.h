@@ -63,7 +63,6 @@ extern void holds_begin_acquire(HeldLock *h);
 extern void holds_acquire_refused(HeldLock *h);
 extern bool holds_release_session(HeldLock *h);
 extern void holds_forget(HeldLock *h);
-extern void holds_drop_if_unused(HeldLock *h);
 extern int64 holds_keep_lease(HeldLock *h);
 extern int	holds_release_all_session(void);
 

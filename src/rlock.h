@@ -30,8 +30,6 @@
 #define RLOCK_MAX_KEY_LEN		1024
 /* Longest explicit owner token. */
 #define RLOCK_MAX_OWNER_LEN		256
-/* Holder identity: 36-char UUID, ':', pid (or an owner token). */
-#define RLOCK_HOLDER_BUFLEN		(RLOCK_MAX_OWNER_LEN + 1)
 /* Largest lease or wait we accept: one year, in milliseconds. */
 #define RLOCK_MAX_INTERVAL_MS	(INT64CONST(365) * 24 * 3600 * 1000)
 
