@@ -25,8 +25,10 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-.PHONY: test demo
+.PHONY: test demo bench
 test:
 	bash test/run
 demo:
 	bash scripts/demo
+bench:
+	bash bench/run

@@ -96,3 +96,33 @@ LANGUAGE C VOLATILE PARALLEL SAFE;
 
 CREATE VIEW rlock_locks AS SELECT * FROM rlock_locks();
 GRANT SELECT ON rlock_locks TO PUBLIC;
+
+-- Cumulative activity counters of this server (stats.c), one row.
+CREATE FUNCTION rlock_stats(OUT acquisitions bigint,
+                            OUT contended_acquisitions bigint,
+                            OUT failed_acquisitions bigint,
+                            OUT wait_time double precision,
+                            OUT releases bigint,
+                            OUT renewals bigint,
+                            OUT renewal_batches bigint,
+                            OUT renewal_cycles bigint,
+                            OUT renewal_time double precision,
+                            OUT renewal_failures bigint,
+                            OUT locks_lost bigint,
+                            OUT redis_round_trips bigint,
+                            OUT reconnects bigint,
+                            OUT redis_errors bigint,
+                            OUT stats_reset timestamptz)
+RETURNS record
+AS 'MODULE_PATHNAME', 'rlock_stats'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+
+CREATE VIEW rlock_stats AS SELECT * FROM rlock_stats();
+GRANT SELECT ON rlock_stats TO PUBLIC;
+
+CREATE FUNCTION rlock_stats_reset()
+RETURNS void
+AS 'MODULE_PATHNAME', 'rlock_stats_reset'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE ALL ON FUNCTION rlock_stats_reset() FROM PUBLIC;

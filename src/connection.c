@@ -48,6 +48,7 @@
 #include "connection.h"
 #include "rlock.h"
 #include "scripts.h"
+#include "stats.h"
 
 /* Why a round trip failed. */
 typedef enum RconnFailure
@@ -73,6 +74,7 @@ struct RedisConn
 	bool		busy;			/* a round trip is in progress */
 	bool		proven;			/* completed a round trip since connecting */
 	bool		subscribed;		/* may be subscribed to some channel */
+	bool		connected_before;	/* a connection was established once */
 	char	   *url;			/* rlock.redis_url this connection was made
 								 * for (malloc'd) */
 	char		addr[300];		/* host:port, for messages */
@@ -606,6 +608,9 @@ rconn_connect(RedisConn *conn)
 		rconn_free_replies(conn);
 	}
 	conn->busy = false;
+	if (conn->connected_before)
+		stats_count(RLOCK_STAT_RECONNECTS);
+	conn->connected_before = true;
 	return true;
 }
 
@@ -648,11 +653,16 @@ append_command(RedisConn *conn, RedisCmd *cmd, bool as_eval)
 	return rc == REDIS_OK;
 }
 
-/* Write everything buffered, waiting for the socket as needed. */
+/*
+ * Write everything buffered, waiting for the socket as needed.  Every call
+ * starts one round trip (its replies are read next).
+ */
 static bool
 flush_output(RedisConn *conn, TimestampTz deadline)
 {
 	int			done = 0;
+
+	stats_count(RLOCK_STAT_ROUND_TRIPS);
 
 	for (;;)
 	{
@@ -881,6 +891,7 @@ rconn_report(RedisConn *conn, int elevel, const char *what)
 {
 	const char *detail = conn->errdetail;
 
+	stats_count(RLOCK_STAT_REDIS_ERRORS);
 	switch (conn->failure)
 	{
 		case RF_CONNECT:
@@ -959,6 +970,7 @@ rconn_report(RedisConn *conn, int elevel, const char *what)
 void
 rconn_reply_error(redisReply *reply, int elevel, const char *what)
 {
+	stats_count(RLOCK_STAT_REDIS_ERRORS);
 	if (reply->len >= 9 && strncmp(reply->str, "WRONGTYPE", 9) == 0)
 		ereport(elevel,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
@@ -994,6 +1006,7 @@ rconn_unexpected_reply(redisReply *reply, const char *what)
 {
 	if (reply->type == REDIS_REPLY_ERROR)
 		rconn_reply_error(reply, ERROR, what);
+	stats_count(RLOCK_STAT_REDIS_ERRORS);
 	ereport(ERROR,
 			(errcode(ERRCODE_PROTOCOL_VIOLATION),
 			 errmsg("unexpected reply from Redis%s", for_lock(what)),

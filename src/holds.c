@@ -39,6 +39,7 @@
 #include "holds.h"
 #include "lock_exclusive.h"
 #include "registry.h"
+#include "stats.h"
 
 static HTAB *held_locks = NULL;
 static MemoryContext batch_cxt = NULL;
@@ -178,6 +179,8 @@ holds_add(HeldLock *h, RlockScope scope, int64 lease_ms, bool watchdog,
 	if (redis_count < holds_total(h) + 1)
 	{
 		/* Redis had forgotten our earlier holds: they were lost. */
+		if (!registry_is_lost(h->key))
+			stats_count(RLOCK_STAT_LOCKS_LOST);
 		ereport(WARNING,
 				(errmsg("lock \"%s\" had been lost by this session before this acquisition",
 						name),
@@ -352,6 +355,8 @@ run_batch(BatchItem *items, int n, int elevel)
 					r->integer < holds_total(h));
 		if (lost)
 		{
+			if (!registry_is_lost(h->key))
+				stats_count(RLOCK_STAT_LOCKS_LOST);
 			ereport(WARNING,
 					(errcode(ERRCODE_WARNING),
 					 errmsg("lock \"%s\" was lost before this session released it",
@@ -361,6 +366,8 @@ run_batch(BatchItem *items, int n, int elevel)
 			continue;
 		}
 		nheld++;
+		if (items[i].levels > 0)
+			stats_add(RLOCK_STAT_RELEASES, items[i].levels);
 		set_uncertain(h, false);
 		holds_drop_if_unused(h);
 	}
@@ -570,7 +577,10 @@ verify_xact_holds(void)
 		else if (r->type != REDIS_REPLY_NIL)
 			rconn_unexpected_reply(r, hs[i]->key);
 		if (count < holds_total(hs[i]))
+		{
+			stats_count(RLOCK_STAT_LOCKS_LOST);
 			lost_at_commit(hs[i]);
+		}
 	}
 }
 

@@ -7,7 +7,8 @@
  * These read Redis, which is the truth about a lock (other sessions, other
  * servers and Redisson clients share it); they never change it and never
  * touch this session's held-lock table.  rlock_locks, the view of what this
- * server's sessions hold, reads the shared-memory registry instead.
+ * server's sessions hold, reads the shared-memory registry instead, and
+ * rlock_stats the shared-memory counters of stats.c.
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -17,6 +18,7 @@
 
 #include "fmgr.h"
 #include "funcapi.h"
+#include "access/htup_details.h"
 #include "commands/dbcommands.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
@@ -26,6 +28,7 @@
 #include "lockname.h"
 #include "registry.h"
 #include "scripts.h"
+#include "stats.h"
 
 static Interval *
 ms_interval(int64 ms)
@@ -276,6 +279,48 @@ rlock_locks(PG_FUNCTION_ARGS)
 		}
 	}
 	return (Datum) 0;
+}
+
+/*
+ * rlock_stats(): one row of counters for the whole server, in the order of
+ * RlockStat, then when they were last reset.
+ */
+PG_FUNCTION_INFO_V1(rlock_stats);
+Datum
+rlock_stats(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	uint64		values[RLOCK_NUM_STATS];
+	TimestampTz reset_at;
+	Datum		vals[RLOCK_NUM_STATS + 1];
+	bool		nulls[RLOCK_NUM_STATS + 1] = {0};
+
+	registry_require("rlock_stats");
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	if (tupdesc->natts != RLOCK_NUM_STATS + 1)
+		elog(ERROR, "rlock_stats() returns %d columns, expected %d",
+			 tupdesc->natts, RLOCK_NUM_STATS + 1);
+
+	stats_read(values, &reset_at);
+	for (int s = 0; s < RLOCK_NUM_STATS; s++)
+	{
+		if (s == RLOCK_STAT_WAIT_US || s == RLOCK_STAT_RENEWAL_US)
+			vals[s] = Float8GetDatum((double) values[s] / 1000.0);	/* ms */
+		else
+			vals[s] = Int64GetDatum((int64) values[s]);
+	}
+	vals[RLOCK_NUM_STATS] = TimestampTzGetDatum(reset_at);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, vals, nulls)));
+}
+
+PG_FUNCTION_INFO_V1(rlock_stats_reset);
+Datum
+rlock_stats_reset(PG_FUNCTION_ARGS)
+{
+	registry_require("rlock_stats_reset");
+	stats_reset();
+	PG_RETURN_VOID();
 }
 
 PG_FUNCTION_INFO_V1(rlock_ping);

@@ -31,6 +31,7 @@
 #include "lockname.h"
 #include "registry.h"
 #include "scripts.h"
+#include "stats.h"
 
 /* Longest single sleep of a waiter between two attempts, in ms. */
 #define WAIT_RECHECK_MS		5000
@@ -173,6 +174,7 @@ try_once(const LockName *ln, bool track, RlockScope scope, int64 lease_ms,
 	{
 		if (h)
 			holds_add(h, scope, lease_ms, watchdog, (int) value, ln->name);
+		stats_count(RLOCK_STAT_ACQUISITIONS);
 		return true;
 	}
 	if (h)
@@ -199,13 +201,14 @@ wait_for_lock(const LockName *ln, bool track, RlockScope scope,
 {
 	RedisConn  *sub = rconn_backend_subscriber();
 	char	   *channel = lockname_derive(ln->key, "redisson_lock__channel");
+	TimestampTz start = GetCurrentTimestamp();
 	TimestampTz deadline;
 	ErrorContextCallback errcb;
 	volatile bool armed = false;
-	bool		acquired = false;
+	volatile bool acquired = false;
 
 	deadline = (wait_ms < 0) ? DT_NOEND :
-		TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms);
+		TimestampTzPlusMilliseconds(start, wait_ms);
 
 	errcb.callback = waiting_context;
 	errcb.arg = (void *) ln->name;
@@ -254,6 +257,8 @@ wait_for_lock(const LockName *ln, bool track, RlockScope scope,
 			disable_timeout(LOCK_TIMEOUT, false);
 		rconn_unsubscribe_nowait(sub);
 		error_context_stack = errcb.previous;
+		stats_add_elapsed(RLOCK_STAT_WAIT_US, start);
+		stats_count(acquired ? RLOCK_STAT_CONTENDED : RLOCK_STAT_FAILED);
 	}
 	PG_END_TRY();
 
@@ -292,7 +297,10 @@ exclusive_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 	if (try_once(ln, owner == NULL, scope, lease_ms, watchdog, holder, &pttl))
 		return true;
 	if (wait_ms == 0)
+	{
+		stats_count(RLOCK_STAT_FAILED);
 		return false;
+	}
 	return wait_for_lock(ln, owner == NULL, scope, lease_ms, watchdog, holder,
 						 wait_ms, honour_lock_timeout);
 }
@@ -322,6 +330,7 @@ exclusive_release(const LockName *ln, const char *owner)
 		}
 		if (r->type != REDIS_REPLY_INTEGER)
 			rconn_unexpected_reply(r, ln->name);
+		stats_count(RLOCK_STAT_RELEASES);
 		return true;
 	}
 

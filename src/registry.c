@@ -37,6 +37,7 @@
 
 #include "registry.h"
 #include "rlock.h"
+#include "stats.h"
 
 typedef struct RlockShared
 {
@@ -437,6 +438,7 @@ registry_renewed(RenewItem *items, const bool *held, int n, TimestampTz now,
 		}
 	}
 	LWLockRelease(rlock_shared->lock);
+	stats_add(RLOCK_STAT_LOCKS_LOST, nlost);
 
 	for (int i = 0; i < n; i++)
 	{

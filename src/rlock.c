@@ -4,7 +4,7 @@
  *	  Module entry point: _PG_init and the rlock.* settings.
  *
  * rlock works with or without shared_preload_libraries.  Preloaded, it
- * reserves its shared memory (registry.c); loaded on demand by a backend,
+ * reserves its shared memory (registry.c, stats.c); loaded on demand by a backend,
  * locks with a fixed lease still work, and what needs shared memory says
  * so.
  *
@@ -22,6 +22,7 @@
 
 #include "connection.h"
 #include "registry.h"
+#include "stats.h"
 #include "watchdog.h"
 #include "rlock.h"
 
@@ -183,6 +184,7 @@ _PG_init(void)
 	if (process_shared_preload_libraries_in_progress)
 	{
 		registry_install_hooks();
+		stats_install_hooks();
 		watchdog_register();
 	}
 }

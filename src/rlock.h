@@ -8,6 +8,8 @@
  *
  *	rlock.c			 module entry: _PG_init, the rlock.* settings
  *	sql_api.c		 thin SQL entry points: argument checks, then one call down
+ *	introspect.c	 SQL entry points that report: rlock_status, rlock_locks,
+ *					 rlock_stats, rlock_ping...
  *	lock_exclusive.c the exclusive reentrant lock (Redisson RLock)
  *	holds.c			 backend-local table of what this session holds, and the
  *					 transaction, subtransaction and exit callbacks
@@ -15,6 +17,7 @@
  *	scripts.c		 the Lua scripts and their SHA1 digests
  *	connection.c	 every Redis round trip and the one interruptible wait
  *	registry.c		 shared memory: instance identity, registry of held locks
+ *	stats.c			 shared-memory activity counters (rlock_stats)
  *	watchdog.c		 the background worker that renews leases
  *
  * Copyright (c) 2026, rlock developers

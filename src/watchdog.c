@@ -38,6 +38,7 @@
 #include "registry.h"
 #include "rlock.h"
 #include "scripts.h"
+#include "stats.h"
 #include "watchdog.h"
 
 /* Keys per renew script call. */
@@ -101,7 +102,10 @@ renew_cycle(RedisConn *conn, int elevel)
 	}
 
 	if (!rconn_run(conn, cmds, nbatches, &replies, elevel, NULL))
+	{
+		stats_count(RLOCK_STAT_RENEWAL_FAILURES);
 		return false;
+	}
 
 	now = GetCurrentTimestamp();
 	held = palloc0(n * sizeof(bool));
@@ -129,6 +133,10 @@ renew_cycle(RedisConn *conn, int elevel)
 	registry_renewed(items, held, n, now, rlock_cancel_on_lost);
 	for (int i = 0; i < n; i++)
 		nrenewed += held[i] ? 1 : 0;
+	stats_add(RLOCK_STAT_RENEWALS, nrenewed);
+	stats_add(RLOCK_STAT_RENEWAL_BATCHES, nbatches);
+	stats_count(RLOCK_STAT_RENEWAL_CYCLES);
+	stats_add_elapsed(RLOCK_STAT_RENEWAL_US, start);
 	ereport(DEBUG1,
 			(errmsg_internal("rlock watchdog: renewed %d of %d locks in %.1f ms (%d script calls, one round trip)",
 							 nrenewed, n,

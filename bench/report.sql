@@ -1,0 +1,184 @@
+-- bench/report.sql -- turn the collected figures into one table: each rlock
+-- figure next to its floor, their ratio, the peer PostgreSQL users know
+-- (advisory locks) and the target of SPEC.md section 9.
+
+CREATE TEMP VIEW lat AS
+  SELECT script, clients, latency_ms, tps FROM pgbench_run;
+
+CREATE TEMP VIEW floor_parts AS
+  SELECT c.clients,
+         s.latency_ms AS select1_ms,
+         a.latency_ms AS acquire_ms,
+         r.latency_ms AS release_ms,
+         s.latency_ms + a.latency_ms + r.latency_ms AS floor_ms
+  FROM (VALUES (1), (8)) c(clients)
+  JOIN lat s ON s.script = 'select1' AND s.clients = c.clients
+  JOIN redis_run a ON a.command = 'acquire' AND a.clients = c.clients
+  JOIN redis_run r ON r.command = 'release' AND r.clients = c.clients;
+
+CREATE TEMP VIEW handoff_pct AS
+  SELECT kind, count(*) AS n,
+         percentile_cont(0.5) WITHIN GROUP (ORDER BY ms) AS p50,
+         percentile_cont(0.9) WITHIN GROUP (ORDER BY ms) AS p90,
+         percentile_cont(0.99) WITHIN GROUP (ORDER BY ms) AS p99,
+         max(ms) AS max
+  FROM handoff_ms GROUP BY kind;
+
+CREATE TEMP VIEW spread AS
+  SELECT script, sum(acquisitions) AS total, min(acquisitions) AS least,
+         max(acquisitions) AS most,
+         -- Jain's fairness index: 1 = perfectly even, 1/n = one session
+         -- gets everything
+         (sum(acquisitions)::float8 ^ 2) /
+           (count(*) * sum(acquisitions::float8 ^ 2)) AS jain
+  FROM contended_client GROUP BY script;
+
+-- (pairs < 0: warm-up)
+CREATE TEMP VIEW mem AS
+  SELECT b.vmrss_kb AS before_kb, a.vmrss_kb AS after_kb,
+         b.rssanon_kb AS anon_before_kb, a.rssanon_kb AS anon_after_kb,
+         a.pairs - b.pairs AS pairs
+  FROM (SELECT * FROM memory_sample WHERE pairs >= 0 ORDER BY pairs LIMIT 1) b,
+       (SELECT * FROM memory_sample ORDER BY pairs DESC LIMIT 1) a;
+
+CREATE TEMP TABLE report (ord serial, section text, measure text, unit text,
+                          rlock float8, floor float8, peer float8,
+                          target text, met boolean);
+
+-- Uncontended: try + release in one statement, each client its own lock.
+INSERT INTO report (section, measure, unit, rlock, floor, peer, target, met)
+SELECT format('uncontended, %s client%s', f.clients,
+              CASE WHEN f.clients > 1 THEN 's' ELSE '' END),
+       'try+release: mean latency', 'ms', r.latency_ms, f.floor_ms,
+       a.latency_ms,
+       CASE WHEN f.clients = 1 THEN '<= 1.15 x floor' END,
+       CASE WHEN f.clients = 1 THEN r.latency_ms <= 1.15 * f.floor_ms END
+FROM floor_parts f
+JOIN lat r ON r.script = 'rlock' AND r.clients = f.clients
+JOIN lat a ON a.script = 'advisory' AND a.clients = f.clients
+ORDER BY f.clients;
+
+INSERT INTO report (section, measure, unit, rlock, floor, peer)
+SELECT format('uncontended, %s client%s', f.clients,
+              CASE WHEN f.clients > 1 THEN 's' ELSE '' END),
+       'try+release: throughput', 'pairs/s', r.tps,
+       f.clients * 1000.0 / f.floor_ms, a.tps
+FROM floor_parts f
+JOIN lat r ON r.script = 'rlock' AND r.clients = f.clients
+JOIN lat a ON a.script = 'advisory' AND a.clients = f.clients
+ORDER BY f.clients;
+
+-- Hand-off: release -> the blocked waiter's acquire returns.  Floor: the
+-- release script's round trip plus the waiter's acquire script's.
+INSERT INTO report (section, measure, unit, rlock, floor, peer, target, met)
+SELECT format('hand-off (%s)', r.n), m.measure, 'ms', m.rv,
+       f.acquire_ms + f.release_ms, m.av, m.target, m.met
+FROM handoff_pct r
+JOIN handoff_pct a ON a.kind = 'advisory'
+JOIN floor_parts f ON f.clients = 1
+CROSS JOIN LATERAL (VALUES
+  (1, 'p50', r.p50, a.p50, '<= 1 ms', r.p50 <= 1.0),
+  (2, 'p90', r.p90, a.p90, NULL, NULL),
+  (3, 'p99', r.p99, a.p99, '<= 3 ms', r.p99 <= 3.0),
+  (4, 'max', r.max, a.max, NULL, NULL)) m(o, measure, rv, av, target, met)
+WHERE r.kind = 'rlock'
+ORDER BY m.o;
+
+-- Contended: 8 sessions on one name.  Floor: one name changes hands at most
+-- once per acquire + release script round trip.
+INSERT INTO report (section, measure, unit, rlock, floor, peer)
+SELECT 'contended, 8 sessions', 'acquisitions per second', '1/s', r.tps,
+       1000.0 / (f.acquire_ms + f.release_ms), a.tps
+FROM lat r
+JOIN lat a ON a.script = 'advisory_contended' AND a.clients = 8
+JOIN floor_parts f ON f.clients = 1
+WHERE r.script = 'rlock_contended' AND r.clients = 8;
+
+INSERT INTO report (section, measure, unit, rlock, floor, peer)
+SELECT 'contended, 8 sessions', 'evenness (Jain index)', '0.125..1',
+       r.jain, 1.0, a.jain
+FROM spread r JOIN spread a ON a.script = 'advisory_contended'
+WHERE r.script = 'rlock_contended';
+
+INSERT INTO report (section, measure, unit, rlock, floor, peer)
+SELECT 'contended, 8 sessions', 'busiest / idlest session', 'x',
+       r.most::float8 / greatest(r.least, 1), 1.0,
+       a.most::float8 / greatest(a.least, 1)
+FROM spread r JOIN spread a ON a.script = 'advisory_contended'
+WHERE r.script = 'rlock_contended';
+
+-- Watchdog: renewal of everything held, per cycle.
+INSERT INTO report (section, measure, unit, rlock, floor, target, met)
+SELECT format('watchdog, %s locks', w.locks), m.measure, m.unit, m.v, m.fl,
+       m.target, m.met
+FROM watchdog_run w
+CROSS JOIN LATERAL (VALUES
+  (1, 'renewal cycle time', 'ms', w.renewal_ms / w.cycles, NULL::float8,
+   NULL::text, NULL::boolean),
+  (2, 'round trips per cycle', 'n', w.round_trips::float8 / w.cycles, 1.0,
+   CASE WHEN w.locks = 10000 THEN '<= 20' END,
+   CASE WHEN w.locks = 10000 THEN w.round_trips::float8 / w.cycles <= 20 END),
+  (3, 'script calls per cycle', 'n', w.batches::float8 / w.cycles, NULL,
+   NULL, NULL),
+  (4, 'locks renewed per cycle', 'n', w.renewals::float8 / w.cycles, w.locks,
+   NULL, NULL)) m(o, measure, unit, v, fl, target, met)
+ORDER BY w.locks, m.o;
+
+-- Memory: one backend, before and after the acquire/release pairs.
+INSERT INTO report (section, measure, unit, rlock, floor, target, met)
+SELECT format('memory, %s pairs', m.pairs), x.measure, 'kB', x.v, x.fl,
+       x.target, x.met
+FROM mem m
+CROSS JOIN LATERAL (VALUES
+  (1, 'backend RSS before', m.before_kb::float8, NULL::float8, NULL::text,
+   NULL::boolean),
+  (2, 'backend RSS after', m.after_kb, m.before_kb, NULL, NULL),
+  (3, 'RSS growth', m.after_kb - m.before_kb, 0,
+   '< 1 byte/pair', (m.after_kb - m.before_kb) * 1024.0 < m.pairs),
+  (4, 'private (anon) RSS growth', m.anon_after_kb - m.anon_before_kb, 0,
+   '< 1 byte/pair', (m.anon_after_kb - m.anon_before_kb) * 1024.0 < m.pairs))
+  x(o, measure, v, fl, target, met)
+ORDER BY x.o;
+
+-- The table.
+SELECT section, measure, unit,
+       round(rlock::numeric, 3) AS rlock,
+       round(floor::numeric, 3) AS floor,
+       round((rlock / nullif(floor, 0))::numeric, 2) AS ratio,
+       round(peer::numeric, 3) AS "advisory lock",
+       coalesce(target, '') AS target,
+       CASE met WHEN true THEN 'yes' WHEN false THEN 'NO' ELSE '' END AS met
+FROM report ORDER BY ord;
+
+SELECT format('floor parts: SELECT 1 %s ms + acquire script %s ms + release script %s ms (%s client%s)',
+              round(select1_ms::numeric, 3), round(acquire_ms::numeric, 3),
+              round(release_ms::numeric, 3), clients,
+              CASE WHEN clients > 1 THEN 's' ELSE '' END) AS " "
+FROM floor_parts ORDER BY clients;
+
+-- The same, as JSON, with the raw figures.
+\pset format unaligned
+\pset tuples_only on
+\o :json_out
+SELECT jsonb_pretty(jsonb_build_object(
+  'generated_at', now(),
+  'machine', :'machine',
+  'settings', :'settings',
+  'rows', (SELECT jsonb_agg(jsonb_build_object(
+             'section', section, 'measure', measure, 'unit', unit,
+             'rlock', rlock, 'floor', floor,
+             'ratio', rlock / nullif(floor, 0),
+             'advisory_lock', peer, 'target', target, 'met', met)
+           ORDER BY ord) FROM report),
+  'raw', jsonb_build_object(
+    'pgbench', (SELECT jsonb_agg(to_jsonb(p)) FROM pgbench_run p),
+    'redis_benchmark', (SELECT jsonb_agg(to_jsonb(r)) FROM redis_run r),
+    'floor_parts', (SELECT jsonb_agg(to_jsonb(f)) FROM floor_parts f),
+    'handoff', (SELECT jsonb_agg(to_jsonb(h)) FROM handoff_pct h),
+    'contended_clients', (SELECT jsonb_agg(to_jsonb(c) ORDER BY script, client)
+                          FROM contended_client c),
+    'watchdog', (SELECT jsonb_agg(to_jsonb(w)) FROM watchdog_run w),
+    'memory', (SELECT jsonb_agg(to_jsonb(m) ORDER BY pairs) FROM memory_sample m
+               WHERE pairs >= 0),
+    'rlock_stats', (SELECT to_jsonb(s) FROM rlock_stats s))));
+\o

@@ -1,0 +1,136 @@
+-- bench/setup.sql -- the benchmark database: rlock, where the figures are
+-- collected, and the helpers that measure what pgbench cannot.
+
+CREATE EXTENSION rlock;
+
+-- pgbench runs: one row per (script, clients).
+CREATE TABLE pgbench_run (script text, clients int, tps float8, latency_ms float8);
+
+-- redis-benchmark runs of rlock's own script calls (the floor).
+CREATE TABLE redis_run (command text, clients int, rps float8, latency_ms float8);
+
+-- Contended runs: acquisitions per pgbench client.
+CREATE TABLE contended_client (script text, client int, acquisitions bigint);
+
+-- Hand-off events of two sessions passing one lock back and forth.
+CREATE UNLOGGED TABLE handoff_event (kind text, who text, seq int, event text,
+                                     at timestamptz);
+
+-- Watchdog cycles, from rlock_stats deltas while the holder sits idle.
+CREATE TABLE watchdog_run (locks int, cycles bigint, renewals bigint,
+                           batches bigint, round_trips bigint,
+                           renewal_ms float8);
+
+-- A backend's memory while it takes and releases locks.
+CREATE TABLE memory_sample (pairs bigint, vmrss_kb bigint, rssanon_kb bigint);
+
+-- This backend's resident memory, from /proc/self/status.
+CREATE FUNCTION bench_rss(field text) RETURNS bigint LANGUAGE sql AS $$
+  SELECT (regexp_match(pg_read_file('/proc/self/status'),
+                       field || ':\s+(\d+) kB'))[1]::bigint
+$$;
+
+-- Take and release the lock "bench:mem" n times, then note the memory.
+CREATE PROCEDURE bench_pairs(n bigint, done bigint) LANGUAGE plpgsql AS $$
+BEGIN
+  FOR i IN 1..n LOOP
+    PERFORM rlock_try_acquire('bench:mem'), rlock_release('bench:mem');
+  END LOOP;
+  INSERT INTO memory_sample VALUES (done, bench_rss('VmRSS'), bench_rss('RssAnon'));
+END $$;
+
+-- Hold n locks (named bench:wd:1..n) in this session, without a lease.
+CREATE PROCEDURE bench_hold(n int) LANGUAGE plpgsql AS $$
+BEGIN
+  FOR i IN (SELECT count(*) + 1 FROM rlock_locks WHERE pid = pg_backend_pid())..n LOOP
+    PERFORM rlock_acquire('bench:wd:' || i);
+  END LOOP;
+END $$;
+
+-- Counters of interest, now.
+CREATE FUNCTION bench_counters(OUT cycles bigint, OUT renewals bigint,
+                               OUT batches bigint, OUT round_trips bigint,
+                               OUT renewal_ms float8)
+LANGUAGE sql AS $$
+  SELECT renewal_cycles, renewals, renewal_batches, redis_round_trips,
+         renewal_time FROM rlock_stats
+$$;
+
+-- Let the watchdog run "cycles" renewal cycles over what this session holds
+-- (sitting idle meanwhile), and record what they cost.
+CREATE PROCEDURE bench_watch(cycles int) LANGUAGE plpgsql AS $$
+DECLARE
+  held int := (SELECT count(*) FROM rlock_locks WHERE pid = pg_backend_pid());
+  c0 record;
+  c1 record;
+BEGIN
+  -- start at a cycle boundary
+  c0 := bench_counters();
+  LOOP
+    PERFORM pg_sleep(0.01);
+    c1 := bench_counters();
+    EXIT WHEN c1.cycles > c0.cycles;
+  END LOOP;
+  c0 := c1;
+  LOOP
+    PERFORM pg_sleep(0.01);
+    c1 := bench_counters();
+    EXIT WHEN c1.cycles >= c0.cycles + cycles;
+  END LOOP;
+  INSERT INTO watchdog_run VALUES (held, c1.cycles - c0.cycles,
+    c1.renewals - c0.renewals, c1.batches - c0.batches,
+    c1.round_trips - c0.round_trips, c1.renewal_ms - c0.renewal_ms);
+END $$;
+
+-- One of two sessions passing a lock back and forth n times: take it, wait
+-- until the peer is blocked on it, note the time, release it, and wait
+-- until the peer has it (so as not to barge back in).
+CREATE PROCEDURE bench_handoff(kind text, me text, peer text, n int)
+LANGUAGE plpgsql AS $$
+DECLARE
+  peer_wait text := CASE kind WHEN 'rlock' THEN 'Extension' ELSE 'Lock' END;
+BEGIN
+  PERFORM set_config('application_name', me, false);
+  FOR i IN 1..n LOOP
+    IF kind = 'rlock' THEN
+      PERFORM rlock_acquire('bench:handoff');
+    ELSE
+      PERFORM pg_advisory_lock(4242);
+    END IF;
+    INSERT INTO handoff_event VALUES (kind, me, i, 'acquired', clock_timestamp());
+
+    PERFORM pg_sleep(0.002);
+    FOR j IN 1..5000 LOOP
+      PERFORM pg_stat_clear_snapshot();
+      EXIT WHEN EXISTS (SELECT 1 FROM pg_stat_activity
+                        WHERE application_name = peer
+                          AND wait_event_type = peer_wait);
+      PERFORM pg_sleep(0.001);
+    END LOOP;
+
+    INSERT INTO handoff_event VALUES (kind, me, i, 'releasing', clock_timestamp());
+    IF kind = 'rlock' THEN
+      PERFORM rlock_release('bench:handoff');
+    ELSE
+      PERFORM pg_advisory_unlock(4242);
+    END IF;
+
+    FOR j IN 1..2000 LOOP
+      EXIT WHEN CASE kind
+        WHEN 'rlock' THEN rlock_is_locked('bench:handoff')
+        ELSE EXISTS (SELECT 1 FROM pg_locks
+                     WHERE locktype = 'advisory' AND objid = 4242 AND granted)
+      END;
+      PERFORM pg_sleep(0.0002);
+    END LOOP;
+  END LOOP;
+END $$;
+
+-- Hand-off latencies (ms): each acquisition that followed a release by the
+-- other session.
+CREATE VIEW handoff_ms AS
+  SELECT kind, extract(epoch FROM at - prev_at) * 1000 AS ms
+  FROM (SELECT *, lag(event) OVER w AS prev_event, lag(who) OVER w AS prev_who,
+               lag(at) OVER w AS prev_at
+        FROM handoff_event WINDOW w AS (PARTITION BY kind ORDER BY at)) e
+  WHERE event = 'acquired' AND prev_event = 'releasing' AND prev_who <> who;
