@@ -94,6 +94,11 @@ JOIN lat a ON a.script = 'advisory_contended' AND a.clients = 8
 JOIN floor_parts f ON f.clients = 1
 WHERE r.script = 'rlock_contended' AND r.clients = 8;
 
+INSERT INTO report (section, measure, unit, rlock, floor)
+SELECT 'contended, 8 sessions', 'Redis round trips per acquisition', 'n',
+       round_trips::float8 / nullif(acquisitions, 0), 2
+FROM contended_stats WHERE script = 'rlock_contended';
+
 INSERT INTO report (section, measure, unit, rlock, floor, peer)
 SELECT 'contended, 8 sessions', 'evenness (Jain index)', '0.125..1',
        r.jain, 1.0, a.jain
@@ -177,6 +182,7 @@ SELECT jsonb_pretty(jsonb_build_object(
     'handoff', (SELECT jsonb_agg(to_jsonb(h)) FROM handoff_pct h),
     'contended_clients', (SELECT jsonb_agg(to_jsonb(c) ORDER BY script, client)
                           FROM contended_client c),
+    'contended_stats', (SELECT jsonb_agg(to_jsonb(c)) FROM contended_stats c),
     'watchdog', (SELECT jsonb_agg(to_jsonb(w)) FROM watchdog_run w),
     'memory', (SELECT jsonb_agg(to_jsonb(m) ORDER BY pairs) FROM memory_sample m
                WHERE pairs >= 0),

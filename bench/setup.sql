@@ -9,8 +9,15 @@ CREATE TABLE pgbench_run (script text, clients int, tps float8, latency_ms float
 -- redis-benchmark runs of rlock's own script calls (the floor).
 CREATE TABLE redis_run (command text, clients int, rps float8, latency_ms float8);
 
--- Contended runs: acquisitions per pgbench client.
+-- Contended runs: acquisitions per pgbench client, and what rlock_stats
+-- says the run cost.
 CREATE TABLE contended_client (script text, client int, acquisitions bigint);
+CREATE TABLE contended_stats (script text, acquisitions bigint,
+                              contended bigint, round_trips bigint);
+CREATE TABLE stats_mark AS SELECT * FROM rlock_stats;
+CREATE PROCEDURE bench_mark() LANGUAGE sql AS $$
+  DELETE FROM stats_mark; INSERT INTO stats_mark SELECT * FROM rlock_stats;
+$$;
 
 -- Hand-off events of two sessions passing one lock back and forth.
 CREATE UNLOGGED TABLE handoff_event (kind text, who text, seq int, event text,

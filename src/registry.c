@@ -28,6 +28,7 @@
 
 #include <signal.h>
 
+#include "common/hashfn.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
@@ -41,9 +42,8 @@
 
 typedef struct RlockShared
 {
-	LWLock	   *lock;			/* protects the hash and watchdog_latch */
+	LWLock	   *lock;			/* protects the hash */
 	char		instance_uuid[37];
-	Latch	   *watchdog_latch; /* set by backends to wake the watchdog */
 } RlockShared;
 
 int			rlock_max_locks = 10000;
@@ -88,6 +88,42 @@ generate_uuid(char *out)
 	format_uuid(out, b);
 }
 
+/*
+ * The hash key is (pid, key) with the key NUL-terminated: hash and compare
+ * only the bytes in use, not the whole 1 kB buffer.
+ */
+static uint32
+registry_tag_hash(const void *key, Size keysize)
+{
+	const RegistryEntry *tag = key;
+
+	return hash_combine(murmurhash32((uint32) tag->pid),
+						hash_bytes((const unsigned char *) tag->key,
+								   strlen(tag->key)));
+}
+
+static int
+registry_tag_match(const void *key1, const void *key2, Size keysize)
+{
+	const RegistryEntry *a = key1;
+	const RegistryEntry *b = key2;
+
+	if (a->pid != b->pid)
+		return 1;
+	return strcmp(a->key, b->key);
+}
+
+static void *
+registry_tag_copy(void *dest, const void *src, Size keysize)
+{
+	RegistryEntry *d = dest;
+	const RegistryEntry *t = src;
+
+	d->pid = t->pid;
+	strlcpy(d->key, t->key, sizeof(d->key));
+	return dest;
+}
+
 static Size
 registry_shmem_size(void)
 {
@@ -120,13 +156,16 @@ registry_shmem_startup(void)
 	{
 		rlock_shared->lock = &(GetNamedLWLockTranche("rlock"))->lock;
 		generate_uuid(rlock_shared->instance_uuid);
-		rlock_shared->watchdog_latch = NULL;
 	}
 	ctl.keysize = REGISTRY_TAG_SIZE;
 	ctl.entrysize = sizeof(RegistryEntry);
+	ctl.hash = registry_tag_hash;
+	ctl.match = registry_tag_match;
+	ctl.keycopy = registry_tag_copy;
 	registry_hash = ShmemInitHash("rlock registry",
 								  rlock_max_locks, rlock_max_locks,
-								  &ctl, HASH_ELEM | HASH_BLOBS);
+								  &ctl, HASH_ELEM | HASH_FUNCTION | HASH_COMPARE |
+								  HASH_KEYCOPY);
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -188,7 +227,6 @@ rlock_backend_holder(void)
 static void
 make_tag(RegistryEntry *tag, int pid, const char *key)
 {
-	memset(tag, 0, REGISTRY_TAG_SIZE);
 	tag->pid = pid;
 	strlcpy(tag->key, key, sizeof(tag->key));
 }
@@ -245,8 +283,6 @@ registry_sync(const char *key, RlockKind kind, int session_count,
 {
 	RegistryEntry tag;
 	RegistryEntry *e;
-	bool		wake = false;
-	Latch	   *latch = NULL;
 
 	if (registry_hash == NULL)
 		return;
@@ -266,14 +302,10 @@ registry_sync(const char *key, RlockKind kind, int session_count,
 			e->acquired_at = GetCurrentTimestamp();
 			e->renewed_at = 0;
 			e->state = REGISTRY_HELD;
-			wake = watchdog;
 		}
 		e->watchdog = watchdog;
-		latch = rlock_shared->watchdog_latch;
 	}
 	LWLockRelease(rlock_shared->lock);
-	if (wake && latch != NULL)
-		SetLatch(latch);
 }
 
 void
@@ -360,14 +392,6 @@ registry_snapshot(RegistryEntry **entries)
  * The watchdog
  * ----------------------------------------------------------------
  */
-
-void
-registry_set_watchdog_latch(Latch *latch)
-{
-	LWLockAcquire(rlock_shared->lock, LW_EXCLUSIVE);
-	rlock_shared->watchdog_latch = latch;
-	LWLockRelease(rlock_shared->lock);
-}
 
 /*
  * Copy out the locks to renew: held, not lost, with some hold taken without

@@ -12,7 +12,6 @@
 #define RLOCK_REGISTRY_H
 
 #include "datatype/timestamp.h"
-#include "storage/latch.h"
 
 #include "rlock.h"
 
@@ -69,7 +68,6 @@ extern bool registry_is_lost(const char *key);
 extern int	registry_snapshot(RegistryEntry **entries);
 
 /* The watchdog. */
-extern void registry_set_watchdog_latch(Latch *latch);
 extern int	registry_renewal_snapshot(RenewItem **items);
 extern void registry_renewed(RenewItem *items, const bool *held, int n,
 							 TimestampTz now, bool cancel_on_lost);

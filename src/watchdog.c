@@ -9,8 +9,9 @@
  * holding its LWLock across I/O), renews them with the renew script in
  * batches of RENEW_BATCH keys, all batches pipelined in one round trip, and
  * writes the outcome back: renewed_at for the locks Redis still had, state
- * "lost" (and a LOG line) for the others.  Backends set its latch when they
- * register such a lock.
+ * "lost" (and a LOG line) for the others.  A lock taken between two cycles
+ * is renewed by the next one, well within its lease: backends never wake
+ * the worker (that would cost a signal per acquisition).
  *
  * Redis failures are logged once per outage and retried with a growing
  * back-off; the worker never exits because of them (an exit would only
@@ -160,7 +161,6 @@ rlock_watchdog_main(Datum arg)
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 	pgstat_report_appname("rlock watchdog");
 
-	registry_set_watchdog_latch(MyLatch);
 	conn = rconn_create("rlock watchdog");
 	cycle_cxt = AllocSetContextCreate(TopMemoryContext, "rlock watchdog cycle",
 									  ALLOCSET_DEFAULT_SIZES);
