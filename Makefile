@@ -25,6 +25,9 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# PGXS does not track headers: rebuild every object when one changes.
+$(OBJS): $(wildcard src/*.h)
+
 .PHONY: test demo bench
 test:
 	bash test/run

@@ -122,6 +122,9 @@ BEGIN
       PERFORM pg_advisory_unlock(4242);
     END IF;
 
+    -- (give it the time a hand-off takes before polling, so as not to
+    -- compete with it for the CPU)
+    PERFORM pg_sleep(0.001);
     FOR j IN 1..2000 LOOP
       EXIT WHEN CASE kind
         WHEN 'rlock' THEN rlock_is_locked('bench:handoff')

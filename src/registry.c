@@ -58,6 +58,9 @@ static char backend_holder[64];
 
 #define REGISTRY_TAG_SIZE	offsetof(RegistryEntry, dboid)
 
+/* Entries the watchdog updates per hold of the registry's lock. */
+#define RENEWED_CHUNK		1000
+
 static void
 format_uuid(char *out, const uint8 *b)
 {
@@ -416,7 +419,7 @@ registry_renewal_snapshot(RenewItem **items)
 			continue;
 		out[n].pid = e->pid;
 		out[n].acquired_at = e->acquired_at;
-		memcpy(out[n].key, e->key, sizeof(out[n].key));
+		out[n].key = pstrdup(e->key);
 		n++;
 	}
 	LWLockRelease(rlock_shared->lock);
@@ -444,6 +447,12 @@ registry_renewed(RenewItem *items, const bool *held, int n, TimestampTz now,
 		RegistryEntry tag;
 		RegistryEntry *e;
 
+		/* let backends in now and then: the registry may be large */
+		if (i > 0 && i % RENEWED_CHUNK == 0)
+		{
+			LWLockRelease(rlock_shared->lock);
+			LWLockAcquire(rlock_shared->lock, LW_EXCLUSIVE);
+		}
 		make_tag(&tag, items[i].pid, items[i].key);
 		e = hash_search(registry_hash, &tag, HASH_FIND, NULL);
 		if (e == NULL || e->acquired_at != items[i].acquired_at ||

@@ -45,7 +45,7 @@ typedef struct RenewItem
 {
 	int			pid;
 	TimestampTz acquired_at;	/* identifies this holding of the lock */
-	char		key[RLOCK_MAX_KEY_LEN + 1];
+	char	   *key;			/* palloc'd copy */
 } RenewItem;
 
 extern int	rlock_max_locks;
