@@ -33,6 +33,41 @@ RETURNS boolean
 AS 'MODULE_PATHNAME', 'rlock_xact_try_acquire'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+-- Fenced lock (Redisson RFencedLock): the exclusive lock, whose every
+-- acquisition also returns a fencing token that strictly increases; the try
+-- variants return NULL when the lock was not acquired.  Released with
+-- rlock_release.
+CREATE FUNCTION rlock_fenced_acquire(name text, lease interval DEFAULT NULL,
+                                     owner text DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'rlock_fenced_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_fenced_try_acquire(name text, lease interval DEFAULT NULL,
+                                         wait interval DEFAULT '0',
+                                         owner text DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'rlock_fenced_try_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_fenced_xact_acquire(name text, lease interval DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'rlock_fenced_xact_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_fenced_xact_try_acquire(name text, lease interval DEFAULT NULL,
+                                              wait interval DEFAULT '0')
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'rlock_fenced_xact_try_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- The last fencing token handed out for the name (NULL: never acquired as a
+-- fenced lock).
+CREATE FUNCTION rlock_fenced_token(name text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'rlock_fenced_token'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
 CREATE FUNCTION rlock_release_all()
 RETURNS integer
 AS 'MODULE_PATHNAME', 'rlock_release_all'

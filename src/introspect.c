@@ -25,6 +25,7 @@
 
 #include "connection.h"
 #include "holds.h"
+#include "lock_exclusive.h"
 #include "lockname.h"
 #include "registry.h"
 #include "scripts.h"
@@ -321,6 +322,20 @@ rlock_stats_reset(PG_FUNCTION_ARGS)
 	registry_require("rlock_stats_reset");
 	stats_reset();
 	PG_RETURN_VOID();
+}
+
+/* rlock_fenced_token(name): the last fencing token handed out; NULL if none. */
+PG_FUNCTION_INFO_V1(rlock_fenced_token);
+Datum
+rlock_fenced_token(PG_FUNCTION_ARGS)
+{
+	LockName	ln;
+	int64		token;
+
+	name_arg(fcinfo, &ln);
+	if (!exclusive_token(&ln, &token))
+		PG_RETURN_NULL();
+	PG_RETURN_INT64(token);
 }
 
 PG_FUNCTION_INFO_V1(rlock_ping);

@@ -5,6 +5,9 @@
  *	  lock's name mapping holder -> hold count, with the lease as its TTL;
  *	  the release message "0" on redisson_lock__channel:{name}; an unlock
  *	  latch per release request, so that a replayed release is harmless.
+ *	  And its fenced variant (Redisson RFencedLock): the same lock, whose
+ *	  every acquisition also increments redisson_lock_token:{name} and
+ *	  returns the new value as a fencing token.
  *
  * This file owns the lock kind's protocol: how an acquisition is tried,
  * how a blocked acquisition waits (subscribed to the lock's channel, woken
@@ -111,12 +114,13 @@ exclusive_build_reconcile(RedisCmd *cmd, const char *key, const char *holder,
 }
 
 /*
- * One attempt.  Returns true when acquired (and recorded in h, if any);
- * otherwise sets *pttl to the holder's remaining lease (-1: none).
+ * One attempt.  Returns true when acquired (and recorded in h, if any; the
+ * fencing token in *token for a fenced acquisition); otherwise sets *pttl
+ * to the holder's remaining lease (-1: none).
  */
 static bool
 try_once(const LockName *ln, bool track, RlockScope scope, int64 lease_ms,
-		 bool watchdog, const char *holder, int64 *pttl)
+		 bool watchdog, const char *holder, int64 *pttl, int64 *token)
 {
 	RedisCmd	cmd;
 	redisReply *r;
@@ -124,8 +128,10 @@ try_once(const LockName *ln, bool track, RlockScope scope, int64 lease_ms,
 	int64		value;
 	HeldLock   *h = NULL;
 
-	rcmd_script(&cmd, RLOCK_SCRIPT_ACQUIRE, 1);
+	rcmd_script(&cmd, RLOCK_SCRIPT_ACQUIRE, token ? 2 : 1);
 	rcmd_arg(&cmd, ln->key, ln->keylen);
+	if (token)
+		rcmd_str(&cmd, lockname_derive(ln->key, "redisson_lock_token"));
 	rcmd_int(&cmd, lease_ms);
 	rcmd_str(&cmd, holder);
 
@@ -148,7 +154,7 @@ try_once(const LockName *ln, bool track, RlockScope scope, int64 lease_ms,
 			holds_acquire_refused(h);
 		rconn_reply_error(r, ERROR, ln->name);
 	}
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+	if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
 		r->element[0]->type != REDIS_REPLY_INTEGER)
 		rconn_unexpected_reply(r, ln->name);	/* entry stays uncertain */
 	status = r->element[0]->integer;
@@ -172,6 +178,13 @@ try_once(const LockName *ln, bool track, RlockScope scope, int64 lease_ms,
 
 	if (status == 1)
 	{
+		if (token != NULL)
+		{
+			if (r->elements != 3 ||
+				r->element[2]->type != REDIS_REPLY_INTEGER)
+				rconn_unexpected_reply(r, ln->name);	/* entry stays uncertain */
+			*token = r->element[2]->integer;
+		}
 		if (h)
 			holds_add(h, scope, lease_ms, watchdog, (int) value, ln->name);
 		stats_count(RLOCK_STAT_ACQUISITIONS);
@@ -197,7 +210,7 @@ waiting_context(void *arg)
 static bool
 wait_for_lock(const LockName *ln, bool track, RlockScope scope,
 			  int64 lease_ms, bool watchdog, const char *holder,
-			  int64 wait_ms, bool honour_lock_timeout)
+			  int64 wait_ms, bool honour_lock_timeout, int64 *token)
 {
 	RedisConn  *sub = rconn_backend_subscriber();
 	char	   *channel = lockname_derive(ln->key, "redisson_lock__channel");
@@ -232,7 +245,8 @@ wait_for_lock(const LockName *ln, bool track, RlockScope scope,
 			TimestampTz until;
 			int64		sleep_ms;
 
-			if (try_once(ln, track, scope, lease_ms, watchdog, holder, &pttl))
+			if (try_once(ln, track, scope, lease_ms, watchdog, holder, &pttl,
+						 token))
 			{
 				acquired = true;
 				break;
@@ -267,7 +281,8 @@ wait_for_lock(const LockName *ln, bool track, RlockScope scope,
 
 bool
 exclusive_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
-				  int64 wait_ms, const char *owner, bool honour_lock_timeout)
+				  int64 wait_ms, const char *owner, bool honour_lock_timeout,
+				  int64 *token)
 {
 	HeldLock   *h;
 	bool		watchdog = (lease_ms == 0);
@@ -294,7 +309,8 @@ exclusive_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 							ln->name, rlock_kind_name(h->kind))));
 	}
 
-	if (try_once(ln, owner == NULL, scope, lease_ms, watchdog, holder, &pttl))
+	if (try_once(ln, owner == NULL, scope, lease_ms, watchdog, holder, &pttl,
+				 token))
 		return true;
 	if (wait_ms == 0)
 	{
@@ -302,7 +318,31 @@ exclusive_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 		return false;
 	}
 	return wait_for_lock(ln, owner == NULL, scope, lease_ms, watchdog, holder,
-						 wait_ms, honour_lock_timeout);
+						 wait_ms, honour_lock_timeout, token);
+}
+
+/*
+ * The current fencing token of a fenced lock: false when it was never
+ * acquired as one.
+ */
+bool
+exclusive_token(const LockName *ln, int64 *token)
+{
+	RedisCmd	cmd;
+	redisReply *r;
+
+	rcmd_init(&cmd);
+	rcmd_str(&cmd, "GET");
+	rcmd_str(&cmd, lockname_derive(ln->key, "redisson_lock_token"));
+	r = rconn_run1(rconn_backend(), &cmd, ln->name);
+	if (r->type == REDIS_REPLY_NIL)
+		return false;
+	if (r->type == REDIS_REPLY_ERROR)
+		rconn_reply_error(r, ERROR, ln->name);
+	if (r->type != REDIS_REPLY_STRING)
+		rconn_unexpected_reply(r, ln->name);
+	*token = strtoll(r->str, NULL, 10);
+	return true;
 }
 
 bool

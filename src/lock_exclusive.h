@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * lock_exclusive.h
- *	  The exclusive reentrant lock (Redisson RLock).
+ *	  The exclusive reentrant lock (Redisson RLock) and its fenced variant
+ *	  (Redisson RFencedLock).
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -20,11 +21,14 @@ extern const RlockKindOps exclusive_ops;
  * Acquire.  lease_ms 0 = watchdog lease; wait_ms 0 = one attempt, -1 = no
  * limit; owner NULL = this backend's holder identity (and the hold is
  * recorded in the held-lock table).  honour_lock_timeout arms lock_timeout
- * for the wait, as a blocking lock acquisition does.
+ * for the wait, as a blocking lock acquisition does.  token non-NULL makes
+ * it a fenced acquisition, which sets *token when it succeeds.
  */
 extern bool exclusive_acquire(const LockName *ln, RlockScope scope,
 							  int64 lease_ms, int64 wait_ms,
-							  const char *owner, bool honour_lock_timeout);
+							  const char *owner, bool honour_lock_timeout,
+							  int64 *token);
+extern bool exclusive_token(const LockName *ln, int64 *token);
 extern bool exclusive_release(const LockName *ln, const char *owner);
 extern bool exclusive_force_release(const LockName *ln);
 

@@ -24,25 +24,27 @@
 #include "scripts.h"
 
 /*
- * acquire: KEYS[1] lock; ARGV[1] lease ms, ARGV[2] holder.
- * Returns {1, count} when acquired, {0, pttl} when held by another holder,
- * {2, mode} when the name is a read/write lock.
+ * acquire: KEYS[1] lock, KEYS[2] (fenced locks only) the fencing token
+ * counter; ARGV[1] lease ms, ARGV[2] holder.
+ * Returns {1, count} when acquired ({1, count, token} for a fenced lock:
+ * every acquisition, reentrant ones included, increments the counter),
+ * {0, pttl} when held by another holder, {2, mode} when the name is a
+ * read/write lock.
  */
 static const char acquire_body[] =
+"local n\n"
 "if redis.call('exists', KEYS[1]) == 0 then\n"
-"  redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
-"  redis.call('pexpire', KEYS[1], ARGV[1])\n"
-"  return {1, 1}\n"
-"end\n"
-"if redis.call('hexists', KEYS[1], 'mode') == 1 then\n"
+"  n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
+"elseif redis.call('hexists', KEYS[1], 'mode') == 1 then\n"
 "  return {2, redis.call('hget', KEYS[1], 'mode')}\n"
+"elseif redis.call('hexists', KEYS[1], ARGV[2]) == 1 then\n"
+"  n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
+"else\n"
+"  return {0, redis.call('pttl', KEYS[1])}\n"
 "end\n"
-"if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then\n"
-"  local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
-"  redis.call('pexpire', KEYS[1], ARGV[1])\n"
-"  return {1, n}\n"
-"end\n"
-"return {0, redis.call('pttl', KEYS[1])}\n";
+"redis.call('pexpire', KEYS[1], ARGV[1])\n"
+"if #KEYS > 1 then return {1, n, redis.call('incr', KEYS[2])} end\n"
+"return {1, n}\n";
 
 /*
  * release: KEYS[1] lock, KEYS[2] channel, KEYS[3] unlock latch;

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * sql_api.c
- *	  SQL entry points of the locks (SPEC.md section 5.1): argument checks,
- *	  then one call into the lock kind.
+ *	  SQL entry points of the locks (SPEC.md sections 5.1 and 5.2): argument
+ *	  checks, then one call into the lock kind.
  *
  * Everything a user can get wrong is rejected here, before any Redis round
  * trip: NULL, empty or over-long names (lockname.c), leases and waits that
@@ -168,7 +168,7 @@ rlock_acquire(PG_FUNCTION_ARGS)
 	name_arg(fcinfo, 0, &ln);
 	owner = owner_for_acquire(fcinfo, 2, &ln, PG_ARGISNULL(1));
 	lease = lease_arg(fcinfo, 1, &ln);
-	exclusive_acquire(&ln, RLOCK_SCOPE_SESSION, lease, -1, owner, true);
+	exclusive_acquire(&ln, RLOCK_SCOPE_SESSION, lease, -1, owner, true, NULL);
 	PG_RETURN_VOID();
 }
 
@@ -186,7 +186,7 @@ rlock_try_acquire(PG_FUNCTION_ARGS)
 	lease = lease_arg(fcinfo, 1, &ln);
 	wait = wait_arg(fcinfo, 2, &ln);
 	PG_RETURN_BOOL(exclusive_acquire(&ln, RLOCK_SCOPE_SESSION, lease, wait,
-									 owner, false));
+									 owner, false, NULL));
 }
 
 PG_FUNCTION_INFO_V1(rlock_release);
@@ -208,7 +208,7 @@ rlock_xact_acquire(PG_FUNCTION_ARGS)
 
 	name_arg(fcinfo, 0, &ln);
 	lease = lease_arg(fcinfo, 1, &ln);
-	exclusive_acquire(&ln, RLOCK_SCOPE_XACT, lease, -1, NULL, true);
+	exclusive_acquire(&ln, RLOCK_SCOPE_XACT, lease, -1, NULL, true, NULL);
 	PG_RETURN_VOID();
 }
 
@@ -224,7 +224,7 @@ rlock_xact_try_acquire(PG_FUNCTION_ARGS)
 	lease = lease_arg(fcinfo, 1, &ln);
 	wait = wait_arg(fcinfo, 2, &ln);
 	PG_RETURN_BOOL(exclusive_acquire(&ln, RLOCK_SCOPE_XACT, lease, wait,
-									 NULL, false));
+									 NULL, false, NULL));
 }
 
 PG_FUNCTION_INFO_V1(rlock_release_all);
@@ -242,4 +242,79 @@ rlock_force_release(PG_FUNCTION_ARGS)
 
 	name_arg(fcinfo, 0, &ln);
 	PG_RETURN_BOOL(exclusive_force_release(&ln));
+}
+
+/* ----------------------------------------------------------------
+ * Fenced lock (SPEC.md 5.2): the exclusive lock, returning a fencing token.
+ * Released with rlock_release.
+ * ----------------------------------------------------------------
+ */
+
+PG_FUNCTION_INFO_V1(rlock_fenced_acquire);
+Datum
+rlock_fenced_acquire(PG_FUNCTION_ARGS)
+{
+	LockName	ln;
+	int64		lease;
+	const char *owner;
+	int64		token;
+
+	name_arg(fcinfo, 0, &ln);
+	owner = owner_for_acquire(fcinfo, 2, &ln, PG_ARGISNULL(1));
+	lease = lease_arg(fcinfo, 1, &ln);
+	exclusive_acquire(&ln, RLOCK_SCOPE_SESSION, lease, -1, owner, true,
+					  &token);
+	PG_RETURN_INT64(token);
+}
+
+PG_FUNCTION_INFO_V1(rlock_fenced_try_acquire);
+Datum
+rlock_fenced_try_acquire(PG_FUNCTION_ARGS)
+{
+	LockName	ln;
+	int64		lease;
+	int64		wait;
+	const char *owner;
+	int64		token;
+
+	name_arg(fcinfo, 0, &ln);
+	owner = owner_for_acquire(fcinfo, 3, &ln, PG_ARGISNULL(1));
+	lease = lease_arg(fcinfo, 1, &ln);
+	wait = wait_arg(fcinfo, 2, &ln);
+	if (!exclusive_acquire(&ln, RLOCK_SCOPE_SESSION, lease, wait, owner,
+						   false, &token))
+		PG_RETURN_NULL();		/* not acquired: no token */
+	PG_RETURN_INT64(token);
+}
+
+PG_FUNCTION_INFO_V1(rlock_fenced_xact_acquire);
+Datum
+rlock_fenced_xact_acquire(PG_FUNCTION_ARGS)
+{
+	LockName	ln;
+	int64		lease;
+	int64		token;
+
+	name_arg(fcinfo, 0, &ln);
+	lease = lease_arg(fcinfo, 1, &ln);
+	exclusive_acquire(&ln, RLOCK_SCOPE_XACT, lease, -1, NULL, true, &token);
+	PG_RETURN_INT64(token);
+}
+
+PG_FUNCTION_INFO_V1(rlock_fenced_xact_try_acquire);
+Datum
+rlock_fenced_xact_try_acquire(PG_FUNCTION_ARGS)
+{
+	LockName	ln;
+	int64		lease;
+	int64		wait;
+	int64		token;
+
+	name_arg(fcinfo, 0, &ln);
+	lease = lease_arg(fcinfo, 1, &ln);
+	wait = wait_arg(fcinfo, 2, &ln);
+	if (!exclusive_acquire(&ln, RLOCK_SCOPE_XACT, lease, wait, NULL, false,
+						   &token))
+		PG_RETURN_NULL();		/* not acquired: no token */
+	PG_RETURN_INT64(token);
 }
