@@ -9,11 +9,9 @@
  *	  every acquisition also increments redisson_lock_token:{name} and
  *	  returns the new value as a fencing token.
  *
- * This file owns the lock kind's protocol: how an acquisition is tried,
- * how a blocked acquisition waits (subscribed to the lock's channel, woken
- * by the release message, and never sleeping longer than the holder's
- * remaining lease, so that a crashed holder is noticed), and how releases
- * are built.  What this session holds is recorded in holds.c; the round
+ * This file owns the lock kind's protocol: how an acquisition is tried
+ * (a blocked one waits in lock_wait.c, on the lock's channel) and how
+ * releases are built.  What this session holds is recorded in holds.c; the round
  * trips themselves go through connection.c.
  *
  * Copyright (c) 2026, rlock developers
@@ -24,20 +22,15 @@
 
 #include "common/pg_prng.h"
 #include "miscadmin.h"
-#include "storage/proc.h"
-#include "utils/timeout.h"
-#include "utils/timestamp.h"
 
 #include "connection.h"
 #include "holds.h"
 #include "lock_exclusive.h"
+#include "lock_wait.h"
 #include "lockname.h"
 #include "registry.h"
 #include "scripts.h"
 #include "stats.h"
-
-/* Longest single sleep of a waiter between two attempts, in ms. */
-#define WAIT_RECHECK_MS		5000
 
 /* Message published on the lock's channel when it is released. */
 #define RELEASE_MESSAGE		"0"
@@ -196,87 +189,25 @@ try_once(const LockName *ln, bool track, RlockScope scope, int64 lease_ms,
 	return false;
 }
 
-static void
-waiting_context(void *arg)
+/* What an attempt needs, for the waiting loop (lock_wait.c). */
+typedef struct ExclusiveAttempt
 {
-	errcontext("waiting for rlock lock \"%s\"", (const char *) arg);
-}
+	const LockName *ln;
+	bool		track;
+	RlockScope	scope;
+	int64		lease_ms;
+	bool		watchdog;
+	const char *holder;
+	int64	   *token;
+} ExclusiveAttempt;
 
-/*
- * Wait for the lock: subscribe to its channel, then alternate attempts and
- * sleeps that end on a release message, on the holder's lease running out,
- * or at the deadline.
- */
 static bool
-wait_for_lock(const LockName *ln, bool track, RlockScope scope,
-			  int64 lease_ms, bool watchdog, const char *holder,
-			  int64 wait_ms, bool honour_lock_timeout, int64 *token)
+exclusive_try(void *arg, int64 *pttl)
 {
-	RedisConn  *sub = rconn_backend_subscriber();
-	char	   *channel = lockname_derive(ln->key, "redisson_lock__channel");
-	TimestampTz start = GetCurrentTimestamp();
-	TimestampTz deadline;
-	ErrorContextCallback errcb;
-	volatile bool armed = false;
-	volatile bool acquired = false;
+	ExclusiveAttempt *a = arg;
 
-	deadline = (wait_ms < 0) ? DT_NOEND :
-		TimestampTzPlusMilliseconds(start, wait_ms);
-
-	errcb.callback = waiting_context;
-	errcb.arg = (void *) ln->name;
-	errcb.previous = error_context_stack;
-	error_context_stack = &errcb;
-
-	PG_TRY();
-	{
-		if (honour_lock_timeout && LockTimeout > 0)
-		{
-			enable_timeout_after(LOCK_TIMEOUT, LockTimeout);
-			armed = true;
-		}
-
-		/* subscribe first, then retry, so that no release goes unseen */
-		rconn_subscribe(sub, channel, ln->name);
-		for (;;)
-		{
-			int64		pttl = -1;
-			TimestampTz now;
-			TimestampTz until;
-			int64		sleep_ms;
-
-			if (try_once(ln, track, scope, lease_ms, watchdog, holder, &pttl,
-						 token))
-			{
-				acquired = true;
-				break;
-			}
-			now = GetCurrentTimestamp();
-			if (now >= deadline)
-				break;
-
-			/* sleep until a release message, or until the lease runs out */
-			sleep_ms = (pttl >= 0) ? Min(pttl + 1, WAIT_RECHECK_MS)
-				: WAIT_RECHECK_MS;
-			until = TimestampTzPlusMilliseconds(now, sleep_ms);
-			if (until > deadline)
-				until = deadline;
-			if (rconn_wait_message(sub, until) < 0)
-				rconn_subscribe(sub, channel, ln->name);
-		}
-	}
-	PG_FINALLY();
-	{
-		if (armed)
-			disable_timeout(LOCK_TIMEOUT, false);
-		rconn_unsubscribe_nowait(sub);
-		error_context_stack = errcb.previous;
-		stats_add_elapsed(RLOCK_STAT_WAIT_US, start);
-		stats_count(acquired ? RLOCK_STAT_CONTENDED : RLOCK_STAT_FAILED);
-	}
-	PG_END_TRY();
-
-	return acquired;
+	return try_once(a->ln, a->track, a->scope, a->lease_ms, a->watchdog,
+					a->holder, pttl, a->token);
 }
 
 bool
@@ -288,6 +219,7 @@ exclusive_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 	bool		watchdog = (lease_ms == 0);
 	const char *holder;
 	int64		pttl;
+	ExclusiveAttempt attempt;
 
 	holds_settle();
 	rconn_ready(rconn_backend(), ln->name);
@@ -309,16 +241,22 @@ exclusive_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 							ln->name, rlock_kind_name(h->kind))));
 	}
 
-	if (try_once(ln, owner == NULL, scope, lease_ms, watchdog, holder, &pttl,
-				 token))
+	attempt.ln = ln;
+	attempt.track = (owner == NULL);
+	attempt.scope = scope;
+	attempt.lease_ms = lease_ms;
+	attempt.watchdog = watchdog;
+	attempt.holder = holder;
+	attempt.token = token;
+	if (exclusive_try(&attempt, &pttl))
 		return true;
 	if (wait_ms == 0)
 	{
 		stats_count(RLOCK_STAT_FAILED);
 		return false;
 	}
-	return wait_for_lock(ln, owner == NULL, scope, lease_ms, watchdog, holder,
-						 wait_ms, honour_lock_timeout, token);
+	return lock_wait(ln, lockname_derive(ln->key, "redisson_lock__channel"),
+					 wait_ms, honour_lock_timeout, exclusive_try, &attempt);
 }
 
 /*

@@ -10,7 +10,9 @@
  *	sql_api.c		 thin SQL entry points: argument checks, then one call down
  *	introspect.c	 SQL entry points that report: rlock_status, rlock_locks,
  *					 rlock_stats, rlock_ping...
- *	lock_exclusive.c the exclusive reentrant lock (Redisson RLock)
+ *	lock_exclusive.c the exclusive reentrant lock (Redisson RLock) and the
+ *					 fenced lock (RFencedLock)
+ *	lock_wait.c		 how a blocked acquisition waits, for every lock kind
  *	holds.c			 backend-local table of what this session holds, and the
  *					 transaction, subtransaction and exit callbacks
  *	lockname.c		 lock names: validation, prefixing, Redisson's derived keys

@@ -1,0 +1,109 @@
+/*-------------------------------------------------------------------------
+ *
+ * lock_wait.c
+ *	  How a blocked acquisition waits, for every lock kind: subscribed to
+ *	  the lock's channel, woken by its release messages, and never sleeping
+ *	  longer than the holder's remaining lease.
+ *
+ * The waiter subscribes before its next attempt, so that no release
+ * between an attempt and the subscription goes unseen.  It then alternates
+ * attempts (the lock kind's own script, through try_fn) and sleeps that
+ * end on a message, on the holder's lease running out (a holder that died
+ * without releasing is noticed when its key expires) or at the deadline.
+ * The wait honours cancel and statement_timeout (through connection.c's
+ * wait primitive), and lock_timeout when asked, as a blocking lock
+ * acquisition does; it shows in pg_stat_activity as an Extension wait and
+ * in the error context as "waiting for rlock lock".  rlock_stats counts its
+ * time and outcome.
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "storage/proc.h"
+#include "utils/timeout.h"
+#include "utils/timestamp.h"
+
+#include "connection.h"
+#include "lock_wait.h"
+#include "stats.h"
+
+/* Longest single sleep of a waiter between two attempts, in ms. */
+#define WAIT_RECHECK_MS		5000
+
+static void
+waiting_context(void *arg)
+{
+	errcontext("waiting for rlock lock \"%s\"", (const char *) arg);
+}
+
+bool
+lock_wait(const LockName *ln, const char *channel, int64 wait_ms,
+		  bool honour_lock_timeout, LockTryFn try_fn, void *arg)
+{
+	RedisConn  *sub = rconn_backend_subscriber();
+	TimestampTz start = GetCurrentTimestamp();
+	TimestampTz deadline;
+	ErrorContextCallback errcb;
+	volatile bool armed = false;
+	volatile bool acquired = false;
+
+	deadline = (wait_ms < 0) ? DT_NOEND :
+		TimestampTzPlusMilliseconds(start, wait_ms);
+
+	errcb.callback = waiting_context;
+	errcb.arg = (void *) ln->name;
+	errcb.previous = error_context_stack;
+	error_context_stack = &errcb;
+
+	PG_TRY();
+	{
+		if (honour_lock_timeout && LockTimeout > 0)
+		{
+			enable_timeout_after(LOCK_TIMEOUT, LockTimeout);
+			armed = true;
+		}
+
+		rconn_subscribe(sub, channel, ln->name);
+		for (;;)
+		{
+			int64		pttl = -1;
+			TimestampTz now;
+			TimestampTz until;
+			int64		sleep_ms;
+
+			if (try_fn(arg, &pttl))
+			{
+				acquired = true;
+				break;
+			}
+			now = GetCurrentTimestamp();
+			if (now >= deadline)
+				break;
+
+			/* sleep until a release message, or until the lease runs out */
+			sleep_ms = (pttl >= 0) ? Min(pttl + 1, WAIT_RECHECK_MS)
+				: WAIT_RECHECK_MS;
+			until = TimestampTzPlusMilliseconds(now, sleep_ms);
+			if (until > deadline)
+				until = deadline;
+			if (rconn_wait_message(sub, until) < 0)
+				rconn_subscribe(sub, channel, ln->name);
+		}
+	}
+	PG_FINALLY();
+	{
+		if (armed)
+			disable_timeout(LOCK_TIMEOUT, false);
+		rconn_unsubscribe_nowait(sub);
+		error_context_stack = errcb.previous;
+		stats_add_elapsed(RLOCK_STAT_WAIT_US, start);
+		stats_count(acquired ? RLOCK_STAT_CONTENDED : RLOCK_STAT_FAILED);
+	}
+	PG_END_TRY();
+
+	return acquired;
+}

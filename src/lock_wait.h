@@ -1,0 +1,30 @@
+/*-------------------------------------------------------------------------
+ *
+ * lock_wait.h
+ *	  How a blocked acquisition waits, for every lock kind.
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RLOCK_LOCK_WAIT_H
+#define RLOCK_LOCK_WAIT_H
+
+#include "lockname.h"
+
+/*
+ * One attempt of a lock kind: returns true when the lock was acquired;
+ * otherwise sets *pttl to how long the current holder's lease still runs
+ * (ms; -1 when unknown), the longest the waiter sleeps before trying again.
+ */
+typedef bool (*LockTryFn) (void *arg, int64 *pttl);
+
+/*
+ * Wait for a lock whose releases are announced on "channel": subscribe,
+ * then alternate attempts and sleeps until one attempt succeeds.  wait_ms
+ * -1 waits without limit.  Returns false when the wait is over.
+ */
+extern bool lock_wait(const LockName *ln, const char *channel, int64 wait_ms,
+					  bool honour_lock_timeout, LockTryFn try_fn, void *arg);
+
+#endif							/* RLOCK_LOCK_WAIT_H */
