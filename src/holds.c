@@ -33,6 +33,7 @@
 
 #include "miscadmin.h"
 #include "storage/ipc.h"
+#include "common/hashfn.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 
@@ -64,16 +65,55 @@ kind_ops(RlockKind kind)
 	return NULL;				/* keep compiler quiet */
 }
 
+/* The table's key, (key, kind): the beginning of a HeldLock. */
+#define HELD_TAG_SIZE	(offsetof(HeldLock, kind) + sizeof(RlockKind))
+
+static uint32
+held_tag_hash(const void *key, Size keysize)
+{
+	const HeldLock *tag = key;
+
+	return hash_combine((uint32) tag->kind,
+						hash_bytes((const unsigned char *) tag->key,
+								   strlen(tag->key)));
+}
+
+static int
+held_tag_match(const void *key1, const void *key2, Size keysize)
+{
+	const HeldLock *a = key1;
+	const HeldLock *b = key2;
+
+	if (a->kind != b->kind)
+		return 1;
+	return strcmp(a->key, b->key);
+}
+
+static void *
+held_tag_copy(void *dest, const void *src, Size keysize)
+{
+	HeldLock   *d = dest;
+	const HeldLock *t = src;
+
+	strlcpy(d->key, t->key, sizeof(d->key));
+	d->kind = t->kind;
+	return dest;
+}
+
 static void
 holds_init(void)
 {
 	HASHCTL		ctl;
 
-	ctl.keysize = RLOCK_MAX_KEY_LEN + 1;
+	ctl.keysize = HELD_TAG_SIZE;
 	ctl.entrysize = sizeof(HeldLock);
+	ctl.hash = held_tag_hash;
+	ctl.match = held_tag_match;
+	ctl.keycopy = held_tag_copy;
 	ctl.hcxt = TopMemoryContext;
 	held_locks = hash_create("rlock held locks", 64, &ctl,
-							 HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+							 HASH_ELEM | HASH_FUNCTION | HASH_COMPARE |
+							 HASH_KEYCOPY | HASH_CONTEXT);
 	batch_cxt = AllocSetContextCreate(TopMemoryContext, "rlock batch",
 									  ALLOCSET_SMALL_SIZES);
 	RegisterXactCallback(holds_xact_callback, NULL);
@@ -81,33 +121,64 @@ holds_init(void)
 	before_shmem_exit(holds_exit_callback, (Datum) 0);
 }
 
-HeldLock *
-holds_find(const char *key)
+static void
+make_tag(HeldLock *tag, const char *key, RlockKind kind)
 {
+	strlcpy(tag->key, key, sizeof(tag->key));
+	tag->kind = kind;
+}
+
+HeldLock *
+holds_find(const char *key, RlockKind kind)
+{
+	HeldLock	tag;
+
 	if (held_locks == NULL)
 		return NULL;
-	return hash_search(held_locks, key, HASH_FIND, NULL);
+	make_tag(&tag, key, kind);
+	return hash_search(held_locks, &tag, HASH_FIND, NULL);
+}
+
+/*
+ * An entry of this session for the same name as another kind that cannot
+ * share it (read and write are the two sides of one read/write lock).
+ */
+HeldLock *
+holds_find_conflicting(const char *key, RlockKind kind)
+{
+	for (int k = 0; k < RLOCK_NUM_KINDS; k++)
+	{
+		HeldLock   *h;
+
+		if (k == kind || rlock_kinds_compatible(kind, k))
+			continue;
+		h = holds_find(key, k);
+		if (h != NULL && (holds_total(h) > 0 || h->uncertain))
+			return h;
+	}
+	return NULL;
 }
 
 /* Find or create the entry of a lock (with no holds yet). */
 HeldLock *
 holds_enter(const char *key, RlockKind kind)
 {
+	HeldLock	tag;
 	HeldLock   *h;
 	bool		found;
 
 	if (held_locks == NULL)
 		holds_init();
-	h = hash_search(held_locks, key, HASH_FIND, NULL);
+	make_tag(&tag, key, kind);
+	h = hash_search(held_locks, &tag, HASH_FIND, NULL);
 	if (h != NULL)
 		return h;
 
 	/* a full shared registry refuses the lock before Redis is asked */
-	registry_reserve(key);
-	h = hash_search(held_locks, key, HASH_ENTER, &found);
+	registry_reserve(key, kind);
+	h = hash_search(held_locks, &tag, HASH_ENTER, &found);
 	if (!found)
 	{
-		h->kind = kind;
 		h->session_count = 0;
 		h->xact_count = 0;
 		h->nxact = 0;
@@ -153,8 +224,8 @@ holds_drop_if_unused(HeldLock *h)
 		return;
 	if (h->xact)
 		pfree(h->xact);
-	registry_remove(h->key);
-	hash_search(held_locks, h->key, HASH_REMOVE, NULL);
+	registry_remove(h->key, h->kind);
+	hash_search(held_locks, h, HASH_REMOVE, NULL);
 }
 
 /* The lock is gone in Redis: forget every hold of it. */
@@ -179,7 +250,7 @@ holds_add(HeldLock *h, RlockScope scope, int64 lease_ms, bool watchdog,
 	if (redis_count < holds_total(h) + 1)
 	{
 		/* Redis had forgotten our earlier holds: they were lost. */
-		if (!registry_is_lost(h->key))
+		if (!registry_is_lost(h->key, h->kind))
 			stats_count(RLOCK_STAT_LOCKS_LOST);
 		ereport(WARNING,
 				(errmsg("lock \"%s\" had been lost by this session before this acquisition",
@@ -238,7 +309,7 @@ holds_add(HeldLock *h, RlockScope scope, int64 lease_ms, bool watchdog,
 bool
 holds_check_lost(HeldLock *h, const char *name)
 {
-	if (!registry_is_lost(h->key))
+	if (!registry_is_lost(h->key, h->kind))
 		return false;
 	ereport(WARNING,
 			(errmsg("lock \"%s\" was lost before this session released it",
@@ -355,7 +426,7 @@ run_batch(BatchItem *items, int n, int elevel)
 					r->integer < holds_total(h));
 		if (lost)
 		{
-			if (!registry_is_lost(h->key))
+			if (!registry_is_lost(h->key, h->kind))
 				stats_count(RLOCK_STAT_LOCKS_LOST);
 			ereport(WARNING,
 					(errcode(ERRCODE_WARNING),
@@ -553,7 +624,7 @@ verify_xact_holds(void)
 	{
 		if (h->xact_count == 0)
 			continue;
-		if (registry_is_lost(h->key))
+		if (registry_is_lost(h->key, h->kind))
 		{
 			hash_seq_term(&seq);
 			lost_at_commit(h);

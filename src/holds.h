@@ -23,11 +23,16 @@ typedef struct XactHolds
 	int			count;
 } XactHolds;
 
-/* What this backend holds of one lock (its own holder identity only). */
+/*
+ * What this backend holds of one lock as one kind (its own holder identity
+ * only).  The table's key is (key, kind): one session may hold one name as
+ * two kinds, the read and the write side of a read/write lock.
+ */
 typedef struct HeldLock
 {
-	char		key[RLOCK_MAX_KEY_LEN + 1]; /* hash key: the lock's Redis key */
+	char		key[RLOCK_MAX_KEY_LEN + 1]; /* the lock's Redis key */
 	RlockKind	kind;
+	/* end of the hash key */
 	int			session_count;	/* session-level holds */
 	int			xact_count;		/* transaction-level holds, all levels */
 	int			nxact;			/* entries used in xact[] */
@@ -53,7 +58,8 @@ typedef struct RlockKindOps
 								const char *holder);
 } RlockKindOps;
 
-extern HeldLock *holds_find(const char *key);
+extern HeldLock *holds_find(const char *key, RlockKind kind);
+extern HeldLock *holds_find_conflicting(const char *key, RlockKind kind);
 extern HeldLock *holds_enter(const char *key, RlockKind kind);
 extern void holds_settle(void);
 extern void holds_add(HeldLock *h, RlockScope scope, int64 lease_ms,

@@ -231,10 +231,11 @@ exclusive_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 	else
 	{
 		holder = rlock_backend_holder();
-		h = holds_find(ln->key);
-		if (h != NULL && holds_check_lost(h, ln->name))
-			h = NULL;
-		if (h != NULL && h->kind != RLOCK_KIND_EXCLUSIVE)
+		h = holds_find(ln->key, RLOCK_KIND_EXCLUSIVE);
+		if (h != NULL)
+			holds_check_lost(h, ln->name);
+		h = holds_find_conflicting(ln->key, RLOCK_KIND_EXCLUSIVE);
+		if (h != NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 					 errmsg("lock \"%s\" is held by this session as a %s lock",
@@ -312,9 +313,20 @@ exclusive_release(const LockName *ln, const char *owner)
 		return true;
 	}
 
-	h = holds_find(ln->key);
+	h = holds_find(ln->key, RLOCK_KIND_EXCLUSIVE);
 	if (h != NULL && holds_check_lost(h, ln->name))
 		return false;
+	if (h == NULL || holds_total(h) == 0)
+	{
+		HeldLock   *other = holds_find_conflicting(ln->key,
+												   RLOCK_KIND_EXCLUSIVE);
+
+		if (other != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+					 errmsg("lock \"%s\" is held by this session as a %s lock",
+							ln->name, rlock_kind_name(other->kind))));
+	}
 	if (h == NULL || h->session_count == 0)
 	{
 		if (h != NULL && h->xact_count > 0)
@@ -327,11 +339,6 @@ exclusive_release(const LockName *ln, const char *owner)
 					(errmsg("lock \"%s\" is not held by this session", ln->name)));
 		return false;
 	}
-	if (h->kind != RLOCK_KIND_EXCLUSIVE)
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("lock \"%s\" is held by this session as a %s lock",
-						ln->name, rlock_kind_name(h->kind))));
 	return holds_release_session(h);
 }
 
@@ -351,9 +358,12 @@ exclusive_force_release(const LockName *ln)
 	if (r->type != REDIS_REPLY_INTEGER)
 		rconn_unexpected_reply(r, ln->name);
 
-	/* whatever this session held of it is gone now */
-	h = holds_find(ln->key);
-	if (h != NULL)
-		holds_forget(h);
+	/* whatever this session held of it, as any kind, is gone now */
+	for (int k = 0; k < RLOCK_NUM_KINDS; k++)
+	{
+		h = holds_find(ln->key, k);
+		if (h != NULL)
+			holds_forget(h);
+	}
 	return r->integer == 1;
 }

@@ -92,15 +92,17 @@ generate_uuid(char *out)
 }
 
 /*
- * The hash key is (pid, key) with the key NUL-terminated: hash and compare
- * only the bytes in use, not the whole 1 kB buffer.
+ * The hash key is (pid, kind, key) with the key NUL-terminated: hash and
+ * compare only the bytes in use, not the whole 1 kB buffer.  (One session
+ * may hold one name as two kinds: the read and the write side of a
+ * read/write lock.)
  */
 static uint32
 registry_tag_hash(const void *key, Size keysize)
 {
 	const RegistryEntry *tag = key;
 
-	return hash_combine(murmurhash32((uint32) tag->pid),
+	return hash_combine(murmurhash32((uint32) tag->pid * 8 + (uint32) tag->kind),
 						hash_bytes((const unsigned char *) tag->key,
 								   strlen(tag->key)));
 }
@@ -111,7 +113,7 @@ registry_tag_match(const void *key1, const void *key2, Size keysize)
 	const RegistryEntry *a = key1;
 	const RegistryEntry *b = key2;
 
-	if (a->pid != b->pid)
+	if (a->pid != b->pid || a->kind != b->kind)
 		return 1;
 	return strcmp(a->key, b->key);
 }
@@ -123,6 +125,7 @@ registry_tag_copy(void *dest, const void *src, Size keysize)
 	const RegistryEntry *t = src;
 
 	d->pid = t->pid;
+	d->kind = t->kind;
 	strlcpy(d->key, t->key, sizeof(d->key));
 	return dest;
 }
@@ -228,9 +231,10 @@ rlock_backend_holder(void)
  */
 
 static void
-make_tag(RegistryEntry *tag, int pid, const char *key)
+make_tag(RegistryEntry *tag, int pid, RlockKind kind, const char *key)
 {
 	tag->pid = pid;
+	tag->kind = kind;
 	strlcpy(tag->key, key, sizeof(tag->key));
 }
 
@@ -239,7 +243,7 @@ make_tag(RegistryEntry *tag, int pid, const char *key)
  * lock: a full registry refuses the acquisition up front.
  */
 void
-registry_reserve(const char *key)
+registry_reserve(const char *key, RlockKind kind)
 {
 	RegistryEntry tag;
 	RegistryEntry *e;
@@ -247,7 +251,7 @@ registry_reserve(const char *key)
 
 	if (registry_hash == NULL)
 		return;
-	make_tag(&tag, MyProcPid, key);
+	make_tag(&tag, MyProcPid, kind, key);
 	LWLockAcquire(rlock_shared->lock, LW_EXCLUSIVE);
 	/*
 	 * A shared hash can grow into spare shared memory past its nominal size;
@@ -260,7 +264,6 @@ registry_reserve(const char *key)
 	if (e != NULL && !found)
 	{
 		e->dboid = MyDatabaseId;
-		e->kind = RLOCK_KIND_EXCLUSIVE;
 		e->state = REGISTRY_HELD;
 		e->watchdog = false;
 		e->session_count = 0;
@@ -289,14 +292,13 @@ registry_sync(const char *key, RlockKind kind, int session_count,
 
 	if (registry_hash == NULL)
 		return;
-	make_tag(&tag, MyProcPid, key);
+	make_tag(&tag, MyProcPid, kind, key);
 	LWLockAcquire(rlock_shared->lock, LW_EXCLUSIVE);
 	e = hash_search(registry_hash, &tag, HASH_FIND, NULL);
 	if (e != NULL)
 	{
 		bool		was_held = (e->session_count + e->xact_count) > 0;
 
-		e->kind = kind;
 		e->session_count = session_count;
 		e->xact_count = xact_count;
 		e->lease_ms = lease_ms;
@@ -312,13 +314,13 @@ registry_sync(const char *key, RlockKind kind, int session_count,
 }
 
 void
-registry_remove(const char *key)
+registry_remove(const char *key, RlockKind kind)
 {
 	RegistryEntry tag;
 
 	if (registry_hash == NULL)
 		return;
-	make_tag(&tag, MyProcPid, key);
+	make_tag(&tag, MyProcPid, kind, key);
 	LWLockAcquire(rlock_shared->lock, LW_EXCLUSIVE);
 	hash_search(registry_hash, &tag, HASH_REMOVE, NULL);
 	LWLockRelease(rlock_shared->lock);
@@ -345,7 +347,7 @@ registry_remove_backend(void)
 
 /* Has the watchdog found this backend's lock gone? */
 bool
-registry_is_lost(const char *key)
+registry_is_lost(const char *key, RlockKind kind)
 {
 	RegistryEntry tag;
 	RegistryEntry *e;
@@ -353,7 +355,7 @@ registry_is_lost(const char *key)
 
 	if (registry_hash == NULL)
 		return false;
-	make_tag(&tag, MyProcPid, key);
+	make_tag(&tag, MyProcPid, kind, key);
 	LWLockAcquire(rlock_shared->lock, LW_SHARED);
 	e = hash_search(registry_hash, &tag, HASH_FIND, NULL);
 	if (e != NULL)
@@ -418,6 +420,7 @@ registry_renewal_snapshot(RenewItem **items)
 			e->session_count + e->xact_count == 0)
 			continue;
 		out[n].pid = e->pid;
+		out[n].kind = e->kind;
 		out[n].acquired_at = e->acquired_at;
 		out[n].key = pstrdup(e->key);
 		n++;
@@ -453,7 +456,7 @@ registry_renewed(RenewItem *items, const bool *held, int n, TimestampTz now,
 			LWLockRelease(rlock_shared->lock);
 			LWLockAcquire(rlock_shared->lock, LW_EXCLUSIVE);
 		}
-		make_tag(&tag, items[i].pid, items[i].key);
+		make_tag(&tag, items[i].pid, items[i].kind, items[i].key);
 		e = hash_search(registry_hash, &tag, HASH_FIND, NULL);
 		if (e == NULL || e->acquired_at != items[i].acquired_at ||
 			e->state != REGISTRY_HELD ||

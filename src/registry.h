@@ -25,12 +25,12 @@ typedef enum RegistryState
 /* A registered lock (what rlock_locks shows). */
 typedef struct RegistryEntry
 {
-	/* hash key: backend and lock key (zero-padded) */
+	/* hash key: backend, kind and lock key (NUL-terminated) */
 	int			pid;
+	RlockKind	kind;
 	char		key[RLOCK_MAX_KEY_LEN + 1];
 
 	Oid			dboid;
-	RlockKind	kind;
 	RegistryState state;
 	bool		watchdog;		/* some hold is renewed by the watchdog */
 	int			session_count;
@@ -44,6 +44,7 @@ typedef struct RegistryEntry
 typedef struct RenewItem
 {
 	int			pid;
+	RlockKind	kind;
 	TimestampTz acquired_at;	/* identifies this holding of the lock */
 	char	   *key;			/* palloc'd copy */
 } RenewItem;
@@ -57,12 +58,12 @@ extern const char *rlock_backend_holder(void);
 extern const char *registry_instance_uuid(void);
 
 /* Backends: their own entries. */
-extern void registry_reserve(const char *key);
+extern void registry_reserve(const char *key, RlockKind kind);
 extern void registry_sync(const char *key, RlockKind kind, int session_count,
 						  int xact_count, bool watchdog, int64 lease_ms);
-extern void registry_remove(const char *key);
+extern void registry_remove(const char *key, RlockKind kind);
 extern void registry_remove_backend(void);
-extern bool registry_is_lost(const char *key);
+extern bool registry_is_lost(const char *key, RlockKind kind);
 
 /* Readers (rlock_locks). */
 extern int	registry_snapshot(RegistryEntry **entries);

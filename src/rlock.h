@@ -41,11 +41,16 @@
 /* Wait event shown in pg_stat_activity while rlock waits. */
 #define RLOCK_WAIT_EVENT		PG_WAIT_EXTENSION
 
-/* Kinds of lock.  Only the exclusive kind exists so far. */
+/*
+ * Kinds of lock.  (A fenced lock is an exclusive lock: same layout, and
+ * released like one.)
+ */
 typedef enum RlockKind
 {
 	RLOCK_KIND_EXCLUSIVE = 0
 } RlockKind;
+
+#define RLOCK_NUM_KINDS		1
 
 /* Scope of one hold. */
 typedef enum RlockScope
@@ -64,5 +69,6 @@ extern bool rlock_verify_on_commit;
 extern bool rlock_cancel_on_lost;
 
 extern const char *rlock_kind_name(RlockKind kind);
+extern bool rlock_kinds_compatible(RlockKind a, RlockKind b);
 
 #endif							/* RLOCK_H */
