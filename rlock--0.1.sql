@@ -68,6 +68,66 @@ RETURNS bigint
 AS 'MODULE_PATHNAME', 'rlock_fenced_token'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+-- Read/write lock (Redisson RReadWriteLock): many readers or one writer; a
+-- writer may also read; a reader asking to write gets an ERROR.
+CREATE FUNCTION rlock_read_acquire(name text, lease interval DEFAULT NULL,
+                                   owner text DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rlock_read_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_read_try_acquire(name text, lease interval DEFAULT NULL,
+                                       wait interval DEFAULT '0',
+                                       owner text DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_read_try_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_read_xact_acquire(name text, lease interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rlock_read_xact_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_read_xact_try_acquire(name text, lease interval DEFAULT NULL,
+                                            wait interval DEFAULT '0')
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_read_xact_try_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_read_release(name text, owner text DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_read_release'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_write_acquire(name text, lease interval DEFAULT NULL,
+                                   owner text DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rlock_write_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_write_try_acquire(name text, lease interval DEFAULT NULL,
+                                       wait interval DEFAULT '0',
+                                       owner text DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_write_try_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_write_xact_acquire(name text, lease interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rlock_write_xact_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_write_xact_try_acquire(name text, lease interval DEFAULT NULL,
+                                            wait interval DEFAULT '0')
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_write_xact_try_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_write_release(name text, owner text DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_write_release'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
 CREATE FUNCTION rlock_release_all()
 RETURNS integer
 AS 'MODULE_PATHNAME', 'rlock_release_all'

@@ -39,6 +39,7 @@
 
 #include "holds.h"
 #include "lock_exclusive.h"
+#include "lock_rw.h"
 #include "registry.h"
 #include "stats.h"
 
@@ -60,6 +61,10 @@ kind_ops(RlockKind kind)
 	{
 		case RLOCK_KIND_EXCLUSIVE:
 			return &exclusive_ops;
+		case RLOCK_KIND_READ:
+			return &read_ops;
+		case RLOCK_KIND_WRITE:
+			return &write_ops;
 	}
 	elog(ERROR, "unknown rlock kind %d", (int) kind);
 	return NULL;				/* keep compiler quiet */

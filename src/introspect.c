@@ -60,22 +60,38 @@ lock_status(const LockName *ln)
 	return r;
 }
 
-/* Run one plain command about a lock; ERROR on an error reply. */
-static redisReply *
-lock_command(const LockName *ln, const char *verb, const char *field)
+/*
+ * This session's holds of a lock, as Redis counts them: its exclusive (or
+ * read) field plus its write field ("<holder>:write", read/write locks).
+ */
+static int64
+own_hold_count(const LockName *ln)
 {
 	RedisCmd	cmd;
 	redisReply *r;
+	const char *holder = rlock_backend_holder();
+	int64		count = 0;
 
 	rcmd_init(&cmd);
-	rcmd_str(&cmd, verb);
+	rcmd_str(&cmd, "HMGET");
 	rcmd_arg(&cmd, ln->key, ln->keylen);
-	if (field)
-		rcmd_str(&cmd, field);
+	rcmd_str(&cmd, holder);
+	rcmd_str(&cmd, psprintf("%s:write", holder));
 	r = rconn_run1(rconn_backend(), &cmd, ln->name);
 	if (r->type == REDIS_REPLY_ERROR)
 		rconn_reply_error(r, ERROR, ln->name);
-	return r;
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2)
+		rconn_unexpected_reply(r, ln->name);
+	for (int i = 0; i < 2; i++)
+	{
+		redisReply *e = r->element[i];
+
+		if (e->type == REDIS_REPLY_STRING)
+			count += strtoll(e->str, NULL, 10);
+		else if (e->type != REDIS_REPLY_NIL)
+			rconn_unexpected_reply(r, ln->name);
+	}
+	return count;
 }
 
 /*
@@ -112,13 +128,9 @@ Datum
 rlock_is_held(PG_FUNCTION_ARGS)
 {
 	LockName	ln;
-	redisReply *r;
 
 	name_arg(fcinfo, &ln);
-	r = lock_command(&ln, "HEXISTS", rlock_backend_holder());
-	if (r->type != REDIS_REPLY_INTEGER)
-		rconn_unexpected_reply(r, ln.name);
-	PG_RETURN_BOOL(r->integer == 1);
+	PG_RETURN_BOOL(own_hold_count(&ln) > 0);
 }
 
 PG_FUNCTION_INFO_V1(rlock_hold_count);
@@ -126,15 +138,9 @@ Datum
 rlock_hold_count(PG_FUNCTION_ARGS)
 {
 	LockName	ln;
-	redisReply *r;
 
 	name_arg(fcinfo, &ln);
-	r = lock_command(&ln, "HGET", rlock_backend_holder());
-	if (r->type == REDIS_REPLY_NIL)
-		PG_RETURN_INT32(0);
-	if (r->type != REDIS_REPLY_STRING)
-		rconn_unexpected_reply(r, ln.name);
-	PG_RETURN_INT32(pg_strtoint32(r->str));
+	PG_RETURN_INT32((int32) Min(own_hold_count(&ln), PG_INT32_MAX));
 }
 
 PG_FUNCTION_INFO_V1(rlock_remaining_lease);

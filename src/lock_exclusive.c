@@ -20,7 +20,6 @@
  */
 #include "postgres.h"
 
-#include "common/pg_prng.h"
 #include "miscadmin.h"
 
 #include "connection.h"
@@ -56,32 +55,12 @@ const RlockKindOps exclusive_ops = {
 	.build_count = exclusive_build_count,
 };
 
-/* A fresh 32-hex-digit request id for one release (unlock latch). */
-static char *
-new_request_id(void)
-{
-	static uint32 counter = 0;
-
-	return psprintf("%016llx%08x%08x",
-					(unsigned long long) pg_prng_uint64(&pg_global_prng_state),
-					(unsigned int) MyProcPid, ++counter);
-}
-
-/* TTL of an unlock latch: long enough to outlast our one retry. */
-static int64
-latch_ttl_ms(void)
-{
-	return (int64) rlock_command_timeout_ms * 2 + 1000;
-}
-
 static void
 exclusive_build_release(RedisCmd *cmd, const char *key, const char *holder,
 						int levels, int64 keep_lease_ms)
 {
 	char	   *channel = lockname_derive(key, "redisson_lock__channel");
-	char	   *latch = psprintf("%s:%s",
-								 lockname_derive(key, "redisson_unlock_latch"),
-								 new_request_id());
+	char	   *latch = lockname_unlock_latch(key);
 
 	rcmd_script(cmd, RLOCK_SCRIPT_RELEASE, 3);
 	rcmd_str(cmd, key);
@@ -91,7 +70,7 @@ exclusive_build_release(RedisCmd *cmd, const char *key, const char *holder,
 	rcmd_int(cmd, keep_lease_ms);
 	rcmd_str(cmd, holder);
 	rcmd_int(cmd, levels);
-	rcmd_int(cmd, latch_ttl_ms());
+	rcmd_int(cmd, lockname_latch_ttl_ms());
 }
 
 static void
@@ -238,7 +217,7 @@ exclusive_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 		if (h != NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-					 errmsg("lock \"%s\" is held by this session as a %s lock",
+					 errmsg("lock \"%s\" is held by this session in %s mode",
 							ln->name, rlock_kind_name(h->kind))));
 	}
 
@@ -324,7 +303,7 @@ exclusive_release(const LockName *ln, const char *owner)
 		if (other != NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-					 errmsg("lock \"%s\" is held by this session as a %s lock",
+					 errmsg("lock \"%s\" is held by this session in %s mode",
 							ln->name, rlock_kind_name(other->kind))));
 	}
 	if (h == NULL || h->session_count == 0)

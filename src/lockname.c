@@ -15,6 +15,9 @@
  */
 #include "postgres.h"
 
+#include "common/pg_prng.h"
+#include "miscadmin.h"
+
 #include "utils/builtins.h"
 
 #include "lockname.h"
@@ -61,4 +64,27 @@ lockname_derive(const char *key, const char *prefix)
 	if (strchr(key, '{') != NULL)
 		return psprintf("%s:%s", prefix, key);
 	return psprintf("%s:{%s}", prefix, key);
+}
+
+/*
+ * A fresh unlock latch for one release request:
+ * redisson_unlock_latch:{key}:<32 hex digits>.  A release replayed after a
+ * lost reply finds it and answers as the first time.
+ */
+char *
+lockname_unlock_latch(const char *key)
+{
+	static uint32 counter = 0;
+
+	return psprintf("%s:%016llx%08x%08x",
+					lockname_derive(key, "redisson_unlock_latch"),
+					(unsigned long long) pg_prng_uint64(&pg_global_prng_state),
+					(unsigned int) MyProcPid, ++counter);
+}
+
+/* TTL of an unlock latch: long enough to outlast our one retry. */
+int64
+lockname_latch_ttl_ms(void)
+{
+	return (int64) rlock_command_timeout_ms * 2 + 1000;
 }

@@ -91,6 +91,10 @@ rlock_kind_name(RlockKind kind)
 	{
 		case RLOCK_KIND_EXCLUSIVE:
 			return "exclusive";
+		case RLOCK_KIND_READ:
+			return "read";
+		case RLOCK_KIND_WRITE:
+			return "write";
 	}
 	return "unknown";
 }
@@ -102,7 +106,10 @@ rlock_kind_name(RlockKind kind)
 bool
 rlock_kinds_compatible(RlockKind a, RlockKind b)
 {
-	return a == b;
+	if (a == b)
+		return true;
+	return (a == RLOCK_KIND_READ || a == RLOCK_KIND_WRITE) &&
+		(b == RLOCK_KIND_READ || b == RLOCK_KIND_WRITE);
 }
 
 void

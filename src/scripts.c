@@ -120,21 +120,203 @@ static const char status_body[] =
 "return r\n";
 
 /*
+ * Lua: the common prefix of a read/write lock's per-hold timeout keys,
+ * "{N}" (or N itself when it has a hash tag already); a hold's timeout key
+ * is <prefix>:<holder>:rwlock_timeout:<k>.
+ */
+#define RW_TIMEOUT_BASE \
+"local base = KEYS[1]\n" \
+"if not string.find(base, '{', 1, true) then base = '{' .. base .. '}' end\n"
+
+/*
  * renew (the watchdog, for many locks at once): KEYS the locks; ARGV[1] the
- * lease ms, ARGV[1 + i] the holder of KEYS[i].  Extends each lock its holder
- * still holds; returns an array of 1 (renewed) / 0 (gone).
+ * lease ms, then for KEYS[i] ARGV[2i] the holder's field and ARGV[2i + 1]
+ * its kind: 'x' (exclusive, and the write side of a read/write lock, whose
+ * field is "<holder>:write") or 'r' (the read side: the holder's read
+ * timeout keys are extended too).  Returns an array of 1 (renewed) /
+ * 0 (gone).
  */
 static const char renew_body[] =
 "local r = {}\n"
 "for i = 1, #KEYS do\n"
-"  if redis.pcall('hexists', KEYS[i], ARGV[i + 1]) == 1 then\n"
+"  local field = ARGV[2 * i]\n"
+"  local c = redis.pcall('hget', KEYS[i], field)\n"
+"  if type(c) == 'string' then\n"
 "    redis.call('pexpire', KEYS[i], ARGV[1])\n"
+"    if ARGV[2 * i + 1] == 'r' then\n"
+"      local base = KEYS[i]\n"
+"      if not string.find(base, '{', 1, true) then base = '{' .. base .. '}' end\n"
+"      for k = 1, tonumber(c) do\n"
+"        redis.call('pexpire', base .. ':' .. field .. ':rwlock_timeout:' .. k, ARGV[1])\n"
+"      end\n"
+"    end\n"
 "    r[i] = 1\n"
 "  else\n"
 "    r[i] = 0\n"
 "  end\n"
 "end\n"
 "return r\n";
+
+/*
+ * read acquire: KEYS[1] lock; ARGV[1] lease ms, ARGV[2] holder (the read
+ * field), ARGV[3] "<holder>:write".  Many readers share the lock; a writer
+ * may also read (downgrade).  Each read hold k gets a timeout key with its
+ * own lease, and the lock's TTL is at least the longest of them.
+ * Returns {1, count}, {0, pttl} when a writer holds it, {2, "exclusive"}
+ * when the name is not a read/write lock.
+ */
+static const char read_acquire_body[] =
+"local mode = redis.call('hget', KEYS[1], 'mode')\n"
+"if mode == false then\n"
+"  if redis.call('exists', KEYS[1]) == 1 then return {2, 'exclusive'} end\n"
+"  redis.call('hset', KEYS[1], 'mode', 'read')\n"
+"elseif mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 0 then\n"
+"  return {0, redis.call('pttl', KEYS[1])}\n"
+"end\n"
+"local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
+RW_TIMEOUT_BASE
+"redis.call('set', base .. ':' .. ARGV[2] .. ':rwlock_timeout:' .. n, 1, 'px', ARGV[1])\n"
+"if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then\n"
+"  redis.call('pexpire', KEYS[1], ARGV[1])\n"
+"end\n"
+"return {1, n}\n";
+
+/*
+ * write acquire: KEYS[1] lock; ARGV[1] lease ms, ARGV[2] "<holder>:write",
+ * ARGV[3] holder (its read field).  Returns {1, count}, {0, pttl} when held
+ * by others, {2, "exclusive"} when the name is not a read/write lock,
+ * {3, 0} when this holder holds it for reading only (an upgrade, which
+ * would wait for itself forever).
+ */
+static const char write_acquire_body[] =
+"local mode = redis.call('hget', KEYS[1], 'mode')\n"
+"if mode == false then\n"
+"  if redis.call('exists', KEYS[1]) == 1 then return {2, 'exclusive'} end\n"
+"  redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1)\n"
+"  redis.call('pexpire', KEYS[1], ARGV[1])\n"
+"  return {1, 1}\n"
+"end\n"
+"if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then\n"
+"  local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
+"  local ttl = redis.call('pttl', KEYS[1])\n"
+"  redis.call('pexpire', KEYS[1], math.max(ttl, 0) + tonumber(ARGV[1]))\n"
+"  return {1, n}\n"
+"end\n"
+"if mode == 'read' and redis.call('hexists', KEYS[1], ARGV[3]) == 1 then\n"
+"  return {3, 0}\n"
+"end\n"
+"return {0, redis.call('pttl', KEYS[1])}\n";
+
+/*
+ * read release: KEYS[1] lock, KEYS[2] channel, KEYS[3] unlock latch;
+ * ARGV[1] holder, ARGV[2] levels, ARGV[3] latch TTL ms.  Drops the timeout
+ * keys of the released holds; while other holds remain the lock's TTL is
+ * the longest remaining read timeout; the last release deletes the lock and
+ * publishes "0".  Returns nil when not held, 0 when still held, 1 when
+ * released.
+ */
+static const char read_release_body[] =
+"local v = redis.call('get', KEYS[3])\n"
+"if v then return tonumber(v) end\n"
+"local mode = redis.call('hget', KEYS[1], 'mode')\n"
+"if mode == false then return nil end\n"
+"local c = redis.call('hget', KEYS[1], ARGV[1])\n"
+"if c == false then return nil end\n"
+"c = tonumber(c)\n"
+"local n = c - tonumber(ARGV[2])\n"
+RW_TIMEOUT_BASE
+"for k = c, math.max(n + 1, 1), -1 do\n"
+"  redis.call('del', base .. ':' .. ARGV[1] .. ':rwlock_timeout:' .. k)\n"
+"end\n"
+"if n > 0 then redis.call('hset', KEYS[1], ARGV[1], n)\n"
+"else redis.call('hdel', KEYS[1], ARGV[1]) end\n"
+"local r = 1\n"
+"if redis.call('hlen', KEYS[1]) > 1 then\n"
+"  local maxttl = -3\n"
+"  for _, f in ipairs(redis.call('hkeys', KEYS[1])) do\n"
+"    local cnt = tonumber(redis.call('hget', KEYS[1], f))\n"
+"    if cnt then\n"
+"      for k = cnt, 1, -1 do\n"
+"        maxttl = math.max(maxttl, redis.call('pttl', base .. ':' .. f .. ':rwlock_timeout:' .. k))\n"
+"      end\n"
+"    end\n"
+"  end\n"
+"  if maxttl > 0 then\n"
+"    redis.call('pexpire', KEYS[1], maxttl)\n"
+"    r = 0\n"
+"  elseif mode == 'write' then\n"
+"    r = 0\n"
+"  end\n"
+"end\n"
+"if r == 1 then\n"
+"  redis.call('del', KEYS[1])\n"
+"  redis.call('publish', KEYS[2], '0')\n"
+"end\n"
+"redis.call('set', KEYS[3], r, 'px', ARGV[3])\n"
+"return r\n";
+
+/*
+ * write release: KEYS[1] lock, KEYS[2] channel, KEYS[3] unlock latch;
+ * ARGV[1] "<holder>:write", ARGV[2] levels, ARGV[3] latch TTL ms, ARGV[4]
+ * lease ms of the remaining write holds (0: keep the TTL).  The last write
+ * hold's release deletes the lock, or leaves it in read mode when the
+ * writer also reads; either way it publishes "1", which wakes readers and
+ * writers.  Returns nil when not held, 0 when still held, 1 when released.
+ */
+static const char write_release_body[] =
+"local v = redis.call('get', KEYS[3])\n"
+"if v then return tonumber(v) end\n"
+"if redis.call('hget', KEYS[1], 'mode') ~= 'write' then return nil end\n"
+"if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then return nil end\n"
+"local n = redis.call('hincrby', KEYS[1], ARGV[1], -tonumber(ARGV[2]))\n"
+"local r = 0\n"
+"if n > 0 then\n"
+"  if tonumber(ARGV[4]) > 0 then redis.call('pexpire', KEYS[1], ARGV[4]) end\n"
+"else\n"
+"  redis.call('hdel', KEYS[1], ARGV[1])\n"
+"  if redis.call('hlen', KEYS[1]) == 1 then\n"
+"    redis.call('del', KEYS[1])\n"
+"  else\n"
+"    redis.call('hset', KEYS[1], 'mode', 'read')\n"
+"  end\n"
+"  redis.call('publish', KEYS[2], '1')\n"
+"  r = 1\n"
+"end\n"
+"redis.call('set', KEYS[3], r, 'px', ARGV[3])\n"
+"return r\n";
+
+/*
+ * read/write reconcile: KEYS[1] lock, KEYS[2] channel; ARGV[1] the
+ * holder's field, ARGV[2] the count it should have, ARGV[3] 'r' or 'w'.
+ * Lowers the count to the target, as the releases would.  Returns the
+ * count found (-1: none).
+ */
+static const char rw_reconcile_body[] =
+"local c = redis.call('hget', KEYS[1], ARGV[1])\n"
+"if not c then return -1 end\n"
+"c = tonumber(c)\n"
+"local t = tonumber(ARGV[2])\n"
+"if c > t then\n"
+"  if ARGV[3] == 'r' then\n"
+RW_TIMEOUT_BASE
+"    for k = c, math.max(t + 1, 1), -1 do\n"
+"      redis.call('del', base .. ':' .. ARGV[1] .. ':rwlock_timeout:' .. k)\n"
+"    end\n"
+"  end\n"
+"  if t > 0 then\n"
+"    redis.call('hset', KEYS[1], ARGV[1], t)\n"
+"  else\n"
+"    redis.call('hdel', KEYS[1], ARGV[1])\n"
+"    if redis.call('hlen', KEYS[1]) <= 1 then\n"
+"      redis.call('del', KEYS[1])\n"
+"      redis.call('publish', KEYS[2], ARGV[3] == 'w' and '1' or '0')\n"
+"    elseif ARGV[3] == 'w' then\n"
+"      redis.call('hset', KEYS[1], 'mode', 'read')\n"
+"      redis.call('publish', KEYS[2], '1')\n"
+"    end\n"
+"  end\n"
+"end\n"
+"return c\n";
 
 static RlockScript scripts[RLOCK_NUM_SCRIPTS] = {
 	[RLOCK_SCRIPT_ACQUIRE] = {"acquire", acquire_body},
@@ -143,6 +325,11 @@ static RlockScript scripts[RLOCK_NUM_SCRIPTS] = {
 	[RLOCK_SCRIPT_FORCE_RELEASE] = {"force release", force_release_body},
 	[RLOCK_SCRIPT_STATUS] = {"status", status_body},
 	[RLOCK_SCRIPT_RENEW] = {"renew", renew_body},
+	[RLOCK_SCRIPT_READ_ACQUIRE] = {"read acquire", read_acquire_body},
+	[RLOCK_SCRIPT_WRITE_ACQUIRE] = {"write acquire", write_acquire_body},
+	[RLOCK_SCRIPT_READ_RELEASE] = {"read release", read_release_body},
+	[RLOCK_SCRIPT_WRITE_RELEASE] = {"write release", write_release_body},
+	[RLOCK_SCRIPT_RW_RECONCILE] = {"read/write reconcile", rw_reconcile_body},
 };
 
 static bool digests_ready = false;

@@ -24,6 +24,7 @@
 
 #include "holds.h"
 #include "lock_exclusive.h"
+#include "lock_rw.h"
 #include "lockname.h"
 #include "registry.h"
 #include "rlock.h"
@@ -317,4 +318,117 @@ rlock_fenced_xact_try_acquire(PG_FUNCTION_ARGS)
 						   &token))
 		PG_RETURN_NULL();		/* not acquired: no token */
 	PG_RETURN_INT64(token);
+}
+
+/* ----------------------------------------------------------------
+ * Read/write lock (SPEC.md 5.2): rlock_read_* and rlock_write_*, with the
+ * arguments of the exclusive functions.
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * (name, lease[, wait][, owner]): the session functions take an owner, the
+ * try functions a wait.
+ */
+static Datum
+rw_acquire_sql(FunctionCallInfo fcinfo, RlockKind kind, RlockScope scope,
+			   bool is_try)
+{
+	LockName	ln;
+	int64		lease;
+	int64		wait = -1;
+	const char *owner = NULL;
+
+	name_arg(fcinfo, 0, &ln);
+	if (scope == RLOCK_SCOPE_SESSION)
+		owner = owner_for_acquire(fcinfo, is_try ? 3 : 2, &ln,
+								  PG_ARGISNULL(1));
+	lease = lease_arg(fcinfo, 1, &ln);
+	if (is_try)
+		wait = wait_arg(fcinfo, 2, &ln);
+	return BoolGetDatum(rw_acquire(&ln, kind, scope, lease, wait, owner,
+								   !is_try));
+}
+
+static Datum
+rw_release_sql(FunctionCallInfo fcinfo, RlockKind kind)
+{
+	LockName	ln;
+
+	name_arg(fcinfo, 0, &ln);
+	return BoolGetDatum(rw_release(&ln, kind, owner_arg(fcinfo, 1, &ln)));
+}
+
+PG_FUNCTION_INFO_V1(rlock_read_acquire);
+Datum
+rlock_read_acquire(PG_FUNCTION_ARGS)
+{
+	rw_acquire_sql(fcinfo, RLOCK_KIND_READ, RLOCK_SCOPE_SESSION, false);
+	PG_RETURN_VOID();
+}
+
+PG_FUNCTION_INFO_V1(rlock_read_try_acquire);
+Datum
+rlock_read_try_acquire(PG_FUNCTION_ARGS)
+{
+	return rw_acquire_sql(fcinfo, RLOCK_KIND_READ, RLOCK_SCOPE_SESSION, true);
+}
+
+PG_FUNCTION_INFO_V1(rlock_read_xact_acquire);
+Datum
+rlock_read_xact_acquire(PG_FUNCTION_ARGS)
+{
+	rw_acquire_sql(fcinfo, RLOCK_KIND_READ, RLOCK_SCOPE_XACT, false);
+	PG_RETURN_VOID();
+}
+
+PG_FUNCTION_INFO_V1(rlock_read_xact_try_acquire);
+Datum
+rlock_read_xact_try_acquire(PG_FUNCTION_ARGS)
+{
+	return rw_acquire_sql(fcinfo, RLOCK_KIND_READ, RLOCK_SCOPE_XACT, true);
+}
+
+PG_FUNCTION_INFO_V1(rlock_read_release);
+Datum
+rlock_read_release(PG_FUNCTION_ARGS)
+{
+	return rw_release_sql(fcinfo, RLOCK_KIND_READ);
+}
+
+PG_FUNCTION_INFO_V1(rlock_write_acquire);
+Datum
+rlock_write_acquire(PG_FUNCTION_ARGS)
+{
+	rw_acquire_sql(fcinfo, RLOCK_KIND_WRITE, RLOCK_SCOPE_SESSION, false);
+	PG_RETURN_VOID();
+}
+
+PG_FUNCTION_INFO_V1(rlock_write_try_acquire);
+Datum
+rlock_write_try_acquire(PG_FUNCTION_ARGS)
+{
+	return rw_acquire_sql(fcinfo, RLOCK_KIND_WRITE, RLOCK_SCOPE_SESSION, true);
+}
+
+PG_FUNCTION_INFO_V1(rlock_write_xact_acquire);
+Datum
+rlock_write_xact_acquire(PG_FUNCTION_ARGS)
+{
+	rw_acquire_sql(fcinfo, RLOCK_KIND_WRITE, RLOCK_SCOPE_XACT, false);
+	PG_RETURN_VOID();
+}
+
+PG_FUNCTION_INFO_V1(rlock_write_xact_try_acquire);
+Datum
+rlock_write_xact_try_acquire(PG_FUNCTION_ARGS)
+{
+	return rw_acquire_sql(fcinfo, RLOCK_KIND_WRITE, RLOCK_SCOPE_XACT, true);
+}
+
+PG_FUNCTION_INFO_V1(rlock_write_release);
+Datum
+rlock_write_release(PG_FUNCTION_ARGS)
+{
+	return rw_release_sql(fcinfo, RLOCK_KIND_WRITE);
 }

@@ -99,7 +99,13 @@ renew_cycle(RedisConn *conn, int elevel)
 			rcmd_str(&cmds[b], items[i].key);
 		rcmd_int(&cmds[b], rlock_watchdog_timeout_ms);
 		for (int i = first; i < first + count; i++)
-			rcmd_str(&cmds[b], psprintf("%s:%d", uuid, items[i].pid));
+		{
+			/* the holder's field, and how to renew it */
+			rcmd_str(&cmds[b], psprintf(items[i].kind == RLOCK_KIND_WRITE ?
+										"%s:%d:write" : "%s:%d",
+										uuid, items[i].pid));
+			rcmd_str(&cmds[b], items[i].kind == RLOCK_KIND_READ ? "r" : "x");
+		}
 	}
 
 	if (!rconn_run(conn, cmds, nbatches, &replies, elevel, NULL))

@@ -1,0 +1,343 @@
+/*-------------------------------------------------------------------------
+ *
+ * lock_rw.c
+ *	  The read/write lock, on Redisson's RReadWriteLock layout: a hash at the
+ *	  lock's name with "mode" = read or write, "<holder>" -> read count and
+ *	  "<holder>:write" -> write count; one timeout key per read hold
+ *	  ({name}:<holder>:rwlock_timeout:<k>) carrying that hold's lease; the
+ *	  channel redisson_rwlock:{name}, "0" on a read release, "1" on a write
+ *	  release.
+ *
+ * Many readers or one writer.  A writer may also take read locks
+ * (downgrade: when its last write hold goes, the lock stays in read mode);
+ * a reader asking for the write lock gets an ERROR instead of waiting for
+ * itself forever.  In this session's held-lock table (holds.c) the read
+ * side and the write side of one name are two entries, of kinds
+ * RLOCK_KIND_READ and RLOCK_KIND_WRITE.  Blocked acquisitions wait in
+ * lock_wait.c on the lock's channel.
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "connection.h"
+#include "holds.h"
+#include "lock_rw.h"
+#include "lock_wait.h"
+#include "lockname.h"
+#include "registry.h"
+#include "scripts.h"
+#include "stats.h"
+
+/* The holder's field of one side: "<holder>" or "<holder>:write". */
+static const char *
+field_of(RlockKind kind, const char *holder)
+{
+	return kind == RLOCK_KIND_WRITE ? psprintf("%s:write", holder) : holder;
+}
+
+static char *
+channel_of(const char *key)
+{
+	return lockname_derive(key, "redisson_rwlock");
+}
+
+static void
+build_release(RlockKind kind, RedisCmd *cmd, const char *key,
+			  const char *holder, int levels, int64 keep_lease_ms)
+{
+	rcmd_script(cmd, kind == RLOCK_KIND_WRITE ? RLOCK_SCRIPT_WRITE_RELEASE :
+				RLOCK_SCRIPT_READ_RELEASE, 3);
+	rcmd_str(cmd, key);
+	rcmd_str(cmd, channel_of(key));
+	rcmd_str(cmd, lockname_unlock_latch(key));
+	rcmd_str(cmd, field_of(kind, holder));
+	rcmd_int(cmd, levels);
+	rcmd_int(cmd, lockname_latch_ttl_ms());
+	if (kind == RLOCK_KIND_WRITE)
+		rcmd_int(cmd, keep_lease_ms);
+}
+
+static void
+build_reconcile(RlockKind kind, RedisCmd *cmd, const char *key,
+				const char *holder, int target)
+{
+	rcmd_script(cmd, RLOCK_SCRIPT_RW_RECONCILE, 2);
+	rcmd_str(cmd, key);
+	rcmd_str(cmd, channel_of(key));
+	rcmd_str(cmd, field_of(kind, holder));
+	rcmd_int(cmd, target);
+	rcmd_str(cmd, kind == RLOCK_KIND_WRITE ? "w" : "r");
+}
+
+static void
+build_count(RlockKind kind, RedisCmd *cmd, const char *key,
+			const char *holder)
+{
+	rcmd_init(cmd);
+	rcmd_str(cmd, "HGET");
+	rcmd_str(cmd, key);
+	rcmd_str(cmd, field_of(kind, holder));
+}
+
+static void
+read_build_release(RedisCmd *cmd, const char *key, const char *holder,
+				   int levels, int64 keep_lease_ms)
+{
+	build_release(RLOCK_KIND_READ, cmd, key, holder, levels, keep_lease_ms);
+}
+
+static void
+write_build_release(RedisCmd *cmd, const char *key, const char *holder,
+					int levels, int64 keep_lease_ms)
+{
+	build_release(RLOCK_KIND_WRITE, cmd, key, holder, levels, keep_lease_ms);
+}
+
+static void
+read_build_reconcile(RedisCmd *cmd, const char *key, const char *holder,
+					 int target)
+{
+	build_reconcile(RLOCK_KIND_READ, cmd, key, holder, target);
+}
+
+static void
+write_build_reconcile(RedisCmd *cmd, const char *key, const char *holder,
+					  int target)
+{
+	build_reconcile(RLOCK_KIND_WRITE, cmd, key, holder, target);
+}
+
+static void
+read_build_count(RedisCmd *cmd, const char *key, const char *holder)
+{
+	build_count(RLOCK_KIND_READ, cmd, key, holder);
+}
+
+static void
+write_build_count(RedisCmd *cmd, const char *key, const char *holder)
+{
+	build_count(RLOCK_KIND_WRITE, cmd, key, holder);
+}
+
+const RlockKindOps read_ops = {
+	.build_release = read_build_release,
+	.build_reconcile = read_build_reconcile,
+	.build_count = read_build_count,
+};
+
+const RlockKindOps write_ops = {
+	.build_release = write_build_release,
+	.build_reconcile = write_build_reconcile,
+	.build_count = write_build_count,
+};
+
+static void
+upgrade_error(const LockName *ln)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("cannot take the write lock of \"%s\" while holding only its read lock",
+					ln->name),
+			 errdetail("Upgrading a read lock would wait for itself forever."),
+			 errhint("Release the read lock first, or take the write lock before the read lock (a writer may also read).")));
+}
+
+/* What an attempt needs, for the waiting loop (lock_wait.c). */
+typedef struct RwAttempt
+{
+	const LockName *ln;
+	RlockKind	kind;
+	bool		track;
+	RlockScope	scope;
+	int64		lease_ms;
+	bool		watchdog;
+	const char *holder;
+} RwAttempt;
+
+/*
+ * One attempt.  Returns true when acquired (and recorded in the held-lock
+ * table, unless taken for an owner token); otherwise sets *pttl.
+ */
+static bool
+rw_try(void *arg, int64 *pttl)
+{
+	RwAttempt  *a = arg;
+	const LockName *ln = a->ln;
+	RlockKind	other = (a->kind == RLOCK_KIND_WRITE) ? RLOCK_KIND_READ :
+		RLOCK_KIND_WRITE;
+	RedisCmd	cmd;
+	redisReply *r;
+	int64		status;
+	HeldLock   *h = NULL;
+
+	rcmd_script(&cmd, a->kind == RLOCK_KIND_WRITE ?
+				RLOCK_SCRIPT_WRITE_ACQUIRE : RLOCK_SCRIPT_READ_ACQUIRE, 1);
+	rcmd_arg(&cmd, ln->key, ln->keylen);
+	rcmd_int(&cmd, a->lease_ms);
+	rcmd_str(&cmd, field_of(a->kind, a->holder));
+	rcmd_str(&cmd, field_of(other, a->holder));
+
+	/* until the answer is in, Redis may hold one more hold than the table */
+	if (a->track)
+	{
+		h = holds_enter(ln->key, a->kind);
+		holds_begin_acquire(h);
+	}
+	r = rconn_run1(rconn_backend(), &cmd, ln->name);
+
+	if (r->type == REDIS_REPLY_ERROR)
+	{
+		if (h)
+			holds_acquire_refused(h);
+		rconn_reply_error(r, ERROR, ln->name);
+	}
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+		r->element[0]->type != REDIS_REPLY_INTEGER)
+		rconn_unexpected_reply(r, ln->name);	/* entry stays uncertain */
+	status = r->element[0]->integer;
+
+	if (status == 2 || status == 3)
+	{
+		if (h)
+			holds_acquire_refused(h);
+		if (status == 3)
+			upgrade_error(ln);
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("lock \"%s\" is an exclusive lock, not a read/write lock",
+						ln->name),
+				 errhint("Use rlock_acquire and rlock_release for it, or another name.")));
+	}
+	if (r->element[1]->type != REDIS_REPLY_INTEGER)
+		rconn_unexpected_reply(r, ln->name);
+	if (status == 1)
+	{
+		if (h)
+			holds_add(h, a->scope, a->lease_ms, a->watchdog,
+					  (int) r->element[1]->integer, ln->name);
+		stats_count(RLOCK_STAT_ACQUISITIONS);
+		return true;
+	}
+	if (h)
+		holds_acquire_refused(h);
+	*pttl = r->element[1]->integer;
+	return false;
+}
+
+bool
+rw_acquire(const LockName *ln, RlockKind kind, RlockScope scope,
+		   int64 lease_ms, int64 wait_ms, const char *owner,
+		   bool honour_lock_timeout)
+{
+	RwAttempt	attempt;
+	int64		pttl;
+
+	Assert(kind == RLOCK_KIND_READ || kind == RLOCK_KIND_WRITE);
+	holds_settle();
+	rconn_ready(rconn_backend(), ln->name);
+
+	attempt.watchdog = (lease_ms == 0);
+	if (attempt.watchdog)
+		lease_ms = rlock_watchdog_timeout_ms;
+	if (owner != NULL)
+		attempt.holder = owner;
+	else
+	{
+		HeldLock   *h;
+		HeldLock   *r;
+		HeldLock   *w;
+
+		attempt.holder = rlock_backend_holder();
+		h = holds_find(ln->key, kind);
+		if (h != NULL)
+			holds_check_lost(h, ln->name);
+		h = holds_find_conflicting(ln->key, kind);
+		if (h != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+					 errmsg("lock \"%s\" is held by this session in %s mode",
+							ln->name, rlock_kind_name(h->kind))));
+		/* no round trip to find out that this would wait for itself */
+		r = holds_find(ln->key, RLOCK_KIND_READ);
+		w = holds_find(ln->key, RLOCK_KIND_WRITE);
+		if (kind == RLOCK_KIND_WRITE && r != NULL && holds_total(r) > 0 &&
+			(w == NULL || holds_total(w) == 0))
+			upgrade_error(ln);
+	}
+	attempt.ln = ln;
+	attempt.kind = kind;
+	attempt.track = (owner == NULL);
+	attempt.scope = scope;
+	attempt.lease_ms = lease_ms;
+
+	if (rw_try(&attempt, &pttl))
+		return true;
+	if (wait_ms == 0)
+	{
+		stats_count(RLOCK_STAT_FAILED);
+		return false;
+	}
+	return lock_wait(ln, channel_of(ln->key), wait_ms, honour_lock_timeout,
+					 rw_try, &attempt);
+}
+
+bool
+rw_release(const LockName *ln, RlockKind kind, const char *owner)
+{
+	HeldLock   *h;
+
+	holds_settle();
+
+	if (owner != NULL)
+	{
+		RedisCmd	cmd;
+		redisReply *r;
+
+		build_release(kind, &cmd, ln->key, owner, 1, 0);
+		r = rconn_run1(rconn_backend(), &cmd, ln->name);
+		if (r->type == REDIS_REPLY_ERROR)
+			rconn_reply_error(r, ERROR, ln->name);
+		if (r->type == REDIS_REPLY_NIL)
+		{
+			ereport(WARNING,
+					(errmsg("%s lock \"%s\" is not held by owner \"%s\"",
+							rlock_kind_name(kind), ln->name, owner)));
+			return false;
+		}
+		if (r->type != REDIS_REPLY_INTEGER)
+			rconn_unexpected_reply(r, ln->name);
+		stats_count(RLOCK_STAT_RELEASES);
+		return true;
+	}
+
+	h = holds_find(ln->key, kind);
+	if (h != NULL && holds_check_lost(h, ln->name))
+		return false;
+	if (h == NULL || holds_total(h) == 0)
+	{
+		HeldLock   *other = holds_find_conflicting(ln->key, kind);
+
+		if (other != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+					 errmsg("lock \"%s\" is held by this session in %s mode",
+							ln->name, rlock_kind_name(other->kind))));
+	}
+	if (h == NULL || h->session_count == 0)
+	{
+		if (h != NULL && h->xact_count > 0)
+			ereport(WARNING,
+					(errmsg("%s lock \"%s\" is held by this session only at transaction level",
+							rlock_kind_name(kind), ln->name),
+					 errhint("Transaction-level locks are released when the transaction ends.")));
+		else
+			ereport(WARNING,
+					(errmsg("%s lock \"%s\" is not held by this session",
+							rlock_kind_name(kind), ln->name)));
+		return false;
+	}
+	return holds_release_session(h);
+}
