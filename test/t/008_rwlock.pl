@@ -1,0 +1,245 @@
+# Copyright (c) 2026, rlock developers
+#
+# Read/write locks across servers and with Redisson: a Redisson writer,
+# driven from redis-cli with the RReadWriteLock scripts of PROTOCOL.md,
+# keeps rlock readers on two servers out and its release ("1") wakes them
+# both; readers share across clients; a Redisson reader's release ("0")
+# wakes an rlock writer; idle read and write holds taken without a lease
+# outlive 3 x watchdog_timeout; a terminated session's read hold is gone.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+use RlockTest;
+
+my $redis = RlockTest::Redis->new;
+my $node1 = RlockTest::new_node('rw1', $redis, watchdog_timeout => '1s');
+my $node2 = RlockTest::new_node('rw2', $redis, watchdog_timeout => '1s');
+
+my $s1 = $node1->background_psql('postgres', on_error_stop => 0);
+my $s2 = $node2->background_psql('postgres', on_error_stop => 0);
+my $s3 = $node1->background_psql('postgres', on_error_stop => 0);
+
+sub q1
+{
+	my ($s, $sql) = @_;
+	my ($out, $err) = RlockTest::query_err($s, $sql);
+	return $out;
+}
+
+# Start a blocking statement in a session; finish it with finish().
+sub start
+{
+	my ($s, $sql) = @_;
+	$s->query_until(qr/started\n/, "\\echo started\n$sql;\n\\echo done\n");
+	return;
+}
+
+sub finish
+{
+	my ($s) = @_;
+	my $out = $s->query_until(qr/done\n/, '');
+	$out =~ s/\n?done\n$//;
+	return $out;
+}
+
+# Redisson's RReadWriteLock scripts, written from PROTOCOL.md.
+my $java_write_acquire = <<'LUA';
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false then
+  redis.call('hset', KEYS[1], 'mode', 'write')
+  redis.call('hset', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return nil
+end
+if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], redis.call('pttl', KEYS[1]) + ARGV[1])
+  return nil
+end
+return redis.call('pttl', KEYS[1])
+LUA
+my $java_write_release = <<'LUA';
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false then
+  redis.call('publish', KEYS[2], ARGV[1])
+  return 1
+end
+if mode == 'write' then
+  if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then return nil end
+  if redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    return 0
+  end
+  redis.call('hdel', KEYS[1], ARGV[3])
+  if redis.call('hlen', KEYS[1]) == 1 then
+    redis.call('del', KEYS[1])
+    redis.call('publish', KEYS[2], ARGV[1])
+  else
+    redis.call('hset', KEYS[1], 'mode', 'read')
+  end
+  return 1
+end
+return nil
+LUA
+my $java_read_acquire = <<'LUA';
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false then
+  redis.call('hset', KEYS[1], 'mode', 'read')
+  redis.call('hset', KEYS[1], ARGV[2], 1)
+  redis.call('set', KEYS[2] .. ':1', 1)
+  redis.call('pexpire', KEYS[2] .. ':1', ARGV[1])
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return nil
+end
+if mode == 'read' or (mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 1) then
+  local ind = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('set', KEYS[2] .. ':' .. ind, 1)
+  redis.call('pexpire', KEYS[2] .. ':' .. ind, ARGV[1])
+  redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), ARGV[1]))
+  return nil
+end
+return redis.call('pttl', KEYS[1])
+LUA
+my $java_read_release = <<'LUA';
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false then
+  redis.call('publish', KEYS[2], ARGV[1])
+  return 1
+end
+if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return nil end
+local counter = redis.call('hincrby', KEYS[1], ARGV[2], -1)
+if counter == 0 then redis.call('hdel', KEYS[1], ARGV[2]) end
+redis.call('del', KEYS[3] .. ':' .. (counter + 1))
+if redis.call('hlen', KEYS[1]) > 1 then
+  local maxRemainTime = -3
+  for n, key in ipairs(redis.call('hkeys', KEYS[1])) do
+    counter = tonumber(redis.call('hget', KEYS[1], key))
+    if type(counter) == 'number' then
+      for i = counter, 1, -1 do
+        maxRemainTime = math.max(maxRemainTime,
+          redis.call('pttl', KEYS[4] .. ':' .. key .. ':rwlock_timeout:' .. i))
+      end
+    end
+  end
+  if maxRemainTime > 0 then
+    redis.call('pexpire', KEYS[1], maxRemainTime)
+    return 0
+  end
+  if mode == 'write' then return 0 end
+end
+redis.call('del', KEYS[1])
+redis.call('publish', KEYS[2], ARGV[1])
+return 1
+LUA
+
+my $java = '3c9d2e1f-7a6b-4c5d-9e8f-0a1b2c3d4e5f:12';
+
+sub java_write
+{
+	my ($name) = @_;
+	return $redis->eval($java_write_acquire, [$name], 60000, "$java:write");
+}
+
+sub java_write_release
+{
+	my ($name) = @_;
+	return $redis->eval($java_write_release,
+		[ $name, "redisson_rwlock:{$name}" ], '1', 60000, "$java:write");
+}
+
+sub java_read
+{
+	my ($name) = @_;
+	return $redis->eval($java_read_acquire,
+		[ $name, "{$name}:$java:rwlock_timeout" ], 60000, $java, "$java:write");
+}
+
+sub java_read_release
+{
+	my ($name) = @_;
+	return $redis->eval($java_read_release,
+		[ $name, "redisson_rwlock:{$name}", "{$name}:$java:rwlock_timeout", "{$name}" ],
+		'0', $java);
+}
+
+# ---- a Redisson writer keeps rlock readers on two servers out ----
+
+is(java_write('rwi'), '', 'the Redisson client takes the write lock');
+is(q1($s1, "SELECT rlock_read_try_acquire('rwi', '1 minute')"),
+	'f', 'an rlock reader cannot read while it writes');
+is(q1($s1, "SELECT rlock_write_try_acquire('rwi', '1 minute')"),
+	'f', 'nor can an rlock writer write');
+start($s1, "SELECT rlock_read_acquire('rwi', '1 minute')");
+start($s2, "SELECT rlock_read_acquire('rwi', '1 minute')");
+RlockTest::wait_for_rlock_waiters($node1, 'postgres', 1, "%rlock_read_acquire('rwi'%");
+RlockTest::wait_for_rlock_waiters($node2, 'postgres', 1, "%rlock_read_acquire('rwi'%");
+my $t0 = time();
+is(java_write_release('rwi'), '1', 'the Redisson client releases its write lock');
+finish($s1);
+finish($s2);
+my $woken = time() - $t0;
+cmp_ok($woken, '<', 1.0,
+	sprintf('its release ("1") woke both rlock readers, on two servers, at once (%.3f s)', $woken));
+is( $node1->safe_psql('postgres',
+		"SELECT string_agg(kind || ':' || hold_count, ',') FROM rlock_status('rwi')"),
+	'read:1,read:1', 'both hold the read lock');
+
+# ---- readers share across clients; a Redisson reader's release wakes an rlock writer ----
+
+is(java_read('rwi'), '', 'a Redisson reader joins the rlock readers');
+start($s3, "SELECT rlock_write_acquire('rwi', '1 minute')");
+RlockTest::wait_for_rlock_waiters($node1, 'postgres', 1, "%rlock_write_acquire('rwi'%");
+q1($s1, "SELECT rlock_read_release('rwi')");
+q1($s2, "SELECT rlock_read_release('rwi')");
+usleep(200_000);
+is( $node1->safe_psql('postgres',
+		"SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Extension' AND query LIKE '%rlock_write_acquire(''rwi''%'"),
+	'1', 'the rlock writer still waits for the Redisson reader');
+$t0 = time();
+is(java_read_release('rwi'), '1', 'the Redisson reader releases');
+finish($s3);
+$woken = time() - $t0;
+cmp_ok($woken, '<', 1.0,
+	sprintf('its release ("0") woke the rlock writer (%.3f s)', $woken));
+is(java_read('rwi') ne '', 1, 'now the Redisson client cannot read');
+is(java_write('rwi') ne '', 1, 'nor write');
+q1($s3, "SELECT rlock_write_release('rwi')");
+is($redis->cli('EXISTS', 'rwi'), '0', 'the lock is gone once the rlock writer released it');
+
+# ---- idle holds without a lease are renewed ----
+
+q1($s1, "SELECT rlock_read_acquire('rw_idle_r')");
+q1($s1, "SELECT rlock_read_acquire('rw_idle_r')");
+q1($s2, "SELECT rlock_write_acquire('rw_idle_w')");
+my $holder1 = q1($s1, 'SELECT rlock_holder_id()');
+sleep(4);    # 4 x watchdog_timeout
+is(q1($s3, "SELECT rlock_write_try_acquire('rw_idle_r', '1 minute'), rlock_read_try_acquire('rw_idle_w', '1 minute')"),
+	'f|f', 'after 4 x watchdog_timeout, idle read and write holds are still held');
+for my $k (1, 2)
+{
+	cmp_ok($redis->cli('PTTL', "{rw_idle_r}:$holder1:rwlock_timeout:$k"), '>', 0,
+		"the timeout key of read hold $k is renewed too");
+}
+is(q1($s1, "SELECT rlock_hold_count('rw_idle_r')"), '2', 'the reader still has both holds');
+
+# ---- a terminated reader's holds are released at its exit ----
+
+my $pid1 = q1($s1, 'SELECT pg_backend_pid()');
+$node1->safe_psql('postgres', "SELECT pg_terminate_backend($pid1)");
+ok( RlockTest::wait_until(sub { $redis->cli('EXISTS', 'rw_idle_r') eq '0' }, 10),
+	'the terminated session\'s read lock is released');
+is($redis->cli('EXISTS', "{rw_idle_r}:$holder1:rwlock_timeout:1"), '0',
+	'with its timeout keys');
+q1($s2, "SELECT rlock_write_release('rw_idle_w')");
+
+$s2->quit;
+$s3->quit;
+$node1->stop;
+$node2->stop;
+$redis->stop;
+done_testing();
