@@ -128,6 +128,36 @@ RETURNS boolean
 AS 'MODULE_PATHNAME', 'rlock_write_release'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+-- Fair lock (Redisson fair lock): waiters acquire in the order they came.
+CREATE FUNCTION rlock_fair_acquire(name text, lease interval DEFAULT NULL,
+                                  owner text DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rlock_fair_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_fair_try_acquire(name text, lease interval DEFAULT NULL,
+                                      wait interval DEFAULT '0',
+                                      owner text DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_fair_try_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_fair_xact_acquire(name text, lease interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rlock_fair_xact_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_fair_xact_try_acquire(name text, lease interval DEFAULT NULL,
+                                           wait interval DEFAULT '0')
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_fair_xact_try_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_fair_release(name text, owner text DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_fair_release'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
 CREATE FUNCTION rlock_release_all()
 RETURNS integer
 AS 'MODULE_PATHNAME', 'rlock_release_all'

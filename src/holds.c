@@ -39,6 +39,7 @@
 
 #include "holds.h"
 #include "lock_exclusive.h"
+#include "lock_fair.h"
 #include "lock_rw.h"
 #include "registry.h"
 #include "stats.h"
@@ -65,6 +66,8 @@ kind_ops(RlockKind kind)
 			return &read_ops;
 		case RLOCK_KIND_WRITE:
 			return &write_ops;
+		case RLOCK_KIND_FAIR:
+			return &fair_ops;
 	}
 	elog(ERROR, "unknown rlock kind %d", (int) kind);
 	return NULL;				/* keep compiler quiet */

@@ -137,6 +137,13 @@ try_once(const LockName *ln, bool track, RlockScope scope, int64 lease_ms,
 
 		if (h)
 			holds_acquire_refused(h);
+		if (strcmp(mode, "fair") == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+					 errmsg("lock \"%s\" is a fair lock, not an exclusive lock",
+							ln->name),
+					 errdetail("Sessions are queued for it as a fair lock."),
+					 errhint("Use the rlock_fair_* functions for it, or another name.")));
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("lock \"%s\" is a read/write lock, not an exclusive lock",
@@ -236,7 +243,8 @@ exclusive_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 		return false;
 	}
 	return lock_wait(ln, lockname_derive(ln->key, "redisson_lock__channel"),
-					 wait_ms, honour_lock_timeout, exclusive_try, &attempt);
+					 wait_ms, honour_lock_timeout, exclusive_try, NULL,
+					 &attempt);
 }
 
 /*

@@ -201,14 +201,20 @@ rw_try(void *arg, int64 *pttl)
 
 	if (status == 2 || status == 3)
 	{
+		bool		fair;
+
 		if (h)
 			holds_acquire_refused(h);
 		if (status == 3)
 			upgrade_error(ln);
+		fair = (r->element[1]->type == REDIS_REPLY_STRING &&
+				strcmp(r->element[1]->str, "fair") == 0);
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("lock \"%s\" is an exclusive lock, not a read/write lock",
-						ln->name),
+				 errmsg("lock \"%s\" is %s lock, not a read/write lock",
+						ln->name, fair ? "a fair" : "an exclusive"),
+				 fair ?
+				 errhint("Use the rlock_fair_* functions for it, or another name.") :
 				 errhint("Use rlock_acquire and rlock_release for it, or another name.")));
 	}
 	if (r->element[1]->type != REDIS_REPLY_INTEGER)
@@ -281,7 +287,7 @@ rw_acquire(const LockName *ln, RlockKind kind, RlockScope scope,
 		return false;
 	}
 	return lock_wait(ln, channel_of(ln->key), wait_ms, honour_lock_timeout,
-					 rw_try, &attempt);
+					 rw_try, NULL, &attempt);
 }
 
 bool

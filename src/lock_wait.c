@@ -42,7 +42,8 @@ waiting_context(void *arg)
 
 bool
 lock_wait(const LockName *ln, const char *channel, int64 wait_ms,
-		  bool honour_lock_timeout, LockTryFn try_fn, void *arg)
+		  bool honour_lock_timeout, LockTryFn try_fn,
+		  LockGiveUpFn give_up_fn, void *arg)
 {
 	RedisConn  *sub = rconn_backend_subscriber();
 	TimestampTz start = GetCurrentTimestamp();
@@ -99,6 +100,12 @@ lock_wait(const LockName *ln, const char *channel, int64 wait_ms,
 		if (armed)
 			disable_timeout(LOCK_TIMEOUT, false);
 		rconn_unsubscribe_nowait(sub);
+		if (!acquired && give_up_fn != NULL)
+		{
+			HOLD_INTERRUPTS();
+			give_up_fn(arg);
+			RESUME_INTERRUPTS();
+		}
 		error_context_stack = errcb.previous;
 		stats_add_elapsed(RLOCK_STAT_WAIT_US, start);
 		stats_count(acquired ? RLOCK_STAT_CONTENDED : RLOCK_STAT_FAILED);

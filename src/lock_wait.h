@@ -20,11 +20,18 @@
 typedef bool (*LockTryFn) (void *arg, int64 *pttl);
 
 /*
+ * Called when a wait ends without the lock (timed out, cancelled, an
+ * ERROR), with interrupts held; must not throw.  May be NULL.
+ */
+typedef void (*LockGiveUpFn) (void *arg);
+
+/*
  * Wait for a lock whose releases are announced on "channel": subscribe,
  * then alternate attempts and sleeps until one attempt succeeds.  wait_ms
  * -1 waits without limit.  Returns false when the wait is over.
  */
 extern bool lock_wait(const LockName *ln, const char *channel, int64 wait_ms,
-					  bool honour_lock_timeout, LockTryFn try_fn, void *arg);
+					  bool honour_lock_timeout, LockTryFn try_fn,
+					  LockGiveUpFn give_up_fn, void *arg);
 
 #endif							/* RLOCK_LOCK_WAIT_H */

@@ -95,6 +95,8 @@ rlock_kind_name(RlockKind kind)
 			return "read";
 		case RLOCK_KIND_WRITE:
 			return "write";
+		case RLOCK_KIND_FAIR:
+			return "fair";
 	}
 	return "unknown";
 }

@@ -13,6 +13,7 @@
  *	lock_exclusive.c the exclusive reentrant lock (Redisson RLock) and the
  *					 fenced lock (RFencedLock)
  *	lock_rw.c		 the read/write lock (Redisson RReadWriteLock)
+ *	lock_fair.c		 the fair lock (Redisson RedissonFairLock)
  *	lock_wait.c		 how a blocked acquisition waits, for every lock kind
  *	holds.c			 backend-local table of what this session holds, and the
  *					 transaction, subtransaction and exit callbacks
@@ -50,10 +51,11 @@ typedef enum RlockKind
 {
 	RLOCK_KIND_EXCLUSIVE = 0,
 	RLOCK_KIND_READ,			/* the two sides of a read/write lock */
-	RLOCK_KIND_WRITE
+	RLOCK_KIND_WRITE,
+	RLOCK_KIND_FAIR
 } RlockKind;
 
-#define RLOCK_NUM_KINDS		3
+#define RLOCK_NUM_KINDS		4
 
 /* Scope of one hold. */
 typedef enum RlockScope

@@ -24,14 +24,26 @@
 #include "scripts.h"
 
 /*
+ * Lua: the name of the lock's fair-lock queue, redisson_lock_queue:{N}
+ * (Redisson's prefixName rule), in "fairq".  Other kinds refuse a name
+ * whose queue exists: fair waiters are queued on it.
+ */
+#define FAIR_QUEUE_OF_KEYS1 \
+"local fairq = KEYS[1]\n" \
+"if not string.find(fairq, '{', 1, true) then fairq = '{' .. fairq .. '}' end\n" \
+"fairq = 'redisson_lock_queue:' .. fairq\n"
+
+/*
  * acquire: KEYS[1] lock, KEYS[2] (fenced locks only) the fencing token
  * counter; ARGV[1] lease ms, ARGV[2] holder.
  * Returns {1, count} when acquired ({1, count, token} for a fenced lock:
  * every acquisition, reentrant ones included, increments the counter),
- * {0, pttl} when held by another holder, {2, mode} when the name is a
- * read/write lock.
+ * {0, pttl} when held by another holder, {2, kind} when the name is a
+ * read/write lock (kind: its mode) or a fair lock with waiters ("fair").
  */
 static const char acquire_body[] =
+FAIR_QUEUE_OF_KEYS1
+"if redis.call('exists', fairq) == 1 then return {2, 'fair'} end\n"
 "local n\n"
 "if redis.call('exists', KEYS[1]) == 0 then\n"
 "  n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
@@ -69,10 +81,11 @@ static const char release_body[] =
 "return 1\n";
 
 /*
- * reconcile: KEYS[1] lock, KEYS[2] channel; ARGV[1] holder, ARGV[2] the
- * count this holder should have, ARGV[3] release message.  Lowers the
- * holder's count to the target (dropping the lock at zero).  Returns the
- * count found (-1: none).
+ * reconcile: KEYS[1] lock, KEYS[2] channel, KEYS[3] (fair locks only) the
+ * queue; ARGV[1] holder, ARGV[2] the count this holder should have,
+ * ARGV[3] release message.  Lowers the holder's count to the target
+ * (dropping the lock at zero, and telling the fair queue's head on its own
+ * channel, KEYS[2]:<head>).  Returns the count found (-1: none).
  */
 static const char reconcile_body[] =
 "local c = redis.call('hget', KEYS[1], ARGV[1])\n"
@@ -82,7 +95,12 @@ static const char reconcile_body[] =
 "if c > t then\n"
 "  if t <= 0 then\n"
 "    redis.call('del', KEYS[1])\n"
-"    redis.call('publish', KEYS[2], ARGV[3])\n"
+"    if #KEYS > 2 then\n"
+"      local head = redis.call('lindex', KEYS[3], 0)\n"
+"      if head then redis.call('publish', KEYS[2] .. ':' .. head, ARGV[3]) end\n"
+"    else\n"
+"      redis.call('publish', KEYS[2], ARGV[3])\n"
+"    end\n"
 "  else\n"
 "    redis.call('hset', KEYS[1], ARGV[1], t)\n"
 "  end\n"
@@ -162,13 +180,16 @@ static const char renew_body[] =
  * field), ARGV[3] "<holder>:write".  Many readers share the lock; a writer
  * may also read (downgrade).  Each read hold k gets a timeout key with its
  * own lease, and the lock's TTL is at least the longest of them.
- * Returns {1, count}, {0, pttl} when a writer holds it, {2, "exclusive"}
- * when the name is not a read/write lock.
+ * Returns {1, count}, {0, pttl} when a writer holds it, {2, kind} when the
+ * name is an exclusive or a fair lock.
  */
 static const char read_acquire_body[] =
+FAIR_QUEUE_OF_KEYS1
 "local mode = redis.call('hget', KEYS[1], 'mode')\n"
 "if mode == false then\n"
-"  if redis.call('exists', KEYS[1]) == 1 then return {2, 'exclusive'} end\n"
+"  if redis.call('exists', KEYS[1]) == 1 or redis.call('exists', fairq) == 1 then\n"
+"    return {2, redis.call('exists', fairq) == 1 and 'fair' or 'exclusive'}\n"
+"  end\n"
 "  redis.call('hset', KEYS[1], 'mode', 'read')\n"
 "elseif mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 0 then\n"
 "  return {0, redis.call('pttl', KEYS[1])}\n"
@@ -184,14 +205,17 @@ RW_TIMEOUT_BASE
 /*
  * write acquire: KEYS[1] lock; ARGV[1] lease ms, ARGV[2] "<holder>:write",
  * ARGV[3] holder (its read field).  Returns {1, count}, {0, pttl} when held
- * by others, {2, "exclusive"} when the name is not a read/write lock,
+ * by others, {2, kind} when the name is an exclusive or a fair lock,
  * {3, 0} when this holder holds it for reading only (an upgrade, which
  * would wait for itself forever).
  */
 static const char write_acquire_body[] =
+FAIR_QUEUE_OF_KEYS1
 "local mode = redis.call('hget', KEYS[1], 'mode')\n"
 "if mode == false then\n"
-"  if redis.call('exists', KEYS[1]) == 1 then return {2, 'exclusive'} end\n"
+"  if redis.call('exists', KEYS[1]) == 1 or redis.call('exists', fairq) == 1 then\n"
+"    return {2, redis.call('exists', fairq) == 1 and 'fair' or 'exclusive'}\n"
+"  end\n"
 "  redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1)\n"
 "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
 "  return {1, 1}\n"
@@ -318,6 +342,120 @@ RW_TIMEOUT_BASE
 "end\n"
 "return c\n";
 
+/* Lua: drop queue heads whose deadline (ZSET KEYS[3]) is before ARGV[now]. */
+#define FAIR_DROP_STALE_HEADS(now) \
+"while true do\n" \
+"  local h = redis.call('lindex', KEYS[2], 0)\n" \
+"  if h == false then break end\n" \
+"  local d = tonumber(redis.call('zscore', KEYS[3], h))\n" \
+"  if d ~= nil and d > tonumber(" now ") then break end\n" \
+"  redis.call('zrem', KEYS[3], h)\n" \
+"  redis.call('lpop', KEYS[2])\n" \
+"end\n"
+
+/*
+ * fair acquire: KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines; ARGV[1]
+ * lease ms, ARGV[2] holder, ARGV[3] wait ms (how long a queued waiter
+ * counts as alive past its predecessor's deadline), ARGV[4] now (epoch
+ * ms), ARGV[5] '1' to queue when the lock cannot be taken, '0' not to.
+ * The lock goes to the queue's head, or to anyone when nobody queues.  A
+ * queued waiter that asks again is alive: its deadline is pushed out
+ * (never in), so that only waiters that stopped asking expire.
+ * Returns {1, count}, {0, pttl}, or {2, mode} for a read/write lock.
+ */
+static const char fair_acquire_body[] =
+FAIR_DROP_STALE_HEADS("ARGV[4]")
+"if redis.call('hexists', KEYS[1], 'mode') == 1 then\n"
+"  return {2, redis.call('hget', KEYS[1], 'mode')}\n"
+"end\n"
+"if redis.call('exists', KEYS[1]) == 0 then\n"
+"  local head = redis.call('lindex', KEYS[2], 0)\n"
+"  if head == false or head == ARGV[2] then\n"
+"    if head == ARGV[2] then\n"
+"      redis.call('lpop', KEYS[2])\n"
+"      redis.call('zrem', KEYS[3], ARGV[2])\n"
+"      for _, k in ipairs(redis.call('zrange', KEYS[3], 0, -1)) do\n"
+"        redis.call('zincrby', KEYS[3], -tonumber(ARGV[3]), k)\n"
+"      end\n"
+"    end\n"
+"    redis.call('hset', KEYS[1], ARGV[2], 1)\n"
+"    redis.call('pexpire', KEYS[1], ARGV[1])\n"
+"    return {1, 1}\n"
+"  end\n"
+"elseif redis.call('hexists', KEYS[1], ARGV[2]) == 1 then\n"
+"  local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
+"  redis.call('pexpire', KEYS[1], ARGV[1])\n"
+"  return {1, n}\n"
+"end\n"
+"local pttl = redis.call('pttl', KEYS[1])\n"
+"if ARGV[5] ~= '1' then return {0, pttl} end\n"
+"local now = tonumber(ARGV[4])\n"
+"local wait = tonumber(ARGV[3])\n"
+"if redis.call('zscore', KEYS[3], ARGV[2]) then\n"
+"  redis.call('zadd', KEYS[3], 'GT', now + math.max(pttl, 0) + wait, ARGV[2])\n"
+"  return {0, pttl}\n"
+"end\n"
+"local last = redis.call('lindex', KEYS[2], -1)\n"
+"local base = math.max(pttl, 0)\n"
+"if last ~= false then\n"
+"  base = math.max(tonumber(redis.call('zscore', KEYS[3], last) or now) - now, 0)\n"
+"end\n"
+"redis.call('zadd', KEYS[3], now + base + wait, ARGV[2])\n"
+"redis.call('rpush', KEYS[2], ARGV[2])\n"
+"return {0, pttl}\n";
+
+/*
+ * fair release: KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines, KEYS[4]
+ * unlock latch; ARGV[1] holder, ARGV[2] levels, ARGV[3] lease ms of the
+ * remaining holds (0: keep), ARGV[4] latch TTL ms, ARGV[5] now (epoch
+ * ms), ARGV[6] the channel prefix redisson_lock__channel:{N}.  As the
+ * exclusive release, but the last release tells only the queue's head, on
+ * its own channel.
+ */
+static const char fair_release_body[] =
+"local v = redis.call('get', KEYS[4])\n"
+"if v then return tonumber(v) end\n"
+FAIR_DROP_STALE_HEADS("ARGV[5]")
+"if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then return nil end\n"
+"local n = redis.call('hincrby', KEYS[1], ARGV[1], -tonumber(ARGV[2]))\n"
+"local r = 0\n"
+"if n > 0 then\n"
+"  if tonumber(ARGV[3]) > 0 then redis.call('pexpire', KEYS[1], ARGV[3]) end\n"
+"else\n"
+"  redis.call('del', KEYS[1])\n"
+"  local head = redis.call('lindex', KEYS[2], 0)\n"
+"  if head then redis.call('publish', ARGV[6] .. ':' .. head, '0') end\n"
+"  r = 1\n"
+"end\n"
+"redis.call('set', KEYS[4], r, 'px', ARGV[4])\n"
+"return r\n";
+
+/*
+ * fair give-up (a waiter stops waiting): KEYS[1] lock, KEYS[2] queue,
+ * KEYS[3] deadlines; ARGV[1] holder, ARGV[2] wait ms, ARGV[3] channel
+ * prefix.  Leaves the queue, moves the deadlines of those behind it in by
+ * the wait, and when it was the head of a free lock tells the next head.
+ * Returns 1 when it was queued.
+ */
+static const char fair_give_up_body[] =
+"local queue = redis.call('lrange', KEYS[2], 0, -1)\n"
+"local i = 1\n"
+"while i <= #queue and queue[i] ~= ARGV[1] do i = i + 1 end\n"
+"if i > #queue then\n"
+"  redis.call('zrem', KEYS[3], ARGV[1])\n"
+"  return 0\n"
+"end\n"
+"for j = i + 1, #queue do\n"
+"  redis.call('zincrby', KEYS[3], -tonumber(ARGV[2]), queue[j])\n"
+"end\n"
+"redis.call('zrem', KEYS[3], ARGV[1])\n"
+"redis.call('lrem', KEYS[2], 0, ARGV[1])\n"
+"if i == 1 and redis.call('exists', KEYS[1]) == 0 then\n"
+"  local head = redis.call('lindex', KEYS[2], 0)\n"
+"  if head then redis.call('publish', ARGV[3] .. ':' .. head, '0') end\n"
+"end\n"
+"return 1\n";
+
 static RlockScript scripts[RLOCK_NUM_SCRIPTS] = {
 	[RLOCK_SCRIPT_ACQUIRE] = {"acquire", acquire_body},
 	[RLOCK_SCRIPT_RELEASE] = {"release", release_body},
@@ -330,6 +468,9 @@ static RlockScript scripts[RLOCK_NUM_SCRIPTS] = {
 	[RLOCK_SCRIPT_READ_RELEASE] = {"read release", read_release_body},
 	[RLOCK_SCRIPT_WRITE_RELEASE] = {"write release", write_release_body},
 	[RLOCK_SCRIPT_RW_RECONCILE] = {"read/write reconcile", rw_reconcile_body},
+	[RLOCK_SCRIPT_FAIR_ACQUIRE] = {"fair acquire", fair_acquire_body},
+	[RLOCK_SCRIPT_FAIR_RELEASE] = {"fair release", fair_release_body},
+	[RLOCK_SCRIPT_FAIR_GIVE_UP] = {"fair give-up", fair_give_up_body},
 };
 
 static bool digests_ready = false;

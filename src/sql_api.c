@@ -24,6 +24,7 @@
 
 #include "holds.h"
 #include "lock_exclusive.h"
+#include "lock_fair.h"
 #include "lock_rw.h"
 #include "lockname.h"
 #include "registry.h"
@@ -321,8 +322,9 @@ rlock_fenced_xact_try_acquire(PG_FUNCTION_ARGS)
 }
 
 /* ----------------------------------------------------------------
- * Read/write lock (SPEC.md 5.2): rlock_read_* and rlock_write_*, with the
- * arguments of the exclusive functions.
+ * Read/write lock and fair lock (SPEC.md 5.2): rlock_read_*,
+ * rlock_write_* and rlock_fair_*, with the arguments of the exclusive
+ * functions.
  * ----------------------------------------------------------------
  */
 
@@ -331,7 +333,7 @@ rlock_fenced_xact_try_acquire(PG_FUNCTION_ARGS)
  * try functions a wait.
  */
 static Datum
-rw_acquire_sql(FunctionCallInfo fcinfo, RlockKind kind, RlockScope scope,
+kind_acquire_sql(FunctionCallInfo fcinfo, RlockKind kind, RlockScope scope,
 			   bool is_try)
 {
 	LockName	ln;
@@ -346,16 +348,21 @@ rw_acquire_sql(FunctionCallInfo fcinfo, RlockKind kind, RlockScope scope,
 	lease = lease_arg(fcinfo, 1, &ln);
 	if (is_try)
 		wait = wait_arg(fcinfo, 2, &ln);
+	if (kind == RLOCK_KIND_FAIR)
+		return BoolGetDatum(fair_acquire(&ln, scope, lease, wait, owner,
+										 !is_try));
 	return BoolGetDatum(rw_acquire(&ln, kind, scope, lease, wait, owner,
 								   !is_try));
 }
 
 static Datum
-rw_release_sql(FunctionCallInfo fcinfo, RlockKind kind)
+kind_release_sql(FunctionCallInfo fcinfo, RlockKind kind)
 {
 	LockName	ln;
 
 	name_arg(fcinfo, 0, &ln);
+	if (kind == RLOCK_KIND_FAIR)
+		return BoolGetDatum(fair_release(&ln, owner_arg(fcinfo, 1, &ln)));
 	return BoolGetDatum(rw_release(&ln, kind, owner_arg(fcinfo, 1, &ln)));
 }
 
@@ -363,7 +370,7 @@ PG_FUNCTION_INFO_V1(rlock_read_acquire);
 Datum
 rlock_read_acquire(PG_FUNCTION_ARGS)
 {
-	rw_acquire_sql(fcinfo, RLOCK_KIND_READ, RLOCK_SCOPE_SESSION, false);
+	kind_acquire_sql(fcinfo, RLOCK_KIND_READ, RLOCK_SCOPE_SESSION, false);
 	PG_RETURN_VOID();
 }
 
@@ -371,14 +378,14 @@ PG_FUNCTION_INFO_V1(rlock_read_try_acquire);
 Datum
 rlock_read_try_acquire(PG_FUNCTION_ARGS)
 {
-	return rw_acquire_sql(fcinfo, RLOCK_KIND_READ, RLOCK_SCOPE_SESSION, true);
+	return kind_acquire_sql(fcinfo, RLOCK_KIND_READ, RLOCK_SCOPE_SESSION, true);
 }
 
 PG_FUNCTION_INFO_V1(rlock_read_xact_acquire);
 Datum
 rlock_read_xact_acquire(PG_FUNCTION_ARGS)
 {
-	rw_acquire_sql(fcinfo, RLOCK_KIND_READ, RLOCK_SCOPE_XACT, false);
+	kind_acquire_sql(fcinfo, RLOCK_KIND_READ, RLOCK_SCOPE_XACT, false);
 	PG_RETURN_VOID();
 }
 
@@ -386,21 +393,21 @@ PG_FUNCTION_INFO_V1(rlock_read_xact_try_acquire);
 Datum
 rlock_read_xact_try_acquire(PG_FUNCTION_ARGS)
 {
-	return rw_acquire_sql(fcinfo, RLOCK_KIND_READ, RLOCK_SCOPE_XACT, true);
+	return kind_acquire_sql(fcinfo, RLOCK_KIND_READ, RLOCK_SCOPE_XACT, true);
 }
 
 PG_FUNCTION_INFO_V1(rlock_read_release);
 Datum
 rlock_read_release(PG_FUNCTION_ARGS)
 {
-	return rw_release_sql(fcinfo, RLOCK_KIND_READ);
+	return kind_release_sql(fcinfo, RLOCK_KIND_READ);
 }
 
 PG_FUNCTION_INFO_V1(rlock_write_acquire);
 Datum
 rlock_write_acquire(PG_FUNCTION_ARGS)
 {
-	rw_acquire_sql(fcinfo, RLOCK_KIND_WRITE, RLOCK_SCOPE_SESSION, false);
+	kind_acquire_sql(fcinfo, RLOCK_KIND_WRITE, RLOCK_SCOPE_SESSION, false);
 	PG_RETURN_VOID();
 }
 
@@ -408,14 +415,14 @@ PG_FUNCTION_INFO_V1(rlock_write_try_acquire);
 Datum
 rlock_write_try_acquire(PG_FUNCTION_ARGS)
 {
-	return rw_acquire_sql(fcinfo, RLOCK_KIND_WRITE, RLOCK_SCOPE_SESSION, true);
+	return kind_acquire_sql(fcinfo, RLOCK_KIND_WRITE, RLOCK_SCOPE_SESSION, true);
 }
 
 PG_FUNCTION_INFO_V1(rlock_write_xact_acquire);
 Datum
 rlock_write_xact_acquire(PG_FUNCTION_ARGS)
 {
-	rw_acquire_sql(fcinfo, RLOCK_KIND_WRITE, RLOCK_SCOPE_XACT, false);
+	kind_acquire_sql(fcinfo, RLOCK_KIND_WRITE, RLOCK_SCOPE_XACT, false);
 	PG_RETURN_VOID();
 }
 
@@ -423,12 +430,49 @@ PG_FUNCTION_INFO_V1(rlock_write_xact_try_acquire);
 Datum
 rlock_write_xact_try_acquire(PG_FUNCTION_ARGS)
 {
-	return rw_acquire_sql(fcinfo, RLOCK_KIND_WRITE, RLOCK_SCOPE_XACT, true);
+	return kind_acquire_sql(fcinfo, RLOCK_KIND_WRITE, RLOCK_SCOPE_XACT, true);
 }
 
 PG_FUNCTION_INFO_V1(rlock_write_release);
 Datum
 rlock_write_release(PG_FUNCTION_ARGS)
 {
-	return rw_release_sql(fcinfo, RLOCK_KIND_WRITE);
+	return kind_release_sql(fcinfo, RLOCK_KIND_WRITE);
+}
+
+PG_FUNCTION_INFO_V1(rlock_fair_acquire);
+Datum
+rlock_fair_acquire(PG_FUNCTION_ARGS)
+{
+	kind_acquire_sql(fcinfo, RLOCK_KIND_FAIR, RLOCK_SCOPE_SESSION, false);
+	PG_RETURN_VOID();
+}
+
+PG_FUNCTION_INFO_V1(rlock_fair_try_acquire);
+Datum
+rlock_fair_try_acquire(PG_FUNCTION_ARGS)
+{
+	return kind_acquire_sql(fcinfo, RLOCK_KIND_FAIR, RLOCK_SCOPE_SESSION, true);
+}
+
+PG_FUNCTION_INFO_V1(rlock_fair_xact_acquire);
+Datum
+rlock_fair_xact_acquire(PG_FUNCTION_ARGS)
+{
+	kind_acquire_sql(fcinfo, RLOCK_KIND_FAIR, RLOCK_SCOPE_XACT, false);
+	PG_RETURN_VOID();
+}
+
+PG_FUNCTION_INFO_V1(rlock_fair_xact_try_acquire);
+Datum
+rlock_fair_xact_try_acquire(PG_FUNCTION_ARGS)
+{
+	return kind_acquire_sql(fcinfo, RLOCK_KIND_FAIR, RLOCK_SCOPE_XACT, true);
+}
+
+PG_FUNCTION_INFO_V1(rlock_fair_release);
+Datum
+rlock_fair_release(PG_FUNCTION_ARGS)
+{
+	return kind_release_sql(fcinfo, RLOCK_KIND_FAIR);
 }

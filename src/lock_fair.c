@@ -1,0 +1,372 @@
+/*-------------------------------------------------------------------------
+ *
+ * lock_fair.c
+ *	  The fair lock, on Redisson's fair-lock layout: the exclusive lock's
+ *	  hash, plus a FIFO queue of waiting holders (redisson_lock_queue:{name},
+ *	  a list), their deadlines (redisson_lock_timeout:{name}, a sorted set of
+ *	  epoch ms after which a waiter counts as gone), and one channel per
+ *	  waiter (redisson_lock__channel:{name}:<holder>), on which a release
+ *	  tells only the queue's head.
+ *
+ * Waiters acquire in the order they queued.  A waiter that stops waiting
+ * leaves the queue at once, so that nobody behind it is stalled: when its
+ * wait ends without the lock (try with a wait that expired, cancel,
+ * lock_timeout, statement_timeout, any ERROR) and when its backend exits
+ * while waiting (pg_terminate_backend: a FATAL error skips the wait's
+ * cleanup, so an exit callback does it).  A waiter that dies without
+ * leaving (SIGKILL, a crash) is dropped when its deadline passes: every
+ * attempt of a live waiter (one at least every 5 s) pushes its own
+ * deadline to the holder's remaining lease plus FAIR_WAIT_MS, so live
+ * waiters never expire and dead ones are gone within that time.
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "connection.h"
+#include "holds.h"
+#include "lock_fair.h"
+#include "lock_wait.h"
+#include "lockname.h"
+#include "registry.h"
+#include "scripts.h"
+#include "stats.h"
+
+/*
+ * How long past its predecessor's deadline (or the holder's lease) a queued
+ * waiter counts as alive; the "thread wait time" of Redisson's fair lock.
+ */
+#define FAIR_WAIT_MS		10000
+
+/* The queue this backend waits in, if any (for the exit callback). */
+static char *queued_key = NULL;
+static char *queued_holder = NULL;
+static bool exit_callback_registered = false;
+
+static int64
+epoch_ms(void)
+{
+	return GetCurrentTimestamp() / 1000 +
+		(int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000;
+}
+
+static void
+add_queue_keys(RedisCmd *cmd, const char *key)
+{
+	rcmd_str(cmd, key);
+	rcmd_str(cmd, lockname_derive(key, "redisson_lock_queue"));
+	rcmd_str(cmd, lockname_derive(key, "redisson_lock_timeout"));
+}
+
+static void
+fair_build_release(RedisCmd *cmd, const char *key, const char *holder,
+				   int levels, int64 keep_lease_ms)
+{
+	rcmd_script(cmd, RLOCK_SCRIPT_FAIR_RELEASE, 4);
+	add_queue_keys(cmd, key);
+	rcmd_str(cmd, lockname_unlock_latch(key));
+	rcmd_str(cmd, holder);
+	rcmd_int(cmd, levels);
+	rcmd_int(cmd, keep_lease_ms);
+	rcmd_int(cmd, lockname_latch_ttl_ms());
+	rcmd_int(cmd, epoch_ms());
+	rcmd_str(cmd, lockname_derive(key, "redisson_lock__channel"));
+}
+
+static void
+fair_build_reconcile(RedisCmd *cmd, const char *key, const char *holder,
+					 int target)
+{
+	rcmd_script(cmd, RLOCK_SCRIPT_RECONCILE, 3);
+	rcmd_str(cmd, key);
+	rcmd_str(cmd, lockname_derive(key, "redisson_lock__channel"));
+	rcmd_str(cmd, lockname_derive(key, "redisson_lock_queue"));
+	rcmd_str(cmd, holder);
+	rcmd_int(cmd, target);
+	rcmd_str(cmd, "0");
+}
+
+static void
+fair_build_count(RedisCmd *cmd, const char *key, const char *holder)
+{
+	rcmd_init(cmd);
+	rcmd_str(cmd, "HGET");
+	rcmd_str(cmd, key);
+	rcmd_str(cmd, holder);
+}
+
+const RlockKindOps fair_ops = {
+	.build_release = fair_build_release,
+	.build_reconcile = fair_build_reconcile,
+	.build_count = fair_build_count,
+};
+
+/*
+ * Leave the queue of key (if queued).  Never throws: a failure is a
+ * WARNING, and the waiter's deadline is the backstop.
+ */
+static void
+give_up(const char *key, const char *holder)
+{
+	RedisCmd	cmd;
+	redisReply **replies;
+
+	rcmd_script(&cmd, RLOCK_SCRIPT_FAIR_GIVE_UP, 3);
+	add_queue_keys(&cmd, key);
+	rcmd_str(&cmd, holder);
+	rcmd_int(&cmd, FAIR_WAIT_MS);
+	rcmd_str(&cmd, lockname_derive(key, "redisson_lock__channel"));
+	if (rconn_run(rconn_backend(), &cmd, 1, &replies, WARNING, key) &&
+		replies[0]->type == REDIS_REPLY_ERROR)
+		rconn_reply_error(replies[0], WARNING, key);
+}
+
+static void
+forget_queue(void)
+{
+	if (queued_key)
+		pfree(queued_key);
+	if (queued_holder)
+		pfree(queued_holder);
+	queued_key = queued_holder = NULL;
+}
+
+/* Backend exit while waiting (a FATAL error skips lock_wait's cleanup). */
+static void
+fair_exit_callback(int code, Datum arg)
+{
+	if (queued_key != NULL)
+	{
+		give_up(queued_key, queued_holder);
+		forget_queue();
+	}
+}
+
+/* What an attempt needs, for the waiting loop (lock_wait.c). */
+typedef struct FairAttempt
+{
+	const LockName *ln;
+	bool		track;
+	RlockScope	scope;
+	int64		lease_ms;
+	bool		watchdog;
+	const char *holder;
+	bool		enqueue;		/* queue when the lock cannot be taken */
+} FairAttempt;
+
+static bool
+fair_try(void *arg, int64 *pttl)
+{
+	FairAttempt *a = arg;
+	const LockName *ln = a->ln;
+	RedisCmd	cmd;
+	redisReply *r;
+	int64		status;
+	HeldLock   *h = NULL;
+
+	rcmd_script(&cmd, RLOCK_SCRIPT_FAIR_ACQUIRE, 3);
+	add_queue_keys(&cmd, ln->key);
+	rcmd_int(&cmd, a->lease_ms);
+	rcmd_str(&cmd, a->holder);
+	rcmd_int(&cmd, FAIR_WAIT_MS);
+	rcmd_int(&cmd, epoch_ms());
+	rcmd_str(&cmd, a->enqueue ? "1" : "0");
+
+	if (a->track)
+	{
+		h = holds_enter(ln->key, RLOCK_KIND_FAIR);
+		holds_begin_acquire(h);
+	}
+	r = rconn_run1(rconn_backend(), &cmd, ln->name);
+
+	if (r->type == REDIS_REPLY_ERROR)
+	{
+		if (h)
+			holds_acquire_refused(h);
+		rconn_reply_error(r, ERROR, ln->name);
+	}
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+		r->element[0]->type != REDIS_REPLY_INTEGER)
+		rconn_unexpected_reply(r, ln->name);	/* entry stays uncertain */
+	status = r->element[0]->integer;
+	if (status == 2)
+	{
+		if (h)
+			holds_acquire_refused(h);
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("lock \"%s\" is a read/write lock, not a fair lock",
+						ln->name),
+				 errhint("Use the rlock_read_* and rlock_write_* functions for it, or another name.")));
+	}
+	if (r->element[1]->type != REDIS_REPLY_INTEGER)
+		rconn_unexpected_reply(r, ln->name);
+	if (status == 1)
+	{
+		if (h)
+			holds_add(h, a->scope, a->lease_ms, a->watchdog,
+					  (int) r->element[1]->integer, ln->name);
+		stats_count(RLOCK_STAT_ACQUISITIONS);
+		return true;
+	}
+	if (h)
+		holds_acquire_refused(h);
+	*pttl = r->element[1]->integer;
+	return false;
+}
+
+static void
+fair_give_up(void *arg)
+{
+	FairAttempt *a = arg;
+
+	give_up(a->ln->key, a->holder);
+	forget_queue();
+}
+
+bool
+fair_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
+			 int64 wait_ms, const char *owner, bool honour_lock_timeout)
+{
+	FairAttempt attempt;
+	int64		pttl;
+	bool		acquired;
+
+	holds_settle();
+	rconn_ready(rconn_backend(), ln->name);
+
+	attempt.watchdog = (lease_ms == 0);
+	if (attempt.watchdog)
+		lease_ms = rlock_watchdog_timeout_ms;
+	if (owner != NULL)
+		attempt.holder = owner;
+	else
+	{
+		HeldLock   *h;
+
+		attempt.holder = rlock_backend_holder();
+		h = holds_find(ln->key, RLOCK_KIND_FAIR);
+		if (h != NULL)
+			holds_check_lost(h, ln->name);
+		h = holds_find_conflicting(ln->key, RLOCK_KIND_FAIR);
+		if (h != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+					 errmsg("lock \"%s\" is held by this session in %s mode",
+							ln->name, rlock_kind_name(h->kind))));
+	}
+	attempt.ln = ln;
+	attempt.track = (owner == NULL);
+	attempt.scope = scope;
+	attempt.lease_ms = lease_ms;
+	attempt.enqueue = (wait_ms != 0);
+
+	if (!attempt.enqueue)
+	{
+		if (fair_try(&attempt, &pttl))
+			return true;
+		stats_count(RLOCK_STAT_FAILED);
+		return false;
+	}
+
+	/* from the first attempt on, this backend may be queued */
+	if (!exit_callback_registered)
+	{
+		before_shmem_exit(fair_exit_callback, (Datum) 0);
+		exit_callback_registered = true;
+	}
+	forget_queue();
+	queued_key = MemoryContextStrdup(TopMemoryContext, ln->key);
+	queued_holder = MemoryContextStrdup(TopMemoryContext, attempt.holder);
+
+	PG_TRY();
+	{
+		acquired = fair_try(&attempt, &pttl);
+	}
+	PG_CATCH();
+	{
+		HOLD_INTERRUPTS();
+		fair_give_up(&attempt);
+		RESUME_INTERRUPTS();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	if (acquired)
+	{
+		forget_queue();
+		return true;
+	}
+	acquired = lock_wait(ln, psprintf("%s:%s",
+									  lockname_derive(ln->key, "redisson_lock__channel"),
+									  attempt.holder),
+						 wait_ms, honour_lock_timeout, fair_try, fair_give_up,
+						 &attempt);
+	if (acquired)
+		forget_queue();
+	return acquired;
+}
+
+bool
+fair_release(const LockName *ln, const char *owner)
+{
+	HeldLock   *h;
+
+	holds_settle();
+
+	if (owner != NULL)
+	{
+		RedisCmd	cmd;
+		redisReply *r;
+
+		fair_build_release(&cmd, ln->key, owner, 1, 0);
+		r = rconn_run1(rconn_backend(), &cmd, ln->name);
+		if (r->type == REDIS_REPLY_ERROR)
+			rconn_reply_error(r, ERROR, ln->name);
+		if (r->type == REDIS_REPLY_NIL)
+		{
+			ereport(WARNING,
+					(errmsg("fair lock \"%s\" is not held by owner \"%s\"",
+							ln->name, owner)));
+			return false;
+		}
+		if (r->type != REDIS_REPLY_INTEGER)
+			rconn_unexpected_reply(r, ln->name);
+		stats_count(RLOCK_STAT_RELEASES);
+		return true;
+	}
+
+	h = holds_find(ln->key, RLOCK_KIND_FAIR);
+	if (h != NULL && holds_check_lost(h, ln->name))
+		return false;
+	if (h == NULL || holds_total(h) == 0)
+	{
+		HeldLock   *other = holds_find_conflicting(ln->key, RLOCK_KIND_FAIR);
+
+		if (other != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+					 errmsg("lock \"%s\" is held by this session in %s mode",
+							ln->name, rlock_kind_name(other->kind))));
+	}
+	if (h == NULL || h->session_count == 0)
+	{
+		if (h != NULL && h->xact_count > 0)
+			ereport(WARNING,
+					(errmsg("fair lock \"%s\" is held by this session only at transaction level",
+							ln->name),
+					 errhint("Transaction-level locks are released when the transaction ends.")));
+		else
+			ereport(WARNING,
+					(errmsg("fair lock \"%s\" is not held by this session",
+							ln->name)));
+		return false;
+	}
+	return holds_release_session(h);
+}

@@ -1,0 +1,219 @@
+# Copyright (c) 2026, rlock developers
+#
+# Fair locks between sessions: five sessions queued one after another get
+# the lock in exactly that order; a queued session that is cancelled or
+# terminated leaves the queue at once, so the next one is not delayed; a
+# Redisson fair-lock waiter, driven from redis-cli with the scripts of
+# PROTOCOL.md, keeps its place in the queue and is told on its own channel;
+# an idle fair hold without a lease is renewed.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+use RlockTest;
+
+my $redis = RlockTest::Redis->new;
+my $node = RlockTest::new_node('fair', $redis, watchdog_timeout => '1s');
+
+my $holder = $node->background_psql('postgres', on_error_stop => 0);
+my @w = map { $node->background_psql('postgres', on_error_stop => 0) } 1 .. 5;
+
+sub q1
+{
+	my ($s, $sql) = @_;
+	my ($out, $err) = RlockTest::query_err($s, $sql);
+	return $out;
+}
+
+my @ids = map { q1($_, 'SELECT rlock_holder_id()') } @w;
+my @pids = map { q1($_, 'SELECT pg_backend_pid()') } @w;
+my $hid = q1($holder, 'SELECT rlock_holder_id()');
+my %name_of = map { ($ids[$_] => 'w' . ($_ + 1)) } 0 .. 4;
+
+sub queue
+{
+	my ($lock) = @_;
+	my $out = $redis->cli('LRANGE', "redisson_lock_queue:{$lock}", 0, -1);
+	return join(' ', map { $name_of{$_} // $_ } split /\n/, $out);
+}
+
+# Queue session $i for $lock: it will take the lock, note the time, and
+# release it at once.
+sub enqueue
+{
+	my ($i, $lock, $expect) = @_;
+	$w[$i]->query_until(qr/queued\n/,
+		"\\echo queued\nSELECT rlock_fair_acquire('$lock', '1 minute'), 'got=' || (extract(epoch FROM clock_timestamp()) * 1000000)::bigint, rlock_fair_release('$lock');\n"
+	);
+	RlockTest::wait_until(sub { queue($lock) eq $expect }, 10)
+	  or diag('queue is ' . queue($lock) . ", expected $expect");
+	return;
+}
+
+sub got
+{
+	my ($i) = @_;
+	my $out = $w[$i]->query_until(qr/got=\d+\|t\n/, '');
+	my ($t) = $out =~ /got=(\d+)/;
+	return $t / 1e6;
+}
+
+# ---- FIFO: five sessions ----
+
+q1($holder, "SELECT rlock_fair_acquire('fq', '1 minute')");
+my @expect;
+for my $i (0 .. 4)
+{
+	push @expect, 'w' . ($i + 1);
+	enqueue($i, 'fq', join(' ', @expect));
+}
+is(queue('fq'), 'w1 w2 w3 w4 w5', 'five sessions queued in order');
+my $t_rel = time();
+q1($holder, "SELECT rlock_fair_release('fq')");
+my @t = map { got($_) } 0 .. 4;
+my $in_order = 1;
+$in_order &&= $t[$_] > $t[ $_ - 1 ] for 1 .. 4;
+ok($in_order, 'they got the lock in exactly that order');
+cmp_ok($t[4] - $t_rel, '<', 1.0,
+	sprintf('all five within %.3f s of the first release (each told on its own channel)', $t[4] - $t_rel));
+is($redis->cli('EXISTS', 'fq', 'redisson_lock_queue:{fq}', 'redisson_lock_timeout:{fq}'), '0',
+	'lock, queue and deadlines are gone');
+
+# ---- a cancelled waiter leaves the queue; the next one is not delayed ----
+
+for my $how ('cancel', 'terminate')
+{
+	my $lock = "fq_$how";
+	q1($holder, "SELECT rlock_fair_acquire('$lock', '1 minute')");
+	enqueue(0, $lock, 'w1');
+	enqueue(1, $lock, 'w1 w2');
+	enqueue(2, $lock, 'w1 w2 w3');
+	my $fn = $how eq 'cancel' ? 'pg_cancel_backend' : 'pg_terminate_backend';
+	$node->safe_psql('postgres', "SELECT $fn($pids[1])");
+	ok(RlockTest::wait_until(sub { queue($lock) eq 'w1 w3' }, 5),
+		"$how: the second waiter left the queue at once (" . queue($lock) . ')');
+	q1($holder, "SELECT rlock_fair_release('$lock')");
+	my $t1 = got(0);
+	my $t3 = got(2);
+	cmp_ok($t3 - $t1, '<', 0.1,
+		sprintf("$how: the third waiter got the lock %.1f ms after the first", ($t3 - $t1) * 1000));
+	if ($how eq 'terminate')
+	{
+		$w[1] = $node->background_psql('postgres', on_error_stop => 0);
+		$ids[1] = q1($w[1], 'SELECT rlock_holder_id()');
+		$pids[1] = q1($w[1], 'SELECT pg_backend_pid()');
+		%name_of = map { ($ids[$_] => 'w' . ($_ + 1)) } 0 .. 4;
+	}
+	else
+	{
+		my (undef, $err) = RlockTest::query_err($w[1], 'SELECT 1');
+		like($err, qr/canceling statement due to user request/,
+			'the cancelled waiter got the cancel');
+	}
+}
+
+# ---- a Redisson fair-lock waiter keeps its place ----
+
+# Redisson's fair acquire (queueing) and release, from PROTOCOL.md.
+my $java_acquire = <<'LUA';
+while true do
+  local first = redis.call('lindex', KEYS[2], 0)
+  if first == false then break end
+  local timeout = tonumber(redis.call('zscore', KEYS[3], first))
+  if timeout <= tonumber(ARGV[4]) then
+    redis.call('zrem', KEYS[3], first)
+    redis.call('lpop', KEYS[2])
+  else break end
+end
+if (redis.call('exists', KEYS[1]) == 0) and ((redis.call('exists', KEYS[2]) == 0)
+    or (redis.call('lindex', KEYS[2], 0) == ARGV[2])) then
+  redis.call('lpop', KEYS[2])
+  redis.call('zrem', KEYS[3], ARGV[2])
+  local keys = redis.call('zrange', KEYS[3], 0, -1)
+  for i = 1, #keys, 1 do
+    redis.call('zincrby', KEYS[3], -tonumber(ARGV[3]), keys[i])
+  end
+  redis.call('hset', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return nil
+end
+if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return nil
+end
+local timeout = redis.call('zscore', KEYS[3], ARGV[2])
+if timeout ~= false then
+  return timeout - tonumber(ARGV[3]) - tonumber(ARGV[4])
+end
+local lastThreadId = redis.call('lindex', KEYS[2], -1)
+local ttl
+if lastThreadId ~= false and lastThreadId ~= ARGV[2] then
+  ttl = tonumber(redis.call('zscore', KEYS[3], lastThreadId)) - tonumber(ARGV[4])
+else
+  ttl = redis.call('pttl', KEYS[1])
+end
+local timeout = ttl + tonumber(ARGV[3]) + tonumber(ARGV[4])
+if redis.call('zadd', KEYS[3], timeout, ARGV[2]) == 1 then
+  redis.call('rpush', KEYS[2], ARGV[2])
+end
+return ttl
+LUA
+my $java_release = <<'LUA';
+if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return nil end
+if redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then return 0 end
+redis.call('del', KEYS[1])
+local next = redis.call('lindex', KEYS[2], 0)
+if next ~= false then
+  redis.call('publish', KEYS[4] .. ':' .. next, ARGV[1])
+end
+return 1
+LUA
+my $java = '5e4d3c2b-1a09-4f8e-9d7c-6b5a4f3e2d1c:77';
+my @fkeys = ('fj', 'redisson_lock_queue:{fj}', 'redisson_lock_timeout:{fj}',
+	'redisson_lock__channel:{fj}');
+sub java_acquire
+{
+	return $redis->eval($java_acquire, [ @fkeys[0 .. 2] ], 60000, $java, 300000,
+		int(time() * 1000));
+}
+
+q1($holder, "SELECT rlock_fair_acquire('fj', '1 minute')");
+enqueue(0, 'fj', 'w1');
+java_acquire();
+$name_of{$java} = 'java';
+is(queue('fj'), 'w1 java', 'the Redisson waiter queues behind w1');
+enqueue(2, 'fj', 'w1 java w3');
+my ($sub, $subout) = $redis->cli_bg('SUBSCRIBE', "redisson_lock__channel:{fj}:$java");
+usleep(200_000);
+q1($holder, "SELECT rlock_fair_release('fj')");
+got(0);    # w1 takes it and releases it
+ok(RlockTest::wait_until(sub { $sub->pump_nb; $$subout =~ /\b0\s*$/ }, 5),
+	'w1\'s release told the Redisson waiter, on its own channel');
+usleep(300_000);
+is($redis->cli('EXISTS', 'fj'), '0', 'the lock stays free for the Redisson waiter');
+is(queue('fj'), 'java w3', 'and w3 waits behind it');
+is(java_acquire(), '', 'the Redisson waiter takes the lock at its turn');
+is(queue('fj'), 'w3', 'w3 is next');
+$t_rel = time();
+is($redis->eval($java_release, [@fkeys], '0', $java), '1', 'the Redisson client releases');
+cmp_ok(got(2) - $t_rel, '<', 1.0, 'which tells w3, who gets the lock');
+$sub->kill_kill;
+
+# ---- an idle fair hold without a lease is renewed ----
+
+q1($holder, "SELECT rlock_fair_acquire('f_idle')");
+sleep(4);    # 4 x watchdog_timeout
+is(q1($w[3], "SELECT rlock_fair_try_acquire('f_idle', '1 minute')"),
+	'f', 'after 4 x watchdog_timeout the idle fair hold is still held');
+is(q1($holder, "SELECT rlock_fair_release('f_idle')"), 't', 'and released by its holder');
+
+$holder->quit;
+$_->quit for @w;
+$node->stop;
+$redis->stop;
+done_testing();
