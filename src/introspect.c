@@ -42,7 +42,8 @@ ms_interval(int64 ms)
 
 /*
  * Run the status script: returns the reply (owned by the connection) with
- * element[0] = PTTL (-2: no such lock) and then field/value pairs.
+ * element[0] = PTTL (-2: no such lock), element[1] = 1 when fair waiters
+ * are queued, and then field/value pairs.
  */
 static redisReply *
 lock_status(const LockName *ln)
@@ -50,12 +51,16 @@ lock_status(const LockName *ln)
 	RedisCmd	cmd;
 	redisReply *r;
 
-	rcmd_script(&cmd, RLOCK_SCRIPT_STATUS, 1);
+	rcmd_script(&cmd, RLOCK_SCRIPT_STATUS, 2);
 	rcmd_arg(&cmd, ln->key, ln->keylen);
+	rcmd_str(&cmd, lockname_derive(ln->key, "redisson_lock_queue"));
 	r = rconn_run1(rconn_backend(), &cmd, ln->name);
-	if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+	if (r->type == REDIS_REPLY_ERROR)
+		rconn_reply_error(r, ERROR, ln->name);
+	if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
 		r->element[0]->type != REDIS_REPLY_INTEGER ||
-		r->elements % 2 != 1)
+		r->element[1]->type != REDIS_REPLY_INTEGER ||
+		r->elements % 2 != 0)
 		rconn_unexpected_reply(r, ln->name);
 	return r;
 }
@@ -161,6 +166,8 @@ rlock_remaining_lease(PG_FUNCTION_ARGS)
 /*
  * rlock_status(name): one row per holder.  For read/write locks (a "mode"
  * field), "<holder>:write" fields are write holds and the others read holds.
+ * A fair lock's hash is an exclusive lock's: it shows as "fair" while
+ * waiters are queued for it, or when this session holds it as one.
  */
 PG_FUNCTION_INFO_V1(rlock_status);
 Datum
@@ -171,6 +178,7 @@ rlock_status(PG_FUNCTION_ARGS)
 	redisReply *r;
 	int64		pttl;
 	const char *mode = NULL;
+	bool		queued;
 	int			nfields;
 	char	  **fields;
 	char	  **values;
@@ -183,13 +191,14 @@ rlock_status(PG_FUNCTION_ARGS)
 		return (Datum) 0;
 
 	/* copy the reply out before building tuples (which may ERROR) */
-	nfields = (r->elements - 1) / 2;
+	queued = (r->element[1]->integer == 1);
+	nfields = (r->elements - 2) / 2;
 	fields = palloc(nfields * sizeof(char *));
 	values = palloc(nfields * sizeof(char *));
 	for (int i = 0; i < nfields; i++)
 	{
-		redisReply *f = r->element[1 + 2 * i];
-		redisReply *v = r->element[2 + 2 * i];
+		redisReply *f = r->element[2 + 2 * i];
+		redisReply *v = r->element[3 + 2 * i];
 
 		if (f->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING)
 			rconn_unexpected_reply(r, ln.name);
@@ -204,11 +213,17 @@ rlock_status(PG_FUNCTION_ARGS)
 		Datum		vals[4];
 		bool		nulls[4] = {false, false, false, false};
 		const char *kind = "exclusive";
+		HeldLock   *own;
 		char	   *holder = fields[i];
 		int64		count;
 
 		if (strcmp(holder, "mode") == 0)
 			continue;
+		own = holds_find(ln.key, RLOCK_KIND_FAIR);
+		if (queued ||
+			(own != NULL && holds_total(own) > 0 &&
+			 strcmp(holder, rlock_backend_holder()) == 0))
+			kind = "fair";
 		if (mode != NULL)
 		{
 			size_t		len = strlen(holder);

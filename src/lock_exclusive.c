@@ -337,9 +337,11 @@ exclusive_force_release(const LockName *ln)
 	HeldLock   *h;
 
 	holds_settle();
-	rcmd_script(&cmd, RLOCK_SCRIPT_FORCE_RELEASE, 2);
+	rcmd_script(&cmd, RLOCK_SCRIPT_FORCE_RELEASE, 4);
 	rcmd_arg(&cmd, ln->key, ln->keylen);
 	rcmd_str(&cmd, lockname_derive(ln->key, "redisson_lock__channel"));
+	rcmd_str(&cmd, lockname_derive(ln->key, "redisson_rwlock"));
+	rcmd_str(&cmd, lockname_derive(ln->key, "redisson_lock_queue"));
 	rcmd_str(&cmd, RELEASE_MESSAGE);
 	r = rconn_run1(rconn_backend(), &cmd, ln->name);
 	if (r->type != REDIS_REPLY_INTEGER)

@@ -108,32 +108,44 @@ static const char reconcile_body[] =
 "return c\n";
 
 /*
- * force release (Redisson forceUnlock): KEYS[1] lock, KEYS[2] channel;
- * ARGV[1] release message.  Returns 1 when something was deleted; refuses
- * (WRONGTYPE) to delete a key that is not a lock.
+ * force release (Redisson forceUnlock), any kind: KEYS[1] lock, KEYS[2]
+ * channel, KEYS[3] read/write channel, KEYS[4] fair queue; ARGV[1] release
+ * message.  Wakes the waiters of the kind it was: "1" on the read/write
+ * channel, or the exclusive channel and the fair queue's head.  Returns 1
+ * when something was deleted; refuses (WRONGTYPE) to delete a key that is
+ * not a lock.
  */
 static const char force_release_body[] =
 "local t = redis.call('type', KEYS[1])['ok']\n"
 "if t ~= 'hash' and t ~= 'none' then\n"
 "  return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')\n"
 "end\n"
+"local rw = redis.call('hexists', KEYS[1], 'mode') == 1\n"
 "if redis.call('del', KEYS[1]) == 1 then\n"
-"  redis.call('publish', KEYS[2], ARGV[1])\n"
+"  if rw then\n"
+"    redis.call('publish', KEYS[3], '1')\n"
+"  else\n"
+"    redis.call('publish', KEYS[2], ARGV[1])\n"
+"    local head = redis.call('lindex', KEYS[4], 0)\n"
+"    if head then redis.call('publish', KEYS[2] .. ':' .. head, ARGV[1]) end\n"
+"  end\n"
 "  return 1\n"
 "end\n"
 "return 0\n";
 
 /*
- * status: KEYS[1] lock.  Returns {pttl, field, value, ...}; {-2} when the
- * key does not exist; WRONGTYPE when it is not a hash.
+ * status: KEYS[1] lock, KEYS[2] its fair queue.  Returns {pttl, queued,
+ * field, value, ...}, queued being 1 when fair waiters are queued; {-2, 0}
+ * when the key does not exist; WRONGTYPE when it is not a hash.
  */
 static const char status_body[] =
 "local t = redis.call('type', KEYS[1])['ok']\n"
-"if t == 'none' then return {-2} end\n"
+"if t == 'none' then return {-2, 0} end\n"
 "if t ~= 'hash' then\n"
 "  return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')\n"
 "end\n"
 "local r = redis.call('hgetall', KEYS[1])\n"
+"table.insert(r, 1, redis.call('exists', KEYS[2]))\n"
 "table.insert(r, 1, redis.call('pttl', KEYS[1]))\n"
 "return r\n";
 
