@@ -499,6 +499,169 @@ holds_settle(void)
 }
 
 /*
+ * One acquire script round trip for ln as kind, with the table kept in
+ * step: while the script is in flight Redis may hold one more hold than the
+ * table (the entry is uncertain; an interrupted call is reconciled later),
+ * a granted hold is recorded, a refused attempt drops an entry that holds
+ * nothing.  ERROR on an error reply or a reply of the wrong shape.
+ */
+AcquireResult
+holds_run_acquire(const LockName *ln, RlockKind kind, const HoldRequest *req,
+				  RedisCmd *cmd)
+{
+	AcquireResult res = {0};
+	HeldLock   *h = NULL;
+	redisReply *r;
+
+	if (req->track)
+	{
+		h = holds_enter(ln->key, kind);
+		holds_begin_acquire(h);
+	}
+	r = rconn_run1(rconn_backend(), cmd, ln->name);
+	if (r->type == REDIS_REPLY_ERROR)
+	{
+		/* the script did not run to completion: nothing was granted */
+		if (h)
+			holds_acquire_refused(h);
+		rconn_reply_error(r, ERROR, ln->name);
+	}
+	if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
+		r->element[0]->type != REDIS_REPLY_INTEGER ||
+		(r->element[0]->integer <= 1 &&
+		 r->element[1]->type != REDIS_REPLY_INTEGER))
+		rconn_unexpected_reply(r, ln->name);	/* the entry stays uncertain */
+
+	/* copy the answer out: holds_add may use the connection again */
+	res.status = r->element[0]->integer;
+	if (r->element[1]->type == REDIS_REPLY_INTEGER)
+		res.value = r->element[1]->integer;
+	else if (r->element[1]->type == REDIS_REPLY_STRING)
+		res.word = pnstrdup(r->element[1]->str, r->element[1]->len);
+	if (r->elements > 2 && r->element[2]->type == REDIS_REPLY_INTEGER)
+	{
+		res.has_extra = true;
+		res.extra = r->element[2]->integer;
+	}
+
+	if (res.status == 1)
+	{
+		if (h)
+			holds_add(h, req->scope, req->lease_ms, req->watchdog,
+					  (int) res.value, ln->name);
+		stats_count(RLOCK_STAT_ACQUISITIONS);
+	}
+	else if (h)
+		holds_acquire_refused(h);
+	return res;
+}
+
+/* How messages name a lock of a kind: "lock", "read lock", ... */
+static const char *
+kind_label(RlockKind kind)
+{
+	switch (kind)
+	{
+		case RLOCK_KIND_EXCLUSIVE:
+			return "lock";
+		case RLOCK_KIND_READ:
+			return "read lock";
+		case RLOCK_KIND_WRITE:
+			return "write lock";
+		case RLOCK_KIND_FAIR:
+			return "fair lock";
+	}
+	return "lock";
+}
+
+static void
+held_as_other_kind(const LockName *ln, HeldLock *other)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+			 errmsg("lock \"%s\" is held by this session in %s mode",
+					ln->name, rlock_kind_name(other->kind))));
+}
+
+/*
+ * Before this session acquires ln as kind: forget it if the watchdog found
+ * it lost (with a WARNING), and refuse it when this session holds the name
+ * as a kind that cannot share it.
+ */
+void
+holds_check_acquire(const LockName *ln, RlockKind kind)
+{
+	HeldLock   *h = holds_find(ln->key, kind);
+
+	if (h != NULL)
+		holds_check_lost(h, ln->name);
+	h = holds_find_conflicting(ln->key, kind);
+	if (h != NULL)
+		held_as_other_kind(ln, h);
+}
+
+/*
+ * rlock_release and its kin: release one hold of ln as kind, taken by this
+ * session (owner NULL) or for an owner token.  Returns false with a WARNING
+ * when there is no such hold (never taken, lost, or only at transaction
+ * level), like pg_advisory_unlock.
+ */
+bool
+holds_release(const LockName *ln, RlockKind kind, const char *owner)
+{
+	HeldLock   *h;
+
+	holds_settle();
+
+	if (owner != NULL)
+	{
+		RedisCmd	cmd;
+		redisReply *r;
+
+		kind_ops(kind)->build_release(&cmd, ln->key, owner, 1, 0);
+		r = rconn_run1(rconn_backend(), &cmd, ln->name);
+		if (r->type == REDIS_REPLY_ERROR)
+			rconn_reply_error(r, ERROR, ln->name);
+		if (r->type == REDIS_REPLY_NIL)
+		{
+			ereport(WARNING,
+					(errmsg("%s \"%s\" is not held by owner \"%s\"",
+							kind_label(kind), ln->name, owner)));
+			return false;
+		}
+		if (r->type != REDIS_REPLY_INTEGER)
+			rconn_unexpected_reply(r, ln->name);
+		stats_count(RLOCK_STAT_RELEASES);
+		return true;
+	}
+
+	h = holds_find(ln->key, kind);
+	if (h != NULL && holds_check_lost(h, ln->name))
+		return false;
+	if (h == NULL || holds_total(h) == 0)
+	{
+		HeldLock   *other = holds_find_conflicting(ln->key, kind);
+
+		if (other != NULL)
+			held_as_other_kind(ln, other);
+	}
+	if (h == NULL || h->session_count == 0)
+	{
+		if (h != NULL && h->xact_count > 0)
+			ereport(WARNING,
+					(errmsg("%s \"%s\" is held by this session only at transaction level",
+							kind_label(kind), ln->name),
+					 errhint("Transaction-level locks are released when the transaction ends.")));
+		else
+			ereport(WARNING,
+					(errmsg("%s \"%s\" is not held by this session",
+							kind_label(kind), ln->name)));
+		return false;
+	}
+	return holds_release_session(h);
+}
+
+/*
  * Release one session-level hold of h, in Redis and here.  Returns false
  * (after a WARNING) when Redis says the lock was lost meanwhile; ERROR when
  * Redis cannot be reached (the entry then stays uncertain).

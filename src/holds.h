@@ -58,6 +58,32 @@ typedef struct RlockKindOps
 								const char *holder);
 } RlockKindOps;
 
+/* What an acquisition asks for (lock kinds fill it in). */
+typedef struct HoldRequest
+{
+	bool		track;			/* this session's own hold (not an owner's) */
+	RlockScope	scope;
+	int64		lease_ms;
+	bool		watchdog;		/* taken without a lease */
+} HoldRequest;
+
+/*
+ * The answer of an acquire script, {status, value[, extra]}: status 1 =
+ * acquired (value: the holder's count), 0 = refused (value: the holder's
+ * remaining lease), others = refused for a reason of the lock kind (word:
+ * element 1 as text, if it is text).
+ */
+typedef struct AcquireResult
+{
+	int64		status;
+	int64		value;
+	bool		has_extra;
+	int64		extra;			/* e.g. a fencing token */
+	char	   *word;
+} AcquireResult;
+
+extern AcquireResult holds_run_acquire(const LockName *ln, RlockKind kind,
+									   const HoldRequest *req, RedisCmd *cmd);
 extern HeldLock *holds_find(const char *key, RlockKind kind);
 extern HeldLock *holds_find_conflicting(const char *key, RlockKind kind);
 extern HeldLock *holds_enter(const char *key, RlockKind kind);
@@ -68,6 +94,9 @@ extern bool holds_check_lost(HeldLock *h, const char *name);
 extern void holds_begin_acquire(HeldLock *h);
 extern void holds_acquire_refused(HeldLock *h);
 extern bool holds_release_session(HeldLock *h);
+extern void holds_check_acquire(const LockName *ln, RlockKind kind);
+extern bool holds_release(const LockName *ln, RlockKind kind,
+						  const char *owner);
 extern void holds_forget(HeldLock *h);
 extern int64 holds_keep_lease(HeldLock *h);
 extern int	holds_release_all_session(void);

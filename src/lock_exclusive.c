@@ -85,115 +85,68 @@ exclusive_build_reconcile(RedisCmd *cmd, const char *key, const char *holder,
 	rcmd_str(cmd, RELEASE_MESSAGE);
 }
 
-/*
- * One attempt.  Returns true when acquired (and recorded in h, if any; the
- * fencing token in *token for a fenced acquisition); otherwise sets *pttl
- * to the holder's remaining lease (-1: none).
- */
-static bool
-try_once(const LockName *ln, bool track, RlockScope scope, int64 lease_ms,
-		 bool watchdog, const char *holder, int64 *pttl, int64 *token)
-{
-	RedisCmd	cmd;
-	redisReply *r;
-	int64		status;
-	int64		value;
-	HeldLock   *h = NULL;
-
-	rcmd_script(&cmd, RLOCK_SCRIPT_ACQUIRE, token ? 2 : 1);
-	rcmd_arg(&cmd, ln->key, ln->keylen);
-	if (token)
-		rcmd_str(&cmd, lockname_derive(ln->key, "redisson_lock_token"));
-	rcmd_int(&cmd, lease_ms);
-	rcmd_str(&cmd, holder);
-
-	/*
-	 * From here until the answer is in, Redis may hold one more hold than
-	 * the table.  (The entry is looked up afresh on every attempt: a refused
-	 * attempt removes an entry that holds nothing.)
-	 */
-	if (track)
-	{
-		h = holds_enter(ln->key, RLOCK_KIND_EXCLUSIVE);
-		holds_begin_acquire(h);
-	}
-	r = rconn_run1(rconn_backend(), &cmd, ln->name);
-
-	if (r->type == REDIS_REPLY_ERROR)
-	{
-		/* the script did not run to completion: nothing was granted */
-		if (h)
-			holds_acquire_refused(h);
-		rconn_reply_error(r, ERROR, ln->name);
-	}
-	if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
-		r->element[0]->type != REDIS_REPLY_INTEGER)
-		rconn_unexpected_reply(r, ln->name);	/* entry stays uncertain */
-	status = r->element[0]->integer;
-
-	if (status == 2)
-	{
-		char	   *mode = pnstrdup(r->element[1]->str, r->element[1]->len);
-
-		if (h)
-			holds_acquire_refused(h);
-		if (strcmp(mode, "fair") == 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-					 errmsg("lock \"%s\" is a fair lock, not an exclusive lock",
-							ln->name),
-					 errdetail("Sessions are queued for it as a fair lock."),
-					 errhint("Use the rlock_fair_* functions for it, or another name.")));
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("lock \"%s\" is a read/write lock, not an exclusive lock",
-						ln->name),
-				 errdetail("It is currently held in %s mode.", mode),
-				 errhint("Use the rlock_read_* and rlock_write_* functions for it, or another name.")));
-	}
-	if (r->element[1]->type != REDIS_REPLY_INTEGER)
-		rconn_unexpected_reply(r, ln->name);
-	value = r->element[1]->integer;
-
-	if (status == 1)
-	{
-		if (token != NULL)
-		{
-			if (r->elements != 3 ||
-				r->element[2]->type != REDIS_REPLY_INTEGER)
-				rconn_unexpected_reply(r, ln->name);	/* entry stays uncertain */
-			*token = r->element[2]->integer;
-		}
-		if (h)
-			holds_add(h, scope, lease_ms, watchdog, (int) value, ln->name);
-		stats_count(RLOCK_STAT_ACQUISITIONS);
-		return true;
-	}
-	if (h)
-		holds_acquire_refused(h);
-	*pttl = value;
-	return false;
-}
-
 /* What an attempt needs, for the waiting loop (lock_wait.c). */
 typedef struct ExclusiveAttempt
 {
 	const LockName *ln;
-	bool		track;
-	RlockScope	scope;
-	int64		lease_ms;
-	bool		watchdog;
+	HoldRequest req;
 	const char *holder;
-	int64	   *token;
+	int64	   *token;			/* fenced acquisitions */
 } ExclusiveAttempt;
 
+/*
+ * One attempt.  Returns true when acquired (the fencing token in *token for
+ * a fenced acquisition); otherwise sets *pttl to the holder's remaining
+ * lease (-1: none).
+ */
 static bool
 exclusive_try(void *arg, int64 *pttl)
 {
 	ExclusiveAttempt *a = arg;
+	const LockName *ln = a->ln;
+	RedisCmd	cmd;
+	AcquireResult res;
 
-	return try_once(a->ln, a->track, a->scope, a->lease_ms, a->watchdog,
-					a->holder, pttl, a->token);
+	rcmd_script(&cmd, RLOCK_SCRIPT_ACQUIRE, a->token ? 2 : 1);
+	rcmd_arg(&cmd, ln->key, ln->keylen);
+	if (a->token)
+		rcmd_str(&cmd, lockname_derive(ln->key, "redisson_lock_token"));
+	rcmd_int(&cmd, a->req.lease_ms);
+	rcmd_str(&cmd, a->holder);
+	res = holds_run_acquire(ln, RLOCK_KIND_EXCLUSIVE, &a->req, &cmd);
+
+	switch (res.status)
+	{
+		case 1:
+			if (a->token != NULL)
+			{
+				if (!res.has_extra)
+					ereport(ERROR,
+							(errcode(ERRCODE_PROTOCOL_VIOLATION),
+							 errmsg("no fencing token in Redis's answer for lock \"%s\"",
+									ln->name)));
+				*a->token = res.extra;
+			}
+			return true;
+		case 0:
+			*pttl = res.value;
+			return false;
+		default:
+			if (res.word != NULL && strcmp(res.word, "fair") == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+						 errmsg("lock \"%s\" is a fair lock, not an exclusive lock",
+								ln->name),
+						 errdetail("Sessions are queued for it as a fair lock."),
+						 errhint("Use the rlock_fair_* functions for it, or another name.")));
+			ereport(ERROR,
+					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+					 errmsg("lock \"%s\" is a read/write lock, not an exclusive lock",
+							ln->name),
+					 res.word ? errdetail("It is currently held in %s mode.", res.word) : 0,
+					 errhint("Use the rlock_read_* and rlock_write_* functions for it, or another name.")));
+	}
+	return false;				/* keep compiler quiet */
 }
 
 bool
@@ -201,7 +154,6 @@ exclusive_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 				  int64 wait_ms, const char *owner, bool honour_lock_timeout,
 				  int64 *token)
 {
-	HeldLock   *h;
 	bool		watchdog = (lease_ms == 0);
 	const char *holder;
 	int64		pttl;
@@ -217,22 +169,14 @@ exclusive_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 	else
 	{
 		holder = rlock_backend_holder();
-		h = holds_find(ln->key, RLOCK_KIND_EXCLUSIVE);
-		if (h != NULL)
-			holds_check_lost(h, ln->name);
-		h = holds_find_conflicting(ln->key, RLOCK_KIND_EXCLUSIVE);
-		if (h != NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-					 errmsg("lock \"%s\" is held by this session in %s mode",
-							ln->name, rlock_kind_name(h->kind))));
+		holds_check_acquire(ln, RLOCK_KIND_EXCLUSIVE);
 	}
 
 	attempt.ln = ln;
-	attempt.track = (owner == NULL);
-	attempt.scope = scope;
-	attempt.lease_ms = lease_ms;
-	attempt.watchdog = watchdog;
+	attempt.req.track = (owner == NULL);
+	attempt.req.scope = scope;
+	attempt.req.lease_ms = lease_ms;
+	attempt.req.watchdog = watchdog;
 	attempt.holder = holder;
 	attempt.token = token;
 	if (exclusive_try(&attempt, &pttl))
@@ -269,64 +213,6 @@ exclusive_token(const LockName *ln, int64 *token)
 		rconn_unexpected_reply(r, ln->name);
 	*token = strtoll(r->str, NULL, 10);
 	return true;
-}
-
-bool
-exclusive_release(const LockName *ln, const char *owner)
-{
-	HeldLock   *h;
-
-	holds_settle();
-
-	if (owner != NULL)
-	{
-		RedisCmd	cmd;
-		redisReply *r;
-
-		exclusive_build_release(&cmd, ln->key, owner, 1, 0);
-		r = rconn_run1(rconn_backend(), &cmd, ln->name);
-		if (r->type == REDIS_REPLY_ERROR)
-			rconn_reply_error(r, ERROR, ln->name);
-		if (r->type == REDIS_REPLY_NIL)
-		{
-			ereport(WARNING,
-					(errmsg("lock \"%s\" is not held by owner \"%s\"",
-							ln->name, owner)));
-			return false;
-		}
-		if (r->type != REDIS_REPLY_INTEGER)
-			rconn_unexpected_reply(r, ln->name);
-		stats_count(RLOCK_STAT_RELEASES);
-		return true;
-	}
-
-	h = holds_find(ln->key, RLOCK_KIND_EXCLUSIVE);
-	if (h != NULL && holds_check_lost(h, ln->name))
-		return false;
-	if (h == NULL || holds_total(h) == 0)
-	{
-		HeldLock   *other = holds_find_conflicting(ln->key,
-												   RLOCK_KIND_EXCLUSIVE);
-
-		if (other != NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-					 errmsg("lock \"%s\" is held by this session in %s mode",
-							ln->name, rlock_kind_name(other->kind))));
-	}
-	if (h == NULL || h->session_count == 0)
-	{
-		if (h != NULL && h->xact_count > 0)
-			ereport(WARNING,
-					(errmsg("lock \"%s\" is held by this session only at transaction level",
-							ln->name),
-					 errhint("Transaction-level locks are released when the transaction ends.")));
-		else
-			ereport(WARNING,
-					(errmsg("lock \"%s\" is not held by this session", ln->name)));
-		return false;
-	}
-	return holds_release_session(h);
 }
 
 bool

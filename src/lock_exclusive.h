@@ -29,7 +29,6 @@ extern bool exclusive_acquire(const LockName *ln, RlockScope scope,
 							  const char *owner, bool honour_lock_timeout,
 							  int64 *token);
 extern bool exclusive_token(const LockName *ln, int64 *token);
-extern bool exclusive_release(const LockName *ln, const char *owner);
 extern bool exclusive_force_release(const LockName *ln);
 
 #endif							/* RLOCK_LOCK_EXCLUSIVE_H */

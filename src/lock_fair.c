@@ -153,73 +153,42 @@ fair_exit_callback(int code, Datum arg)
 typedef struct FairAttempt
 {
 	const LockName *ln;
-	bool		track;
-	RlockScope	scope;
-	int64		lease_ms;
-	bool		watchdog;
+	HoldRequest req;
 	const char *holder;
 	bool		enqueue;		/* queue when the lock cannot be taken */
 } FairAttempt;
 
+/* One attempt: true when acquired; otherwise sets *pttl. */
 static bool
 fair_try(void *arg, int64 *pttl)
 {
 	FairAttempt *a = arg;
 	const LockName *ln = a->ln;
 	RedisCmd	cmd;
-	redisReply *r;
-	int64		status;
-	HeldLock   *h = NULL;
+	AcquireResult res;
 
 	rcmd_script(&cmd, RLOCK_SCRIPT_FAIR_ACQUIRE, 3);
 	add_queue_keys(&cmd, ln->key);
-	rcmd_int(&cmd, a->lease_ms);
+	rcmd_int(&cmd, a->req.lease_ms);
 	rcmd_str(&cmd, a->holder);
 	rcmd_int(&cmd, FAIR_WAIT_MS);
 	rcmd_int(&cmd, epoch_ms());
 	rcmd_str(&cmd, a->enqueue ? "1" : "0");
+	res = holds_run_acquire(ln, RLOCK_KIND_FAIR, &a->req, &cmd);
 
-	if (a->track)
-	{
-		h = holds_enter(ln->key, RLOCK_KIND_FAIR);
-		holds_begin_acquire(h);
-	}
-	r = rconn_run1(rconn_backend(), &cmd, ln->name);
-
-	if (r->type == REDIS_REPLY_ERROR)
-	{
-		if (h)
-			holds_acquire_refused(h);
-		rconn_reply_error(r, ERROR, ln->name);
-	}
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-		r->element[0]->type != REDIS_REPLY_INTEGER)
-		rconn_unexpected_reply(r, ln->name);	/* entry stays uncertain */
-	status = r->element[0]->integer;
-	if (status == 2)
-	{
-		if (h)
-			holds_acquire_refused(h);
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("lock \"%s\" is a read/write lock, not a fair lock",
-						ln->name),
-				 errhint("Use the rlock_read_* and rlock_write_* functions for it, or another name.")));
-	}
-	if (r->element[1]->type != REDIS_REPLY_INTEGER)
-		rconn_unexpected_reply(r, ln->name);
-	if (status == 1)
-	{
-		if (h)
-			holds_add(h, a->scope, a->lease_ms, a->watchdog,
-					  (int) r->element[1]->integer, ln->name);
-		stats_count(RLOCK_STAT_ACQUISITIONS);
+	if (res.status == 1)
 		return true;
+	if (res.status == 0)
+	{
+		*pttl = res.value;
+		return false;
 	}
-	if (h)
-		holds_acquire_refused(h);
-	*pttl = r->element[1]->integer;
-	return false;
+	ereport(ERROR,
+			(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+			 errmsg("lock \"%s\" is a read/write lock, not a fair lock",
+					ln->name),
+			 errhint("Use the rlock_read_* and rlock_write_* functions for it, or another name.")));
+	return false;				/* keep compiler quiet */
 }
 
 static void
@@ -242,30 +211,20 @@ fair_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 	holds_settle();
 	rconn_ready(rconn_backend(), ln->name);
 
-	attempt.watchdog = (lease_ms == 0);
-	if (attempt.watchdog)
+	attempt.req.watchdog = (lease_ms == 0);
+	if (attempt.req.watchdog)
 		lease_ms = rlock_watchdog_timeout_ms;
 	if (owner != NULL)
 		attempt.holder = owner;
 	else
 	{
-		HeldLock   *h;
-
 		attempt.holder = rlock_backend_holder();
-		h = holds_find(ln->key, RLOCK_KIND_FAIR);
-		if (h != NULL)
-			holds_check_lost(h, ln->name);
-		h = holds_find_conflicting(ln->key, RLOCK_KIND_FAIR);
-		if (h != NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-					 errmsg("lock \"%s\" is held by this session in %s mode",
-							ln->name, rlock_kind_name(h->kind))));
+		holds_check_acquire(ln, RLOCK_KIND_FAIR);
 	}
 	attempt.ln = ln;
-	attempt.track = (owner == NULL);
-	attempt.scope = scope;
-	attempt.lease_ms = lease_ms;
+	attempt.req.track = (owner == NULL);
+	attempt.req.scope = scope;
+	attempt.req.lease_ms = lease_ms;
 	attempt.enqueue = (wait_ms != 0);
 
 	if (!attempt.enqueue)
@@ -311,62 +270,4 @@ fair_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 	if (acquired)
 		forget_queue();
 	return acquired;
-}
-
-bool
-fair_release(const LockName *ln, const char *owner)
-{
-	HeldLock   *h;
-
-	holds_settle();
-
-	if (owner != NULL)
-	{
-		RedisCmd	cmd;
-		redisReply *r;
-
-		fair_build_release(&cmd, ln->key, owner, 1, 0);
-		r = rconn_run1(rconn_backend(), &cmd, ln->name);
-		if (r->type == REDIS_REPLY_ERROR)
-			rconn_reply_error(r, ERROR, ln->name);
-		if (r->type == REDIS_REPLY_NIL)
-		{
-			ereport(WARNING,
-					(errmsg("fair lock \"%s\" is not held by owner \"%s\"",
-							ln->name, owner)));
-			return false;
-		}
-		if (r->type != REDIS_REPLY_INTEGER)
-			rconn_unexpected_reply(r, ln->name);
-		stats_count(RLOCK_STAT_RELEASES);
-		return true;
-	}
-
-	h = holds_find(ln->key, RLOCK_KIND_FAIR);
-	if (h != NULL && holds_check_lost(h, ln->name))
-		return false;
-	if (h == NULL || holds_total(h) == 0)
-	{
-		HeldLock   *other = holds_find_conflicting(ln->key, RLOCK_KIND_FAIR);
-
-		if (other != NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-					 errmsg("lock \"%s\" is held by this session in %s mode",
-							ln->name, rlock_kind_name(other->kind))));
-	}
-	if (h == NULL || h->session_count == 0)
-	{
-		if (h != NULL && h->xact_count > 0)
-			ereport(WARNING,
-					(errmsg("fair lock \"%s\" is held by this session only at transaction level",
-							ln->name),
-					 errhint("Transaction-level locks are released when the transaction ends.")));
-		else
-			ereport(WARNING,
-					(errmsg("fair lock \"%s\" is not held by this session",
-							ln->name)));
-		return false;
-	}
-	return holds_release_session(h);
 }

@@ -16,10 +16,9 @@
 /* How the held-lock table releases and reconciles fair locks. */
 extern const RlockKindOps fair_ops;
 
-/* Arguments as for exclusive_acquire and exclusive_release. */
+/* Arguments as for exclusive_acquire; released with holds_release(). */
 extern bool fair_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 						 int64 wait_ms, const char *owner,
 						 bool honour_lock_timeout);
-extern bool fair_release(const LockName *ln, const char *owner);
 
 #endif							/* RLOCK_LOCK_FAIR_H */

@@ -150,17 +150,11 @@ typedef struct RwAttempt
 {
 	const LockName *ln;
 	RlockKind	kind;
-	bool		track;
-	RlockScope	scope;
-	int64		lease_ms;
-	bool		watchdog;
+	HoldRequest req;
 	const char *holder;
 } RwAttempt;
 
-/*
- * One attempt.  Returns true when acquired (and recorded in the held-lock
- * table, unless taken for an owner token); otherwise sets *pttl.
- */
+/* One attempt: true when acquired; otherwise sets *pttl. */
 static bool
 rw_try(void *arg, int64 *pttl)
 {
@@ -169,68 +163,35 @@ rw_try(void *arg, int64 *pttl)
 	RlockKind	other = (a->kind == RLOCK_KIND_WRITE) ? RLOCK_KIND_READ :
 		RLOCK_KIND_WRITE;
 	RedisCmd	cmd;
-	redisReply *r;
-	int64		status;
-	HeldLock   *h = NULL;
+	AcquireResult res;
+	bool		fair;
 
 	rcmd_script(&cmd, a->kind == RLOCK_KIND_WRITE ?
 				RLOCK_SCRIPT_WRITE_ACQUIRE : RLOCK_SCRIPT_READ_ACQUIRE, 1);
 	rcmd_arg(&cmd, ln->key, ln->keylen);
-	rcmd_int(&cmd, a->lease_ms);
+	rcmd_int(&cmd, a->req.lease_ms);
 	rcmd_str(&cmd, field_of(a->kind, a->holder));
 	rcmd_str(&cmd, field_of(other, a->holder));
+	res = holds_run_acquire(ln, a->kind, &a->req, &cmd);
 
-	/* until the answer is in, Redis may hold one more hold than the table */
-	if (a->track)
-	{
-		h = holds_enter(ln->key, a->kind);
-		holds_begin_acquire(h);
-	}
-	r = rconn_run1(rconn_backend(), &cmd, ln->name);
-
-	if (r->type == REDIS_REPLY_ERROR)
-	{
-		if (h)
-			holds_acquire_refused(h);
-		rconn_reply_error(r, ERROR, ln->name);
-	}
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-		r->element[0]->type != REDIS_REPLY_INTEGER)
-		rconn_unexpected_reply(r, ln->name);	/* entry stays uncertain */
-	status = r->element[0]->integer;
-
-	if (status == 2 || status == 3)
-	{
-		bool		fair;
-
-		if (h)
-			holds_acquire_refused(h);
-		if (status == 3)
-			upgrade_error(ln);
-		fair = (r->element[1]->type == REDIS_REPLY_STRING &&
-				strcmp(r->element[1]->str, "fair") == 0);
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("lock \"%s\" is %s lock, not a read/write lock",
-						ln->name, fair ? "a fair" : "an exclusive"),
-				 fair ?
-				 errhint("Use the rlock_fair_* functions for it, or another name.") :
-				 errhint("Use rlock_acquire and rlock_release for it, or another name.")));
-	}
-	if (r->element[1]->type != REDIS_REPLY_INTEGER)
-		rconn_unexpected_reply(r, ln->name);
-	if (status == 1)
-	{
-		if (h)
-			holds_add(h, a->scope, a->lease_ms, a->watchdog,
-					  (int) r->element[1]->integer, ln->name);
-		stats_count(RLOCK_STAT_ACQUISITIONS);
+	if (res.status == 1)
 		return true;
+	if (res.status == 0)
+	{
+		*pttl = res.value;
+		return false;
 	}
-	if (h)
-		holds_acquire_refused(h);
-	*pttl = r->element[1]->integer;
-	return false;
+	if (res.status == 3)
+		upgrade_error(ln);
+	fair = (res.word != NULL && strcmp(res.word, "fair") == 0);
+	ereport(ERROR,
+			(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+			 errmsg("lock \"%s\" is %s lock, not a read/write lock",
+					ln->name, fair ? "a fair" : "an exclusive"),
+			 fair ?
+			 errhint("Use the rlock_fair_* functions for it, or another name.") :
+			 errhint("Use rlock_acquire and rlock_release for it, or another name.")));
+	return false;				/* keep compiler quiet */
 }
 
 bool
@@ -245,27 +206,18 @@ rw_acquire(const LockName *ln, RlockKind kind, RlockScope scope,
 	holds_settle();
 	rconn_ready(rconn_backend(), ln->name);
 
-	attempt.watchdog = (lease_ms == 0);
-	if (attempt.watchdog)
+	attempt.req.watchdog = (lease_ms == 0);
+	if (attempt.req.watchdog)
 		lease_ms = rlock_watchdog_timeout_ms;
 	if (owner != NULL)
 		attempt.holder = owner;
 	else
 	{
-		HeldLock   *h;
 		HeldLock   *r;
 		HeldLock   *w;
 
 		attempt.holder = rlock_backend_holder();
-		h = holds_find(ln->key, kind);
-		if (h != NULL)
-			holds_check_lost(h, ln->name);
-		h = holds_find_conflicting(ln->key, kind);
-		if (h != NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-					 errmsg("lock \"%s\" is held by this session in %s mode",
-							ln->name, rlock_kind_name(h->kind))));
+		holds_check_acquire(ln, kind);
 		/* no round trip to find out that this would wait for itself */
 		r = holds_find(ln->key, RLOCK_KIND_READ);
 		w = holds_find(ln->key, RLOCK_KIND_WRITE);
@@ -275,9 +227,9 @@ rw_acquire(const LockName *ln, RlockKind kind, RlockScope scope,
 	}
 	attempt.ln = ln;
 	attempt.kind = kind;
-	attempt.track = (owner == NULL);
-	attempt.scope = scope;
-	attempt.lease_ms = lease_ms;
+	attempt.req.track = (owner == NULL);
+	attempt.req.scope = scope;
+	attempt.req.lease_ms = lease_ms;
 
 	if (rw_try(&attempt, &pttl))
 		return true;
@@ -288,62 +240,4 @@ rw_acquire(const LockName *ln, RlockKind kind, RlockScope scope,
 	}
 	return lock_wait(ln, channel_of(ln->key), wait_ms, honour_lock_timeout,
 					 rw_try, NULL, &attempt);
-}
-
-bool
-rw_release(const LockName *ln, RlockKind kind, const char *owner)
-{
-	HeldLock   *h;
-
-	holds_settle();
-
-	if (owner != NULL)
-	{
-		RedisCmd	cmd;
-		redisReply *r;
-
-		build_release(kind, &cmd, ln->key, owner, 1, 0);
-		r = rconn_run1(rconn_backend(), &cmd, ln->name);
-		if (r->type == REDIS_REPLY_ERROR)
-			rconn_reply_error(r, ERROR, ln->name);
-		if (r->type == REDIS_REPLY_NIL)
-		{
-			ereport(WARNING,
-					(errmsg("%s lock \"%s\" is not held by owner \"%s\"",
-							rlock_kind_name(kind), ln->name, owner)));
-			return false;
-		}
-		if (r->type != REDIS_REPLY_INTEGER)
-			rconn_unexpected_reply(r, ln->name);
-		stats_count(RLOCK_STAT_RELEASES);
-		return true;
-	}
-
-	h = holds_find(ln->key, kind);
-	if (h != NULL && holds_check_lost(h, ln->name))
-		return false;
-	if (h == NULL || holds_total(h) == 0)
-	{
-		HeldLock   *other = holds_find_conflicting(ln->key, kind);
-
-		if (other != NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-					 errmsg("lock \"%s\" is held by this session in %s mode",
-							ln->name, rlock_kind_name(other->kind))));
-	}
-	if (h == NULL || h->session_count == 0)
-	{
-		if (h != NULL && h->xact_count > 0)
-			ereport(WARNING,
-					(errmsg("%s lock \"%s\" is held by this session only at transaction level",
-							rlock_kind_name(kind), ln->name),
-					 errhint("Transaction-level locks are released when the transaction ends.")));
-		else
-			ereport(WARNING,
-					(errmsg("%s lock \"%s\" is not held by this session",
-							rlock_kind_name(kind), ln->name)));
-		return false;
-	}
-	return holds_release_session(h);
 }

@@ -24,6 +24,5 @@ extern const RlockKindOps write_ops;
 extern bool rw_acquire(const LockName *ln, RlockKind kind, RlockScope scope,
 					   int64 lease_ms, int64 wait_ms, const char *owner,
 					   bool honour_lock_timeout);
-extern bool rw_release(const LockName *ln, RlockKind kind, const char *owner);
 
 #endif							/* RLOCK_LOCK_RW_H */

@@ -198,7 +198,8 @@ rlock_release(PG_FUNCTION_ARGS)
 	LockName	ln;
 
 	name_arg(fcinfo, 0, &ln);
-	PG_RETURN_BOOL(exclusive_release(&ln, owner_arg(fcinfo, 1, &ln)));
+	PG_RETURN_BOOL(holds_release(&ln, RLOCK_KIND_EXCLUSIVE,
+								 owner_arg(fcinfo, 1, &ln)));
 }
 
 PG_FUNCTION_INFO_V1(rlock_xact_acquire);
@@ -361,9 +362,7 @@ kind_release_sql(FunctionCallInfo fcinfo, RlockKind kind)
 	LockName	ln;
 
 	name_arg(fcinfo, 0, &ln);
-	if (kind == RLOCK_KIND_FAIR)
-		return BoolGetDatum(fair_release(&ln, owner_arg(fcinfo, 1, &ln)));
-	return BoolGetDatum(rw_release(&ln, kind, owner_arg(fcinfo, 1, &ln)));
+	return BoolGetDatum(holds_release(&ln, kind, owner_arg(fcinfo, 1, &ln)));
 }
 
 PG_FUNCTION_INFO_V1(rlock_read_acquire);
