@@ -22,6 +22,12 @@
  *	  interrupts held and must not fail, so problems are reported as
  *	  WARNINGs, the entries stay uncertain, and leases are the backstop.
  *
+ * Entries are keyed by (name, kind): one session may hold the read and the
+ * write side of one read/write lock, and no other mix (holds_check_acquire).
+ * Every lock kind's acquire script goes through holds_run_acquire and every
+ * release through holds_release, so the bookkeeping above lives here once;
+ * the kinds (lock_*.c) provide their scripts through RlockKindOps.
+ *
  * Locks taken with an explicit owner token are not tied to this session and
  * are not in this table.
  *
