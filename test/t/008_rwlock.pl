@@ -211,6 +211,21 @@ is(java_write('rwi') ne '', 1, 'nor write');
 q1($s3, "SELECT rlock_write_release('rwi')");
 is($redis->cli('EXISTS', 'rwi'), '0', 'the lock is gone once the rlock writer released it');
 
+# ---- rlock_force_release wakes the waiters of a read/write lock ----
+
+q1($s1, "SELECT rlock_read_acquire('rw_force', '1 minute')");
+start($s3, "SELECT rlock_write_acquire('rw_force', '1 minute')");
+RlockTest::wait_for_rlock_waiters($node1, 'postgres', 1, "%rlock_write_acquire('rw_force'%");
+$t0 = time();
+is($node2->safe_psql('postgres', "SELECT rlock_force_release('rw_force')"), 't',
+	'a superuser on the other server force-releases the read lock');
+finish($s3);
+$woken = time() - $t0;
+cmp_ok($woken, '<', 1.0, sprintf('the waiting writer is woken at once (%.3f s)', $woken));
+my (undef, $ferr) = RlockTest::query_err($s1, "SELECT rlock_read_release('rw_force')");
+like($ferr, qr/was lost/, 'the reader is told its lock was lost');
+q1($s3, "SELECT rlock_write_release('rw_force')");
+
 # ---- idle holds without a lease are renewed ----
 
 q1($s1, "SELECT rlock_read_acquire('rw_idle_r')");

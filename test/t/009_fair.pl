@@ -204,6 +204,17 @@ is($redis->eval($java_release, [@fkeys], '0', $java), '1', 'the Redisson client 
 cmp_ok(got(2) - $t_rel, '<', 1.0, 'which tells w3, who gets the lock');
 $sub->kill_kill;
 
+# ---- rlock_force_release wakes the head of the queue ----
+
+q1($holder, "SELECT rlock_fair_acquire('f_force', '1 minute')");
+enqueue(0, 'f_force', 'w1');
+$t_rel = time();
+is($node->safe_psql('postgres', "SELECT rlock_force_release('f_force')"), 't',
+	'a superuser force-releases the fair lock');
+cmp_ok(got(0) - $t_rel, '<', 1.0, 'the head of the queue is woken and gets the lock at once');
+my (undef, $ferr) = RlockTest::query_err($holder, "SELECT rlock_fair_release('f_force')");
+like($ferr, qr/was lost/, 'the former holder is told its lock was lost');
+
 # ---- an idle fair hold without a lease is renewed ----
 
 q1($holder, "SELECT rlock_fair_acquire('f_idle')");
