@@ -422,11 +422,13 @@ rconn_discard_failed(RedisConn *conn)
  * Wait until the connection's socket is ready for "events"
  * (WL_SOCKET_READABLE or WL_SOCKET_WRITEABLE) or the deadline passes.
  * Interrupts are processed on every latch wake-up (an ERROR may escape from
- * here).  Returns true when the socket is ready, false on timeout or when
- * the postmaster died during process exit.
+ * here); with latch_woken, a latch wake-up also ends the wait (setting
+ * *latch_woken).  Returns true when the socket is ready, false on timeout,
+ * on such a wake-up, or when the postmaster died during process exit.
  */
 static bool
-rconn_wait(RedisConn *conn, uint32 events, TimestampTz deadline)
+rconn_wait(RedisConn *conn, uint32 events, TimestampTz deadline,
+		   bool *latch_woken)
 {
 	if (conn->sockevents != events)
 	{
@@ -464,6 +466,11 @@ rconn_wait(RedisConn *conn, uint32 events, TimestampTz deadline)
 		{
 			ResetLatch(MyLatch);
 			CHECK_FOR_INTERRUPTS();
+			if (latch_woken != NULL)
+			{
+				*latch_woken = true;
+				return false;
+			}
 			continue;
 		}
 		if (ev.events & events)
@@ -548,7 +555,7 @@ rconn_connect(RedisConn *conn)
 
 	/* Wait for the TCP connection to be established. */
 	conn->busy = true;
-	if (!rconn_wait(conn, WL_SOCKET_WRITEABLE, deadline))
+	if (!rconn_wait(conn, WL_SOCKET_WRITEABLE, deadline, NULL))
 	{
 		rconn_discard(conn);
 		set_failure(conn, RF_CONNECT_TIMEOUT, NULL);
@@ -673,7 +680,7 @@ flush_output(RedisConn *conn, TimestampTz deadline)
 		}
 		if (done)
 			return true;
-		if (!rconn_wait(conn, WL_SOCKET_WRITEABLE, deadline))
+		if (!rconn_wait(conn, WL_SOCKET_WRITEABLE, deadline, NULL))
 		{
 			set_failure(conn, RF_TIMEOUT, NULL);
 			return false;
@@ -699,7 +706,7 @@ read_reply(RedisConn *conn, TimestampTz deadline, redisReply **reply)
 			*reply = (redisReply *) r;
 			return true;
 		}
-		if (!rconn_wait(conn, WL_SOCKET_READABLE, deadline))
+		if (!rconn_wait(conn, WL_SOCKET_READABLE, deadline, NULL))
 		{
 			set_failure(conn, RF_TIMEOUT, NULL);
 			return false;
@@ -1109,12 +1116,16 @@ rconn_subscribe(RedisConn *sub, const char *channel, const char *what)
 
 /*
  * Wait for a message on the subscribed channel until deadline.
- * Returns 1 when a message arrived, 0 on timeout, -1 when the connection
- * failed (it is then discarded; the caller resubscribes).
+ * Returns 1 when a message arrived, 2 when the process latch was set
+ * (another waiter of this server passed the turn on, waitqueue.c), 0 on
+ * timeout, -1 when the connection failed (it is then discarded; the caller
+ * resubscribes).
  */
 int
 rconn_wait_message(RedisConn *sub, TimestampTz deadline)
 {
+	bool		latch_woken = false;
+
 	if (sub->ctx == NULL)
 		return -1;
 	for (;;)
@@ -1135,8 +1146,8 @@ rconn_wait_message(RedisConn *sub, TimestampTz deadline)
 				return 1;
 			continue;
 		}
-		if (!rconn_wait(sub, WL_SOCKET_READABLE, deadline))
-			return 0;
+		if (!rconn_wait(sub, WL_SOCKET_READABLE, deadline, &latch_woken))
+			return latch_woken ? 2 : 0;
 		if (redisBufferRead(sub->ctx) == REDIS_ERR)
 		{
 			rconn_discard(sub);

@@ -187,7 +187,7 @@ exclusive_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 		return false;
 	}
 	return lock_wait(ln, lockname_derive(ln->key, "redisson_lock__channel"),
-					 wait_ms, honour_lock_timeout, exclusive_try, NULL,
+					 wait_ms, honour_lock_timeout, false, exclusive_try, NULL,
 					 &attempt);
 }
 

@@ -265,8 +265,8 @@ fair_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 	acquired = lock_wait(ln, psprintf("%s:%s",
 									  lockname_derive(ln->key, "redisson_lock__channel"),
 									  attempt.holder),
-						 wait_ms, honour_lock_timeout, fair_try, fair_give_up,
-						 &attempt);
+						 wait_ms, honour_lock_timeout, false, fair_try,
+						 fair_give_up, &attempt);
 	if (acquired)
 		forget_queue();
 	return acquired;

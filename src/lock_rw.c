@@ -239,5 +239,5 @@ rw_acquire(const LockName *ln, RlockKind kind, RlockScope scope,
 		return false;
 	}
 	return lock_wait(ln, channel_of(ln->key), wait_ms, honour_lock_timeout,
-					 rw_try, NULL, &attempt);
+					 kind == RLOCK_KIND_READ, rw_try, NULL, &attempt);
 }

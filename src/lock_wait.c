@@ -30,6 +30,7 @@
 #include "connection.h"
 #include "lock_wait.h"
 #include "stats.h"
+#include "waitqueue.h"
 
 /* Longest single sleep of a waiter between two attempts, in ms. */
 #define WAIT_RECHECK_MS		5000
@@ -42,7 +43,7 @@ waiting_context(void *arg)
 
 bool
 lock_wait(const LockName *ln, const char *channel, int64 wait_ms,
-		  bool honour_lock_timeout, LockTryFn try_fn,
+		  bool honour_lock_timeout, bool shared, LockTryFn try_fn,
 		  LockGiveUpFn give_up_fn, void *arg)
 {
 	RedisConn  *sub = rconn_backend_subscriber();
@@ -51,6 +52,8 @@ lock_wait(const LockName *ln, const char *channel, int64 wait_ms,
 	ErrorContextCallback errcb;
 	volatile bool armed = false;
 	volatile bool acquired = false;
+	bool		attempt_now = true;
+	TimestampTz until = 0;
 
 	deadline = (wait_ms < 0) ? DT_NOEND :
 		TimestampTzPlusMilliseconds(start, wait_ms);
@@ -69,30 +72,43 @@ lock_wait(const LockName *ln, const char *channel, int64 wait_ms,
 		}
 
 		rconn_subscribe(sub, channel, ln->name);
+		waitqueue_join(channel);
 		for (;;)
 		{
 			int64		pttl = -1;
 			TimestampTz now;
-			TimestampTz until;
 			int64		sleep_ms;
+			int			rc;
 
-			if (try_fn(arg, &pttl))
+			if (attempt_now)
 			{
-				acquired = true;
-				break;
-			}
-			now = GetCurrentTimestamp();
-			if (now >= deadline)
-				break;
+				if (try_fn(arg, &pttl))
+				{
+					acquired = true;
+					break;
+				}
+				now = GetCurrentTimestamp();
+				if (now >= deadline)
+					break;
 
-			/* sleep until a release message, or until the lease runs out */
-			sleep_ms = (pttl >= 0) ? Min(pttl + 1, WAIT_RECHECK_MS)
-				: WAIT_RECHECK_MS;
-			until = TimestampTzPlusMilliseconds(now, sleep_ms);
-			if (until > deadline)
-				until = deadline;
-			if (rconn_wait_message(sub, until) < 0)
+				/* sleep until a release message, or the lease runs out */
+				sleep_ms = (pttl >= 0) ? Min(pttl + 1, WAIT_RECHECK_MS)
+					: WAIT_RECHECK_MS;
+				until = TimestampTzPlusMilliseconds(now, sleep_ms);
+				if (until > deadline)
+					until = deadline;
+			}
+
+			rc = rconn_wait_message(sub, until);
+			if (rc < 0)
+			{
 				rconn_subscribe(sub, channel, ln->name);
+				attempt_now = true;
+			}
+			else if (rc == 0)
+				attempt_now = true;	/* the lease ran out, or time to look */
+			else
+				attempt_now = waitqueue_is_first(); /* a release, or our turn */
 		}
 	}
 	PG_FINALLY();
@@ -100,6 +116,8 @@ lock_wait(const LockName *ln, const char *channel, int64 wait_ms,
 		if (armed)
 			disable_timeout(LOCK_TIMEOUT, false);
 		rconn_unsubscribe_nowait(sub);
+		/* pass the turn on unless we took the lock for ourselves */
+		waitqueue_leave(!acquired || shared);
 		if (!acquired && give_up_fn != NULL)
 		{
 			HOLD_INTERRUPTS();

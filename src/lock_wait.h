@@ -28,10 +28,12 @@ typedef void (*LockGiveUpFn) (void *arg);
 /*
  * Wait for a lock whose releases are announced on "channel": subscribe,
  * then alternate attempts and sleeps until one attempt succeeds.  wait_ms
- * -1 waits without limit.  Returns false when the wait is over.
+ * -1 waits without limit.  shared: the lock may be held by several waiters
+ * at once (a read lock), so the next one tries as soon as this one has it.
+ * Returns false when the wait is over.
  */
 extern bool lock_wait(const LockName *ln, const char *channel, int64 wait_ms,
-					  bool honour_lock_timeout, LockTryFn try_fn,
-					  LockGiveUpFn give_up_fn, void *arg);
+					  bool honour_lock_timeout, bool shared,
+					  LockTryFn try_fn, LockGiveUpFn give_up_fn, void *arg);
 
 #endif							/* RLOCK_LOCK_WAIT_H */

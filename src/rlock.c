@@ -23,6 +23,7 @@
 #include "connection.h"
 #include "registry.h"
 #include "stats.h"
+#include "waitqueue.h"
 #include "watchdog.h"
 #include "rlock.h"
 
@@ -204,6 +205,7 @@ _PG_init(void)
 	{
 		registry_install_hooks();
 		stats_install_hooks();
+		waitqueue_install_hooks();
 		watchdog_register();
 	}
 }

@@ -15,6 +15,7 @@
  *	lock_rw.c		 the read/write lock (Redisson RReadWriteLock)
  *	lock_fair.c		 the fair lock (Redisson RedissonFairLock)
  *	lock_wait.c		 how a blocked acquisition waits, for every lock kind
+ *	waitqueue.c		 shared memory: which of this server's waiters tries next
  *	holds.c			 backend-local table of what this session holds, and the
  *					 transaction, subtransaction and exit callbacks
  *	lockname.c		 lock names: validation, prefixing, Redisson's derived keys

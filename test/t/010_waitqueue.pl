@@ -1,0 +1,117 @@
+# Copyright (c) 2026, rlock developers
+#
+# Waiters of one server take turns (waitqueue.c): a release wakes one
+# waiting session of the server for an exclusive lock, not all of them (one
+# retry per release instead of one per waiter, counted with rlock_stats),
+# and still every waiter gets the lock in turn; for a read lock, every
+# waiting reader of the server gets in at once.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+use RlockTest;
+
+my $redis = RlockTest::Redis->new;
+my $node = RlockTest::new_node('waitq', $redis);
+
+my $h = $node->background_psql('postgres', on_error_stop => 0);
+my @w = map { $node->background_psql('postgres', on_error_stop => 0) } 1 .. 4;
+
+sub q1
+{
+	my ($s, $sql) = @_;
+	my ($out, $err) = RlockTest::query_err($s, $sql);
+	return $out;
+}
+
+sub round_trips
+{
+	return $node->safe_psql('postgres', 'SELECT redis_round_trips FROM rlock_stats');
+}
+
+sub start
+{
+	my ($s, $sql) = @_;
+	$s->query_until(qr/started\n/, "\\echo started\n$sql;\n\\echo done\n");
+	return;
+}
+
+# Start the waiters one after another, each waiting before the next starts,
+# so that they queue in this order.
+sub start_waiters
+{
+	my ($sql, $like) = @_;
+	for my $i (0 .. $#w)
+	{
+		start($w[$i], $sql);
+		RlockTest::wait_for_rlock_waiters($node, 'postgres', $i + 1, $like);
+		usleep(50_000);
+	}
+	return;
+}
+
+sub finished
+{
+	my ($s) = @_;
+	$s->{run}->pump_nb;
+	return $s->{stdout} =~ /done\n/;
+}
+
+sub collect
+{
+	my ($s) = @_;
+	$s->query_until(qr/done\n/, '');
+	return;
+}
+
+# ---- exclusive: one release, one retry ----
+
+q1($h, "SELECT rlock_acquire('wq', '1 minute')");
+start_waiters("SELECT rlock_acquire('wq', '1 minute')", "%rlock_acquire('wq'%");
+usleep(100_000);
+my $rt0 = round_trips();
+q1($h, "SELECT rlock_release('wq')");
+ok(RlockTest::wait_until(sub { finished($w[0]) }, 5), 'the first waiter gets the lock');
+usleep(300_000);
+my $rt = round_trips() - $rt0;
+# the release, the first waiter's attempt, and the two rlock_stats reads
+# (which are no Redis round trips): 4 waiters retrying would make it 5+
+cmp_ok($rt, '<=', 3, "one release cost $rt Redis round trips, not one per waiting session");
+is(scalar(grep { finished($_) } @w[1 .. 3]), 0, 'the others still wait, without having tried');
+collect($w[0]);
+
+# every waiter gets its turn, in the order they came
+my $t0 = time();
+for my $i (0 .. 3)
+{
+	q1($w[$i], "SELECT rlock_release('wq')");
+	last if $i == 3;
+	ok(RlockTest::wait_until(sub { finished($w[ $i + 1 ]) }, 5),
+		'waiter ' . ($i + 2) . ' gets the lock when waiter ' . ($i + 1) . ' releases it');
+	collect($w[ $i + 1 ]);
+}
+cmp_ok(time() - $t0, '<', 2, 'all hand-offs came from release messages, not from rechecks');
+
+# ---- read lock: a write release lets every waiting reader of the server in ----
+
+q1($h, "SELECT rlock_write_acquire('wqr', '1 minute')");
+start_waiters("SELECT rlock_read_acquire('wqr', '1 minute')", "%rlock_read_acquire('wqr'%");
+$t0 = time();
+q1($h, "SELECT rlock_write_release('wqr')");
+ok(RlockTest::wait_until(sub { (grep { finished($_) } @w) == 4 }, 5),
+	'all four readers get the read lock');
+cmp_ok(time() - $t0, '<', 1, sprintf('at once (%.3f s): each passes the turn on', time() - $t0));
+collect($_) for @w;
+is($node->safe_psql('postgres', "SELECT count(*) FROM rlock_status('wqr')"), '4',
+	'four readers hold it');
+q1($_, "SELECT rlock_read_release('wqr')") for @w;
+
+$h->quit;
+$_->quit for @w;
+$node->stop;
+$redis->stop;
+done_testing();
