@@ -23,7 +23,7 @@
  *	  WARNINGs, the entries stay uncertain, and leases are the backstop.
  *
  * Entries are keyed by (name, kind): one session may hold the read and the
- * write side of one read/write lock, and no other mix (holds_check_acquire).
+ * write side of one read/write lock, and no other mix (holds_prepare_acquire).
  * Every lock kind's acquire script goes through holds_run_acquire and every
  * release through holds_release, so the bookkeeping above lives here once;
  * the kinds (lock_*.c) provide their scripts through RlockKindOps.
@@ -69,9 +69,8 @@ kind_ops(RlockKind kind)
 		case RLOCK_KIND_EXCLUSIVE:
 			return &exclusive_ops;
 		case RLOCK_KIND_READ:
-			return &read_ops;
 		case RLOCK_KIND_WRITE:
-			return &write_ops;
+			return &rw_ops;
 		case RLOCK_KIND_FAIR:
 			return &fair_ops;
 	}
@@ -406,10 +405,12 @@ run_batch(BatchItem *items, int n, int elevel)
 		const RlockKindOps *ops = kind_ops(h->kind);
 
 		if (items[i].levels > 0)
-			ops->build_release(&cmds[i], h->key, holder, items[i].levels,
+			ops->build_release(&cmds[i], h->kind, h->key, holder,
+							   items[i].levels,
 							   holds_keep_lease(h));
 		else
-			ops->build_reconcile(&cmds[i], h->key, holder, holds_total(h));
+			ops->build_reconcile(&cmds[i], h->kind, h->key, holder,
+								 holds_total(h));
 	}
 	MemoryContextSwitchTo(oldcxt);
 
@@ -566,18 +567,9 @@ holds_run_acquire(const LockName *ln, RlockKind kind, const HoldRequest *req,
 static const char *
 kind_label(RlockKind kind)
 {
-	switch (kind)
-	{
-		case RLOCK_KIND_EXCLUSIVE:
-			return "lock";
-		case RLOCK_KIND_READ:
-			return "read lock";
-		case RLOCK_KIND_WRITE:
-			return "write lock";
-		case RLOCK_KIND_FAIR:
-			return "fair lock";
-	}
-	return "lock";
+	if (kind == RLOCK_KIND_EXCLUSIVE)
+		return "lock";
+	return psprintf("%s lock", rlock_kind_name(kind));
 }
 
 static void
@@ -590,20 +582,35 @@ held_as_other_kind(const LockName *ln, HeldLock *other)
 }
 
 /*
- * Before this session acquires ln as kind: forget it if the watchdog found
- * it lost (with a WARNING), and refuse it when this session holds the name
- * as a kind that cannot share it.
+ * The start of every acquisition of ln as kind: reconcile what an earlier
+ * call left uncertain, connect (an ERROR here means Redis never saw the
+ * request), fill in req (lease_ms 0: the watchdog's lease, renewed), and
+ * return the holder.  For this session's own holds (owner NULL), forget
+ * the lock if the watchdog found it lost (with a WARNING), and refuse it
+ * when this session holds the name as a kind that cannot share it.
  */
-void
-holds_check_acquire(const LockName *ln, RlockKind kind)
+const char *
+holds_prepare_acquire(const LockName *ln, RlockKind kind, RlockScope scope,
+					  int64 lease_ms, const char *owner, HoldRequest *req)
 {
-	HeldLock   *h = holds_find(ln->key, kind);
+	HeldLock   *h;
 
+	holds_settle();
+	rconn_ready(rconn_backend(), ln->name);
+	req->track = (owner == NULL);
+	req->scope = scope;
+	req->watchdog = (lease_ms == 0);
+	req->lease_ms = req->watchdog ? rlock_watchdog_timeout_ms : lease_ms;
+	if (owner != NULL)
+		return owner;
+
+	h = holds_find(ln->key, kind);
 	if (h != NULL)
 		holds_check_lost(h, ln->name);
 	h = holds_find_conflicting(ln->key, kind);
 	if (h != NULL)
 		held_as_other_kind(ln, h);
+	return rlock_backend_holder();
 }
 
 /*
@@ -624,7 +631,7 @@ holds_release(const LockName *ln, RlockKind kind, const char *owner)
 		RedisCmd	cmd;
 		redisReply *r;
 
-		kind_ops(kind)->build_release(&cmd, ln->key, owner, 1, 0);
+		kind_ops(kind)->build_release(&cmd, kind, ln->key, owner, 1, 0);
 		r = rconn_run1(rconn_backend(), &cmd, ln->name);
 		if (r->type == REDIS_REPLY_ERROR)
 			rconn_reply_error(r, ERROR, ln->name);
@@ -806,7 +813,10 @@ verify_xact_holds(void)
 			hash_seq_term(&seq);
 			lost_at_commit(h);
 		}
-		kind_ops(h->kind)->build_count(&cmds[n], h->key, holder);
+		rcmd_init(&cmds[n]);
+		rcmd_str(&cmds[n], "HGET");
+		rcmd_str(&cmds[n], h->key);
+		rcmd_str(&cmds[n], lockname_holder_field(h->kind, holder));
 		hs[n++] = h;
 	}
 	rconn_run(rconn_backend(), cmds, n, &replies, ERROR,

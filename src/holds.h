@@ -43,19 +43,21 @@ typedef struct HeldLock
 	bool		uncertain;		/* Redis may disagree (interrupted call) */
 } HeldLock;
 
-/* How holds.c releases and reconciles a lock of one kind. */
+/*
+ * How holds.c releases and reconciles a lock of one kind (the kind is
+ * passed on, for lock files that serve several).  A holder's count is read
+ * the same way for every kind: HGET of its field (lockname_holder_field).
+ */
 typedef struct RlockKindOps
 {
 	/* release "levels" holds; keep_lease_ms: lease of what remains, 0 keep */
-	void		(*build_release) (RedisCmd *cmd, const char *key,
-								  const char *holder, int levels,
-								  int64 keep_lease_ms);
+	void		(*build_release) (RedisCmd *cmd, RlockKind kind,
+								  const char *key, const char *holder,
+								  int levels, int64 keep_lease_ms);
 	/* lower this holder's count in Redis to "target" */
-	void		(*build_reconcile) (RedisCmd *cmd, const char *key,
-									const char *holder, int target);
-	/* read this holder's count (an integer or bulk string reply; nil: 0) */
-	void		(*build_count) (RedisCmd *cmd, const char *key,
-								const char *holder);
+	void		(*build_reconcile) (RedisCmd *cmd, RlockKind kind,
+									const char *key, const char *holder,
+									int target);
 } RlockKindOps;
 
 /* What an acquisition asks for (lock kinds fill it in). */
@@ -94,7 +96,10 @@ extern bool holds_check_lost(HeldLock *h, const char *name);
 extern void holds_begin_acquire(HeldLock *h);
 extern void holds_acquire_refused(HeldLock *h);
 extern bool holds_release_session(HeldLock *h);
-extern void holds_check_acquire(const LockName *ln, RlockKind kind);
+extern const char *holds_prepare_acquire(const LockName *ln, RlockKind kind,
+										 RlockScope scope, int64 lease_ms,
+										 const char *owner,
+										 HoldRequest *req);
 extern bool holds_release(const LockName *ln, RlockKind kind,
 						  const char *owner);
 extern void holds_forget(HeldLock *h);

@@ -81,7 +81,7 @@ own_hold_count(const LockName *ln)
 	rcmd_str(&cmd, "HMGET");
 	rcmd_arg(&cmd, ln->key, ln->keylen);
 	rcmd_str(&cmd, holder);
-	rcmd_str(&cmd, psprintf("%s:write", holder));
+	rcmd_str(&cmd, lockname_holder_field(RLOCK_KIND_WRITE, holder));
 	r = rconn_run1(rconn_backend(), &cmd, ln->name);
 	if (r->type == REDIS_REPLY_ERROR)
 		rconn_reply_error(r, ERROR, ln->name);

@@ -27,37 +27,15 @@
 #include "lock_exclusive.h"
 #include "lock_wait.h"
 #include "lockname.h"
-#include "registry.h"
 #include "scripts.h"
 #include "stats.h"
 
 /* Message published on the lock's channel when it is released. */
 #define RELEASE_MESSAGE		"0"
 
-static void exclusive_build_release(RedisCmd *cmd, const char *key,
-									const char *holder, int levels,
-									int64 keep_lease_ms);
-static void exclusive_build_reconcile(RedisCmd *cmd, const char *key,
-									  const char *holder, int target);
-
 static void
-exclusive_build_count(RedisCmd *cmd, const char *key, const char *holder)
-{
-	rcmd_init(cmd);
-	rcmd_str(cmd, "HGET");
-	rcmd_str(cmd, key);
-	rcmd_str(cmd, holder);
-}
-
-const RlockKindOps exclusive_ops = {
-	.build_release = exclusive_build_release,
-	.build_reconcile = exclusive_build_reconcile,
-	.build_count = exclusive_build_count,
-};
-
-static void
-exclusive_build_release(RedisCmd *cmd, const char *key, const char *holder,
-						int levels, int64 keep_lease_ms)
+exclusive_build_release(RedisCmd *cmd, RlockKind kind, const char *key,
+						const char *holder, int levels, int64 keep_lease_ms)
 {
 	char	   *channel = lockname_derive(key, "redisson_lock__channel");
 	char	   *latch = lockname_unlock_latch(key);
@@ -74,8 +52,8 @@ exclusive_build_release(RedisCmd *cmd, const char *key, const char *holder,
 }
 
 static void
-exclusive_build_reconcile(RedisCmd *cmd, const char *key, const char *holder,
-						  int target)
+exclusive_build_reconcile(RedisCmd *cmd, RlockKind kind, const char *key,
+						  const char *holder, int target)
 {
 	rcmd_script(cmd, RLOCK_SCRIPT_RECONCILE, 2);
 	rcmd_str(cmd, key);
@@ -84,6 +62,11 @@ exclusive_build_reconcile(RedisCmd *cmd, const char *key, const char *holder,
 	rcmd_int(cmd, target);
 	rcmd_str(cmd, RELEASE_MESSAGE);
 }
+
+const RlockKindOps exclusive_ops = {
+	.build_release = exclusive_build_release,
+	.build_reconcile = exclusive_build_reconcile,
+};
 
 /* What an attempt needs, for the waiting loop (lock_wait.c). */
 typedef struct ExclusiveAttempt
@@ -154,30 +137,12 @@ exclusive_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 				  int64 wait_ms, const char *owner, bool honour_lock_timeout,
 				  int64 *token)
 {
-	bool		watchdog = (lease_ms == 0);
-	const char *holder;
 	int64		pttl;
 	ExclusiveAttempt attempt;
 
-	holds_settle();
-	rconn_ready(rconn_backend(), ln->name);
-
-	if (watchdog)
-		lease_ms = rlock_watchdog_timeout_ms;
-	if (owner != NULL)
-		holder = owner;
-	else
-	{
-		holder = rlock_backend_holder();
-		holds_check_acquire(ln, RLOCK_KIND_EXCLUSIVE);
-	}
-
+	attempt.holder = holds_prepare_acquire(ln, RLOCK_KIND_EXCLUSIVE, scope,
+										   lease_ms, owner, &attempt.req);
 	attempt.ln = ln;
-	attempt.req.track = (owner == NULL);
-	attempt.req.scope = scope;
-	attempt.req.lease_ms = lease_ms;
-	attempt.req.watchdog = watchdog;
-	attempt.holder = holder;
 	attempt.token = token;
 	if (exclusive_try(&attempt, &pttl))
 		return true;

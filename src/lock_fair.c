@@ -35,7 +35,6 @@
 #include "lock_fair.h"
 #include "lock_wait.h"
 #include "lockname.h"
-#include "registry.h"
 #include "scripts.h"
 #include "stats.h"
 
@@ -66,8 +65,8 @@ add_queue_keys(RedisCmd *cmd, const char *key)
 }
 
 static void
-fair_build_release(RedisCmd *cmd, const char *key, const char *holder,
-				   int levels, int64 keep_lease_ms)
+fair_build_release(RedisCmd *cmd, RlockKind kind, const char *key,
+				   const char *holder, int levels, int64 keep_lease_ms)
 {
 	rcmd_script(cmd, RLOCK_SCRIPT_FAIR_RELEASE, 4);
 	add_queue_keys(cmd, key);
@@ -81,8 +80,8 @@ fair_build_release(RedisCmd *cmd, const char *key, const char *holder,
 }
 
 static void
-fair_build_reconcile(RedisCmd *cmd, const char *key, const char *holder,
-					 int target)
+fair_build_reconcile(RedisCmd *cmd, RlockKind kind, const char *key,
+					 const char *holder, int target)
 {
 	rcmd_script(cmd, RLOCK_SCRIPT_RECONCILE, 3);
 	rcmd_str(cmd, key);
@@ -93,19 +92,9 @@ fair_build_reconcile(RedisCmd *cmd, const char *key, const char *holder,
 	rcmd_str(cmd, "0");
 }
 
-static void
-fair_build_count(RedisCmd *cmd, const char *key, const char *holder)
-{
-	rcmd_init(cmd);
-	rcmd_str(cmd, "HGET");
-	rcmd_str(cmd, key);
-	rcmd_str(cmd, holder);
-}
-
 const RlockKindOps fair_ops = {
 	.build_release = fair_build_release,
 	.build_reconcile = fair_build_reconcile,
-	.build_count = fair_build_count,
 };
 
 /*
@@ -208,23 +197,9 @@ fair_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 	int64		pttl;
 	bool		acquired;
 
-	holds_settle();
-	rconn_ready(rconn_backend(), ln->name);
-
-	attempt.req.watchdog = (lease_ms == 0);
-	if (attempt.req.watchdog)
-		lease_ms = rlock_watchdog_timeout_ms;
-	if (owner != NULL)
-		attempt.holder = owner;
-	else
-	{
-		attempt.holder = rlock_backend_holder();
-		holds_check_acquire(ln, RLOCK_KIND_FAIR);
-	}
+	attempt.holder = holds_prepare_acquire(ln, RLOCK_KIND_FAIR, scope,
+										   lease_ms, owner, &attempt.req);
 	attempt.ln = ln;
-	attempt.req.track = (owner == NULL);
-	attempt.req.scope = scope;
-	attempt.req.lease_ms = lease_ms;
 	attempt.enqueue = (wait_ms != 0);
 
 	if (!attempt.enqueue)

@@ -22,21 +22,12 @@
  */
 #include "postgres.h"
 
-#include "connection.h"
 #include "holds.h"
 #include "lock_rw.h"
 #include "lock_wait.h"
 #include "lockname.h"
-#include "registry.h"
 #include "scripts.h"
 #include "stats.h"
-
-/* The holder's field of one side: "<holder>" or "<holder>:write". */
-static const char *
-field_of(RlockKind kind, const char *holder)
-{
-	return kind == RLOCK_KIND_WRITE ? psprintf("%s:write", holder) : holder;
-}
 
 static char *
 channel_of(const char *key)
@@ -45,15 +36,15 @@ channel_of(const char *key)
 }
 
 static void
-build_release(RlockKind kind, RedisCmd *cmd, const char *key,
-			  const char *holder, int levels, int64 keep_lease_ms)
+rw_build_release(RedisCmd *cmd, RlockKind kind, const char *key,
+				 const char *holder, int levels, int64 keep_lease_ms)
 {
 	rcmd_script(cmd, kind == RLOCK_KIND_WRITE ? RLOCK_SCRIPT_WRITE_RELEASE :
 				RLOCK_SCRIPT_READ_RELEASE, 3);
 	rcmd_str(cmd, key);
 	rcmd_str(cmd, channel_of(key));
 	rcmd_str(cmd, lockname_unlock_latch(key));
-	rcmd_str(cmd, field_of(kind, holder));
+	rcmd_str(cmd, lockname_holder_field(kind, holder));
 	rcmd_int(cmd, levels);
 	rcmd_int(cmd, lockname_latch_ttl_ms());
 	if (kind == RLOCK_KIND_WRITE)
@@ -61,77 +52,21 @@ build_release(RlockKind kind, RedisCmd *cmd, const char *key,
 }
 
 static void
-build_reconcile(RlockKind kind, RedisCmd *cmd, const char *key,
-				const char *holder, int target)
+rw_build_reconcile(RedisCmd *cmd, RlockKind kind, const char *key,
+				   const char *holder, int target)
 {
 	rcmd_script(cmd, RLOCK_SCRIPT_RW_RECONCILE, 2);
 	rcmd_str(cmd, key);
 	rcmd_str(cmd, channel_of(key));
-	rcmd_str(cmd, field_of(kind, holder));
+	rcmd_str(cmd, lockname_holder_field(kind, holder));
 	rcmd_int(cmd, target);
 	rcmd_str(cmd, kind == RLOCK_KIND_WRITE ? "w" : "r");
 }
 
-static void
-build_count(RlockKind kind, RedisCmd *cmd, const char *key,
-			const char *holder)
-{
-	rcmd_init(cmd);
-	rcmd_str(cmd, "HGET");
-	rcmd_str(cmd, key);
-	rcmd_str(cmd, field_of(kind, holder));
-}
-
-static void
-read_build_release(RedisCmd *cmd, const char *key, const char *holder,
-				   int levels, int64 keep_lease_ms)
-{
-	build_release(RLOCK_KIND_READ, cmd, key, holder, levels, keep_lease_ms);
-}
-
-static void
-write_build_release(RedisCmd *cmd, const char *key, const char *holder,
-					int levels, int64 keep_lease_ms)
-{
-	build_release(RLOCK_KIND_WRITE, cmd, key, holder, levels, keep_lease_ms);
-}
-
-static void
-read_build_reconcile(RedisCmd *cmd, const char *key, const char *holder,
-					 int target)
-{
-	build_reconcile(RLOCK_KIND_READ, cmd, key, holder, target);
-}
-
-static void
-write_build_reconcile(RedisCmd *cmd, const char *key, const char *holder,
-					  int target)
-{
-	build_reconcile(RLOCK_KIND_WRITE, cmd, key, holder, target);
-}
-
-static void
-read_build_count(RedisCmd *cmd, const char *key, const char *holder)
-{
-	build_count(RLOCK_KIND_READ, cmd, key, holder);
-}
-
-static void
-write_build_count(RedisCmd *cmd, const char *key, const char *holder)
-{
-	build_count(RLOCK_KIND_WRITE, cmd, key, holder);
-}
-
-const RlockKindOps read_ops = {
-	.build_release = read_build_release,
-	.build_reconcile = read_build_reconcile,
-	.build_count = read_build_count,
-};
-
-const RlockKindOps write_ops = {
-	.build_release = write_build_release,
-	.build_reconcile = write_build_reconcile,
-	.build_count = write_build_count,
+/* Both sides of a read/write lock, released by the kind they are passed. */
+const RlockKindOps rw_ops = {
+	.build_release = rw_build_release,
+	.build_reconcile = rw_build_reconcile,
 };
 
 static void
@@ -170,8 +105,8 @@ rw_try(void *arg, int64 *pttl)
 				RLOCK_SCRIPT_WRITE_ACQUIRE : RLOCK_SCRIPT_READ_ACQUIRE, 1);
 	rcmd_arg(&cmd, ln->key, ln->keylen);
 	rcmd_int(&cmd, a->req.lease_ms);
-	rcmd_str(&cmd, field_of(a->kind, a->holder));
-	rcmd_str(&cmd, field_of(other, a->holder));
+	rcmd_str(&cmd, lockname_holder_field(a->kind, a->holder));
+	rcmd_str(&cmd, lockname_holder_field(other, a->holder));
 	res = holds_run_acquire(ln, a->kind, &a->req, &cmd);
 
 	if (res.status == 1)
@@ -203,33 +138,20 @@ rw_acquire(const LockName *ln, RlockKind kind, RlockScope scope,
 	int64		pttl;
 
 	Assert(kind == RLOCK_KIND_READ || kind == RLOCK_KIND_WRITE);
-	holds_settle();
-	rconn_ready(rconn_backend(), ln->name);
-
-	attempt.req.watchdog = (lease_ms == 0);
-	if (attempt.req.watchdog)
-		lease_ms = rlock_watchdog_timeout_ms;
-	if (owner != NULL)
-		attempt.holder = owner;
-	else
+	attempt.holder = holds_prepare_acquire(ln, kind, scope, lease_ms, owner,
+										   &attempt.req);
+	if (owner == NULL && kind == RLOCK_KIND_WRITE)
 	{
-		HeldLock   *r;
-		HeldLock   *w;
-
-		attempt.holder = rlock_backend_holder();
-		holds_check_acquire(ln, kind);
 		/* no round trip to find out that this would wait for itself */
-		r = holds_find(ln->key, RLOCK_KIND_READ);
-		w = holds_find(ln->key, RLOCK_KIND_WRITE);
-		if (kind == RLOCK_KIND_WRITE && r != NULL && holds_total(r) > 0 &&
+		HeldLock   *r = holds_find(ln->key, RLOCK_KIND_READ);
+		HeldLock   *w = holds_find(ln->key, RLOCK_KIND_WRITE);
+
+		if (r != NULL && holds_total(r) > 0 &&
 			(w == NULL || holds_total(w) == 0))
 			upgrade_error(ln);
 	}
 	attempt.ln = ln;
 	attempt.kind = kind;
-	attempt.req.track = (owner == NULL);
-	attempt.req.scope = scope;
-	attempt.req.lease_ms = lease_ms;
 
 	if (rw_try(&attempt, &pttl))
 		return true;

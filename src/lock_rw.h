@@ -13,9 +13,8 @@
 #include "holds.h"
 #include "lockname.h"
 
-/* How the held-lock table releases and reconciles each side. */
-extern const RlockKindOps read_ops;
-extern const RlockKindOps write_ops;
+/* How the held-lock table releases and reconciles either side. */
+extern const RlockKindOps rw_ops;
 
 /*
  * Acquire the read (kind RLOCK_KIND_READ) or the write side; arguments as

@@ -88,3 +88,13 @@ lockname_latch_ttl_ms(void)
 {
 	return (int64) rlock_command_timeout_ms * 2 + 1000;
 }
+
+/*
+ * A holder's field in the lock's hash: "<holder>", or "<holder>:write" for
+ * the write side of a read/write lock.
+ */
+const char *
+lockname_holder_field(RlockKind kind, const char *holder)
+{
+	return kind == RLOCK_KIND_WRITE ? psprintf("%s:write", holder) : holder;
+}

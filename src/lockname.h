@@ -22,6 +22,7 @@ typedef struct LockName
 extern void lockname_init(LockName *ln, text *name);
 extern char *lockname_derive(const char *key, const char *prefix);
 extern char *lockname_unlock_latch(const char *key);
+extern const char *lockname_holder_field(RlockKind kind, const char *holder);
 extern int64 lockname_latch_ttl_ms(void);
 
 #endif							/* RLOCK_LOCKNAME_H */

@@ -36,6 +36,7 @@
 #include "utils/timestamp.h"
 
 #include "connection.h"
+#include "lockname.h"
 #include "registry.h"
 #include "rlock.h"
 #include "scripts.h"
@@ -101,9 +102,9 @@ renew_cycle(RedisConn *conn, int elevel)
 		for (int i = first; i < first + count; i++)
 		{
 			/* the holder's field, and how to renew it */
-			rcmd_str(&cmds[b], psprintf(items[i].kind == RLOCK_KIND_WRITE ?
-										"%s:%d:write" : "%s:%d",
-										uuid, items[i].pid));
+			rcmd_str(&cmds[b],
+					 lockname_holder_field(items[i].kind,
+										   psprintf("%s:%d", uuid, items[i].pid)));
 			rcmd_str(&cmds[b], items[i].kind == RLOCK_KIND_READ ? "r" : "x");
 		}
 	}
