@@ -53,6 +53,10 @@ SELECT rlock_release_all();
 SELECT * FROM delta;
 
 -- a transaction-level lock: acquire, the check before COMMIT, the release
+-- (once the check's script is known to Redis)
+BEGIN;
+SELECT rlock_xact_acquire('st_x', '1 minute');
+COMMIT;
 SELECT pg_temp.remark();
 BEGIN;
 SELECT rlock_xact_acquire('st_x', '1 minute');

@@ -34,6 +34,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -46,23 +47,10 @@
 #include "utils/timestamp.h"
 
 #include "connection.h"
+#include "resolve.h"
 #include "rlock.h"
 #include "scripts.h"
 #include "stats.h"
-
-/* Why a round trip failed. */
-typedef enum RconnFailure
-{
-	RF_NONE = 0,
-	RF_CONNECT,					/* could not establish the TCP connection */
-	RF_CONNECT_TIMEOUT,			/* connect or handshake exceeded its bound */
-	RF_AUTH,					/* AUTH rejected */
-	RF_SELECT,					/* SELECT rejected */
-	RF_LOST,					/* connection broke during a round trip */
-	RF_TIMEOUT,					/* round trip exceeded command_timeout */
-	RF_PROTOCOL,				/* garbage from the server */
-	RF_NOFD						/* too many open files */
-} RconnFailure;
 
 struct RedisConn
 {
@@ -87,6 +75,19 @@ struct RedisConn
 	/* failure details of the last failed round trip */
 	RconnFailure failure;
 	char		errdetail[256];
+
+	/*
+	 * With progress deadlines, each reply of a pipeline gets its own
+	 * command_timeout, so that a long pipeline that keeps answering is not
+	 * cut off (the watchdog's renewals).
+	 */
+	bool		progress_deadlines;
+	TimestampTz deadline_cap;	/* no round trip waits past this (0: none) */
+
+	/* keys to DEL in front of the next round trip (malloc'd) */
+	char	  **deferred_del;
+	int			ndeferred;
+	int			maxdeferred;
 };
 
 static RedisConn *backend_conn = NULL;
@@ -97,177 +98,9 @@ static bool rconn_connect(RedisConn *conn);
 static bool rconn_exchange(RedisConn *conn, RedisCmd *cmds, int ncmds,
 						   TimestampTz deadline);
 static void rconn_report(RedisConn *conn, int elevel, const char *what);
+static void drop_deferred(RedisConn *conn);
+static TimestampTz round_trip_deadline(RedisConn *conn, int timeout_ms);
 static void set_failure(RedisConn *conn, RconnFailure f, const char *detail);
-
-/* ----------------------------------------------------------------
- * URL parsing
- * ----------------------------------------------------------------
- */
-
-static int
-hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-/* Copy [s, s+len) into dst, decoding %XX escapes. */
-static bool
-copy_decoded(char *dst, size_t dstsize, const char *s, size_t len)
-{
-	size_t		o = 0;
-
-	for (size_t i = 0; i < len; i++)
-	{
-		char		c = s[i];
-
-		if (c == '%')
-		{
-			int			h,
-						l;
-
-			if (i + 2 >= len)
-				return false;
-			h = hexval(s[i + 1]);
-			l = hexval(s[i + 2]);
-			if (h < 0 || l < 0)
-				return false;
-			c = (char) (h * 16 + l);
-			i += 2;
-		}
-		if (o + 1 >= dstsize)
-			return false;
-		dst[o++] = c;
-	}
-	dst[o] = '\0';
-	return true;
-}
-
-/*
- * Parse redis://[user[:password]@]host[:port][/db].  On failure sets
- * *errmsg to a palloc'd description (which never contains the password).
- */
-bool
-rconn_parse_url(const char *url, RedisUrl *out, char **errmsg)
-{
-	const char *p;
-	const char *at;
-	const char *hostend;
-	const char *slash;
-
-	memset(out, 0, sizeof(*out));
-	out->port = 6379;
-	out->db = 0;
-
-	if (url == NULL || strncmp(url, "redis://", 8) != 0)
-	{
-		*errmsg = pstrdup("the URL must start with \"redis://\"");
-		return false;
-	}
-	p = url + 8;
-	slash = strchr(p, '/');
-	at = strrchr(p, '@');
-	if (at != NULL && slash != NULL && at > slash)
-		at = NULL;
-	if (at != NULL)
-	{
-		const char *colon = memchr(p, ':', at - p);
-
-		if (colon != NULL)
-		{
-			if (!copy_decoded(out->user, sizeof(out->user), p, colon - p) ||
-				!copy_decoded(out->password, sizeof(out->password),
-							  colon + 1, at - colon - 1))
-			{
-				*errmsg = pstrdup("the user or password in the URL is invalid");
-				return false;
-			}
-		}
-		else if (!copy_decoded(out->user, sizeof(out->user), p, at - p))
-		{
-			*errmsg = pstrdup("the user in the URL is invalid");
-			return false;
-		}
-		p = at + 1;
-	}
-
-	/* host: name, IPv4 address, or [IPv6 address] */
-	if (*p == '[')
-	{
-		const char *close = strchr(p, ']');
-
-		if (close == NULL || close - p - 1 <= 0 ||
-			close - p - 1 >= (int) sizeof(out->host))
-		{
-			*errmsg = pstrdup("the IPv6 address in the URL is invalid");
-			return false;
-		}
-		memcpy(out->host, p + 1, close - p - 1);
-		out->host[close - p - 1] = '\0';
-		hostend = close + 1;
-	}
-	else
-	{
-		hostend = p;
-		while (*hostend && *hostend != ':' && *hostend != '/')
-			hostend++;
-		if (hostend == p || hostend - p >= (int) sizeof(out->host))
-		{
-			*errmsg = pstrdup("the URL has no valid host");
-			return false;
-		}
-		memcpy(out->host, p, hostend - p);
-		out->host[hostend - p] = '\0';
-	}
-	p = hostend;
-
-	if (*p == ':')
-	{
-		char	   *end;
-		long		port;
-
-		errno = 0;
-		port = strtol(p + 1, &end, 10);
-		if (end == p + 1 || errno != 0 || port < 1 || port > 65535 ||
-			(*end != '\0' && *end != '/'))
-		{
-			*errmsg = pstrdup("the port in the URL is invalid");
-			return false;
-		}
-		out->port = (int) port;
-		p = end;
-	}
-	if (*p == '/')
-	{
-		char	   *end;
-		long		db;
-
-		p++;
-		if (*p != '\0')
-		{
-			errno = 0;
-			db = strtol(p, &end, 10);
-			if (end == p || *end != '\0' || errno != 0 || db < 0 ||
-				db > INT_MAX)
-			{
-				*errmsg = pstrdup("the database number in the URL is invalid");
-				return false;
-			}
-			out->db = (int) db;
-		}
-	}
-	else if (*p != '\0')
-	{
-		*errmsg = pstrdup("the URL has trailing characters after the host");
-		return false;
-	}
-	return true;
-}
 
 /* ----------------------------------------------------------------
  * Commands
@@ -396,6 +229,7 @@ rconn_discard(RedisConn *conn)
 		free(conn->url);
 		conn->url = NULL;
 	}
+	drop_deferred(conn);
 	conn->busy = false;
 	conn->proven = false;
 	conn->subscribed = false;
@@ -498,34 +332,44 @@ set_failure(RedisConn *conn, RconnFailure f, const char *detail)
 static bool
 rconn_connect(RedisConn *conn)
 {
-	RedisUrl	url;
-	char	   *err = NULL;
+	const RedisUrl *url;
 	TimestampTz deadline;
 	redisContext *ctx;
 	RedisCmd	hs[2];
 	int			nhs = 0;
 	int			soerr = 0;
 	socklen_t	solen = sizeof(soerr);
+	char		ip[NI_MAXHOST];
+	bool		timed_out = false;
+	char	   *err = NULL;
 
 	rconn_discard(conn);
-	if (!rconn_parse_url(rlock_redis_url, &url, &err))
+	if (rlock_redis_conf == NULL)
 	{
-		snprintf(conn->addr, sizeof(conn->addr), "(invalid rlock.redis_url)");
-		set_failure(conn, RF_CONNECT, err);
+		snprintf(conn->addr, sizeof(conn->addr), "(no rlock.redis_url)");
+		set_failure(conn, RF_CONNECT, NULL);
 		return false;
 	}
+	url = &rlock_redis_conf->url;
 	snprintf(conn->addr, sizeof(conn->addr),
-			 strchr(url.host, ':') ? "[%s]:%d" : "%s:%d", url.host, url.port);
+			 strchr(url->host, ':') ? "[%s]:%d" : "%s:%d", url->host, url->port);
 
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-										   rlock_connect_timeout_ms);
+										   rconn_connect_timeout_ms());
+
+	/* name resolution, bounded by the same deadline and interruptible */
+	if (!resolve_host(url->host, deadline, ip, sizeof(ip), &timed_out, &err))
+	{
+		set_failure(conn, timed_out ? RF_CONNECT_TIMEOUT : RF_RESOLVE, err);
+		return false;
+	}
 
 	if (!AcquireExternalFD())
 	{
 		set_failure(conn, RF_NOFD, NULL);
 		return false;
 	}
-	ctx = redisConnectNonBlock(url.host, url.port);
+	ctx = redisConnectNonBlock(ip, url->port);
 	if (ctx == NULL || ctx->err)
 	{
 		set_failure(conn, RF_CONNECT, ctx ? ctx->errstr : "out of memory");
@@ -535,7 +379,7 @@ rconn_connect(RedisConn *conn)
 		return false;
 	}
 	conn->ctx = ctx;
-	conn->url = strdup(rlock_redis_url);
+	conn->url = strdup(rlock_redis_conf->full);
 	if (conn->url == NULL)
 	{
 		rconn_discard(conn);
@@ -571,20 +415,20 @@ rconn_connect(RedisConn *conn)
 	}
 
 	/* Handshake: AUTH and SELECT, pipelined. */
-	if (url.password[0] != '\0' || url.user[0] != '\0')
+	if (url->password[0] != '\0' || url->user[0] != '\0')
 	{
 		rcmd_init(&hs[nhs]);
 		rcmd_str(&hs[nhs], "AUTH");
-		if (url.user[0] != '\0')
-			rcmd_str(&hs[nhs], url.user);
-		rcmd_str(&hs[nhs], url.password);
+		if (url->user[0] != '\0')
+			rcmd_str(&hs[nhs], url->user);
+		rcmd_str(&hs[nhs], url->password);
 		nhs++;
 	}
-	if (url.db != 0)
+	if (url->db != 0)
 	{
 		rcmd_init(&hs[nhs]);
 		rcmd_str(&hs[nhs], "SELECT");
-		rcmd_int(&hs[nhs], url.db);
+		rcmd_int(&hs[nhs], url->db);
 		nhs++;
 	}
 	if (nhs > 0)
@@ -754,11 +598,29 @@ rconn_exchange(RedisConn *conn, RedisCmd *cmds, int ncmds,
 			   TimestampTz deadline)
 {
 	int			nmissing = 0;
+	bool		deferred = false;
 
 	rconn_free_replies(conn);
 	ensure_reply_slots(conn, ncmds);
 	conn->busy = true;
 
+	/* latches of answered releases go first, their replies unread by callers */
+	if (conn->ndeferred > 0)
+	{
+		RedisCmd	del;
+
+		rcmd_init(&del);
+		rcmd_str(&del, "DEL");
+		for (int i = 0; i < conn->ndeferred; i++)
+			rcmd_str(&del, conn->deferred_del[i]);
+		deferred = append_command(conn, &del, false);
+		if (del.argv != del.inline_argv)
+		{
+			pfree(del.argv);
+			pfree(del.argvlen);
+		}
+		drop_deferred(conn);
+	}
 	for (int i = 0; i < ncmds; i++)
 	{
 		if (!append_command(conn, &cmds[i], false))
@@ -769,6 +631,14 @@ rconn_exchange(RedisConn *conn, RedisCmd *cmds, int ncmds,
 	}
 	if (!flush_output(conn, deadline))
 		return false;
+	if (deferred)
+	{
+		redisReply *r;
+
+		if (!read_reply(conn, deadline, &r))
+			return false;
+		freeReplyObject(r);		/* a failed DEL only leaves a latch to expire */
+	}
 	for (int i = 0; i < ncmds; i++)
 	{
 		if (!read_reply(conn, deadline, &conn->replies[i]))
@@ -776,6 +646,8 @@ rconn_exchange(RedisConn *conn, RedisCmd *cmds, int ncmds,
 		conn->nreplies = i + 1;
 		if (cmds[i].script != NULL && is_noscript(conn->replies[i]))
 			nmissing++;
+		if (conn->progress_deadlines)
+			deadline = round_trip_deadline(conn, rconn_command_timeout_ms());
 	}
 
 	/* Load scripts the server did not know, by running them with EVAL. */
@@ -802,6 +674,8 @@ rconn_exchange(RedisConn *conn, RedisCmd *cmds, int ncmds,
 				return false;
 			freeReplyObject(conn->replies[i]);
 			conn->replies[i] = r;
+			if (conn->progress_deadlines)
+				deadline = round_trip_deadline(conn, rconn_command_timeout_ms());
 		}
 	}
 
@@ -818,12 +692,109 @@ static bool
 rconn_ensure(RedisConn *conn)
 {
 	if (conn->ctx != NULL &&
-		(conn->busy || conn->ctx->err ||
-		 strcmp(conn->url, rlock_redis_url) != 0))
+		(conn->busy || conn->ctx->err || rlock_redis_conf == NULL ||
+		 strcmp(conn->url, rlock_redis_conf->full) != 0))
 		rconn_discard(conn);
 	if (conn->ctx == NULL)
 		return rconn_connect(conn);
 	return true;
+}
+
+/*
+ * The bounds of one round trip and of establishing a connection.  Where a
+ * round trip cannot be interrupted (interrupts are held at COMMIT,
+ * ROLLBACK and in error clean-up; the process is exiting), the settings,
+ * which any user may raise to a minute, are capped: nothing a user sets may
+ * make COMMIT, pg_terminate_backend or a shutdown wait.
+ */
+static bool
+uninterruptible(void)
+{
+	return InterruptHoldoffCount > 0 || CritSectionCount > 0 ||
+		proc_exit_inprogress;
+}
+
+int
+rconn_command_timeout_ms(void)
+{
+	if (uninterruptible())
+		return Min(rlock_command_timeout_ms, RLOCK_UNINTERRUPTIBLE_CAP_MS);
+	return rlock_command_timeout_ms;
+}
+
+int
+rconn_connect_timeout_ms(void)
+{
+	if (uninterruptible())
+		return Min(rlock_connect_timeout_ms, RLOCK_UNINTERRUPTIBLE_CAP_MS);
+	return rlock_connect_timeout_ms;
+}
+
+/*
+ * Give each reply of a pipeline on conn its own command_timeout (the
+ * watchdog: a large renewal pipeline that keeps answering must not time
+ * out as a whole and be sent again).
+ */
+void
+rconn_set_progress_deadlines(RedisConn *conn, bool on)
+{
+	conn->progress_deadlines = on;
+}
+
+/*
+ * No round trip on conn waits past cap (DT_NOEND: no cap): the watchdog
+ * stops waiting for renewals that would come too late to count.
+ */
+void
+rconn_set_deadline_cap(RedisConn *conn, TimestampTz cap)
+{
+	conn->deadline_cap = (cap == DT_NOEND) ? 0 : cap;
+}
+
+/* A round trip's deadline: timeout_ms from now, within the cap. */
+static TimestampTz
+round_trip_deadline(RedisConn *conn, int timeout_ms)
+{
+	TimestampTz d = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+												timeout_ms);
+
+	if (conn->deadline_cap != 0 && conn->deadline_cap < d)
+		d = conn->deadline_cap;
+	return d;
+}
+
+/*
+ * DEL key in front of conn's next round trip, without a round trip of its
+ * own (the unlock latch of a release that was answered: nothing will
+ * replay that release now).  If the connection is lost first, the key's
+ * own TTL removes it.
+ */
+void
+rconn_defer_del(RedisConn *conn, const char *key)
+{
+	char	   *copy;
+
+	if (conn->ndeferred >= conn->maxdeferred)
+	{
+		int			newmax = Max(8, conn->maxdeferred * 2);
+		char	  **arr = realloc(conn->deferred_del, newmax * sizeof(char *));
+
+		if (arr == NULL)
+			return;
+		conn->deferred_del = arr;
+		conn->maxdeferred = newmax;
+	}
+	copy = strdup(key);
+	if (copy != NULL)
+		conn->deferred_del[conn->ndeferred++] = copy;
+}
+
+static void
+drop_deferred(RedisConn *conn)
+{
+	for (int i = 0; i < conn->ndeferred; i++)
+		free(conn->deferred_del[i]);
+	conn->ndeferred = 0;
 }
 
 /*
@@ -850,8 +821,7 @@ rconn_run(RedisConn *conn, RedisCmd *cmds, int ncmds,
 			break;
 		was_proven = conn->proven;
 		if (rconn_exchange(conn, cmds, ncmds,
-						   TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-													   rlock_command_timeout_ms)))
+						   round_trip_deadline(conn, rconn_command_timeout_ms())))
 		{
 			*replies = conn->replies;
 			return true;
@@ -882,142 +852,12 @@ rconn_run1(RedisConn *conn, RedisCmd *cmd, const char *what)
 	return replies[0];
 }
 
-/* ----------------------------------------------------------------
- * Error reporting
- * ----------------------------------------------------------------
- */
-
-static const char *
-for_lock(const char *what)
-{
-	return what ? psprintf(" for lock \"%s\"", what) : "";
-}
-
+/* Report why conn's last round trip failed (redis_error.c words it). */
 static void
 rconn_report(RedisConn *conn, int elevel, const char *what)
 {
-	const char *detail = conn->errdetail;
-
-	stats_count(RLOCK_STAT_REDIS_ERRORS);
-	switch (conn->failure)
-	{
-		case RF_CONNECT:
-			ereport(elevel,
-					(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-					 errmsg("could not connect to Redis at %s%s",
-							conn->addr, for_lock(what)),
-					 detail[0] ? errdetail_internal("%s", detail) : 0,
-					 errhint("Check that Redis is running and that rlock.redis_url points at it.")));
-			break;
-		case RF_CONNECT_TIMEOUT:
-			ereport(elevel,
-					(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-					 errmsg("timed out connecting to Redis at %s%s",
-							conn->addr, for_lock(what)),
-					 errdetail("No connection was established within rlock.connect_timeout (%d ms).",
-							   rlock_connect_timeout_ms),
-					 errhint("Check that Redis is running and that rlock.redis_url points at it.")));
-			break;
-		case RF_AUTH:
-			ereport(elevel,
-					(errcode(ERRCODE_INVALID_PASSWORD),
-					 errmsg("Redis at %s rejected the credentials of rlock.redis_url%s",
-							conn->addr, for_lock(what)),
-					 errdetail_internal("%s", detail),
-					 errhint("Check the user and password in rlock.redis_url.")));
-			break;
-		case RF_SELECT:
-			ereport(elevel,
-					(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-					 errmsg("Redis at %s rejected the database number of rlock.redis_url%s",
-							conn->addr, for_lock(what)),
-					 errdetail_internal("%s", detail),
-					 errhint("Check the database number at the end of rlock.redis_url.")));
-			break;
-		case RF_LOST:
-			ereport(elevel,
-					(errcode(ERRCODE_CONNECTION_FAILURE),
-					 errmsg("lost connection to Redis at %s%s",
-							conn->addr, for_lock(what)),
-					 detail[0] ? errdetail_internal("%s", detail) : 0,
-					 errhint("Check that Redis is running and that rlock.redis_url points at it.")));
-			break;
-		case RF_TIMEOUT:
-			ereport(elevel,
-					(errcode(ERRCODE_CONNECTION_FAILURE),
-					 errmsg("Redis at %s did not answer in time%s",
-							conn->addr, for_lock(what)),
-					 errdetail("No reply arrived within rlock.command_timeout (%d ms).",
-							   rlock_command_timeout_ms)));
-			break;
-		case RF_PROTOCOL:
-			ereport(elevel,
-					(errcode(ERRCODE_PROTOCOL_VIOLATION),
-					 errmsg("invalid reply from Redis at %s%s",
-							conn->addr, for_lock(what)),
-					 errdetail_internal("%s", detail)));
-			break;
-		case RF_NOFD:
-			ereport(elevel,
-					(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-					 errmsg("could not connect to Redis%s", for_lock(what)),
-					 errdetail("There are too many open files on the local server."),
-					 errhint("Raise the server's max_files_per_process and/or \"ulimit -n\" limits.")));
-			break;
-		case RF_NONE:
-			elog(elevel, "unexpected Redis failure%s", for_lock(what));
-			break;
-	}
-}
-
-/*
- * Report a Redis error reply.  WRONGTYPE means a non-lock key already uses
- * the lock's name.
- */
-void
-rconn_reply_error(redisReply *reply, int elevel, const char *what)
-{
-	stats_count(RLOCK_STAT_REDIS_ERRORS);
-	if (reply->len >= 9 && strncmp(reply->str, "WRONGTYPE", 9) == 0)
-		ereport(elevel,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("Redis key of lock \"%s\" is not a lock",
-						what ? what : "?"),
-				 errdetail("Another kind of Redis value already uses that key."),
-				 errhint("Choose another lock name, or set rlock.key_prefix.")));
-	else if (reply->len >= 6 && strncmp(reply->str, "NOAUTH", 6) == 0)
-		ereport(elevel,
-				(errcode(ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION),
-				 errmsg("Redis requires authentication%s", for_lock(what)),
-				 errdetail_internal("%.*s", (int) Min(reply->len, 500),
-									reply->str),
-				 errhint("Give the password in rlock.redis_url: redis://[user]:password@host:port/db.")));
-	else if (reply->len >= 6 && strncmp(reply->str, "NOPERM", 6) == 0)
-		ereport(elevel,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("the Redis user of rlock.redis_url lacks a permission%s",
-						for_lock(what)),
-				 errdetail_internal("%.*s", (int) Min(reply->len, 500),
-									reply->str),
-				 errhint("Grant the user the commands EVAL, EVALSHA, PUBLISH, SUBSCRIBE, EXISTS, HEXISTS, HGET, PTTL and PING on the lock keys and channels.")));
-	else
-		ereport(elevel,
-				(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
-				 errmsg("Redis returned an error%s", for_lock(what)),
-				 errdetail_internal("%.*s", (int) Min(reply->len, 500),
-									reply->str)));
-}
-
-void
-rconn_unexpected_reply(redisReply *reply, const char *what)
-{
-	if (reply->type == REDIS_REPLY_ERROR)
-		rconn_reply_error(reply, ERROR, what);
-	stats_count(RLOCK_STAT_REDIS_ERRORS);
-	ereport(ERROR,
-			(errcode(ERRCODE_PROTOCOL_VIOLATION),
-			 errmsg("unexpected reply from Redis%s", for_lock(what)),
-			 errdetail_internal("Reply type %d.", reply->type)));
+	rconn_report_failure(conn->failure, conn->addr, conn->errdetail, elevel,
+						 what);
 }
 
 /* ----------------------------------------------------------------
@@ -1071,7 +911,7 @@ rconn_subscribe(RedisConn *sub, const char *channel, const char *what)
 		n++;
 
 		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-											   rlock_command_timeout_ms);
+											   rconn_command_timeout_ms());
 		rconn_free_replies(sub);
 		sub->busy = true;
 		sub->subscribed = true;
@@ -1097,10 +937,13 @@ rconn_subscribe(RedisConn *sub, const char *channel, const char *what)
 			}
 			if (r->type == REDIS_REPLY_ERROR)
 			{
-				set_failure(sub, RF_PROTOCOL, r->str);
+				/* e.g. NOPERM for the channel: report it as such */
+				redisReply	copy = *r;
+
+				copy.str = pnstrdup(r->str, r->len);
 				freeReplyObject(r);
-				ok = false;
-				break;
+				rconn_discard(sub);
+				rconn_reply_error(&copy, ERROR, what);
 			}
 			freeReplyObject(r);
 		}

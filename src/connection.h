@@ -14,17 +14,9 @@
 
 #include "datatype/timestamp.h"
 
-struct RlockScript;
+#include "url.h"
 
-/* Parsed rlock.redis_url. */
-typedef struct RedisUrl
-{
-	char		host[256];
-	int			port;
-	char		user[256];
-	char		password[256];
-	int			db;
-} RedisUrl;
+struct RlockScript;
 
 /*
  * One command, as an argument vector.  Arguments are not copied: they must
@@ -48,9 +40,23 @@ typedef struct RedisCmd
 	char		numbuf[RCMD_NUMBUFS][24];
 } RedisCmd;
 
-typedef struct RedisConn RedisConn;
+/* Why a round trip failed. */
+typedef enum RconnFailure
+{
+	RF_NONE = 0,
+	RF_CONNECT,					/* could not establish the TCP connection */
+	RF_CONNECT_TIMEOUT,			/* connect or handshake exceeded its bound */
+	RF_AUTH,					/* AUTH rejected */
+	RF_SELECT,					/* SELECT rejected */
+	RF_LOST,					/* connection broke during a round trip */
+	RF_TIMEOUT,					/* round trip exceeded command_timeout */
+	RF_PROTOCOL,				/* garbage from the server */
+	RF_NOFD,					/* too many open files */
+	RF_RESOLVE					/* the host name could not be resolved */
+} RconnFailure;
 
-extern bool rconn_parse_url(const char *url, RedisUrl *out, char **errmsg);
+
+typedef struct RedisConn RedisConn;
 
 /* Building commands. */
 extern void rcmd_init(RedisCmd *cmd);
@@ -64,6 +70,11 @@ extern RedisConn *rconn_backend_subscriber(void);
 extern RedisConn *rconn_create(const char *label);
 extern void rconn_discard(RedisConn *conn);
 extern void rconn_ready(RedisConn *conn, const char *what);
+extern void rconn_set_progress_deadlines(RedisConn *conn, bool on);
+extern void rconn_set_deadline_cap(RedisConn *conn, TimestampTz cap);
+extern void rconn_defer_del(RedisConn *conn, const char *key);
+extern int	rconn_command_timeout_ms(void);
+extern int	rconn_connect_timeout_ms(void);
 
 /*
  * Run ncmds commands pipelined; on success *replies points at ncmds replies
@@ -74,9 +85,13 @@ extern bool rconn_run(RedisConn *conn, RedisCmd *cmds, int ncmds,
 					  redisReply ***replies, int elevel, const char *what);
 extern redisReply *rconn_run1(RedisConn *conn, RedisCmd *cmd, const char *what);
 
-/* Replies. */
+/* Replies and failures (redis_error.c). */
 extern void rconn_reply_error(redisReply *reply, int elevel, const char *what);
 extern void rconn_unexpected_reply(redisReply *reply, const char *what);
+extern bool rconn_reply_is(const redisReply *reply, const char *code);
+extern void rconn_report_failure(RconnFailure failure, const char *addr,
+								 const char *detail, int elevel,
+								 const char *what);
 
 /* Publish/subscribe, for waiters. */
 extern void rconn_subscribe(RedisConn *sub, const char *channel,

@@ -18,9 +18,15 @@
  *	  reconciled, by one idempotent script that lowers Redis's count to ours,
  *	  at abort or before the next rlock call, whichever comes first.
  *	- Commit, rollback, rollback to savepoint and backend exit release what
- *	  they end, all names in one pipelined round trip.  They run with
- *	  interrupts held and must not fail, so problems are reported as
- *	  WARNINGs, the entries stay uncertain, and leases are the backstop.
+ *	  they end, and reconcile every uncertain entry, all names in one
+ *	  pipelined round trip (holds_end_xact, holds_release_everything; the
+ *	  callbacks are in holds_xact.c).  They run with interrupts held and
+ *	  must not fail, so problems are reported as WARNINGs, the entries stay
+ *	  uncertain, and leases are the backstop.
+ *	- A release Redis answers with an error reply did not happen: the hold
+ *	  stays in the table and the call fails.
+ *	- A hold enters the shared registry when Redis grants it (waiting takes
+ *	  no room there); when the registry is full, the grant is given back.
  *
  * Entries are keyed by (name, kind): one session may hold the read and the
  * write side of one read/write lock, and no other mix (holds_prepare_acquire).
@@ -37,9 +43,9 @@
  */
 #include "postgres.h"
 
-#include "miscadmin.h"
-#include "storage/ipc.h"
 #include "common/hashfn.h"
+#include "miscadmin.h"
+#include "utils/timestamp.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 
@@ -55,10 +61,6 @@ static MemoryContext batch_cxt = NULL;
 static int	n_uncertain = 0;	/* entries with uncertain set */
 static int	n_with_xact = 0;	/* entries with xact_count > 0 */
 
-static void holds_xact_callback(XactEvent event, void *arg);
-static void holds_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
-								   SubTransactionId parentSubid, void *arg);
-static void holds_exit_callback(int code, Datum arg);
 static void holds_drop_if_unused(HeldLock *h);
 
 static const RlockKindOps *
@@ -129,9 +131,7 @@ holds_init(void)
 							 HASH_KEYCOPY | HASH_CONTEXT);
 	batch_cxt = AllocSetContextCreate(TopMemoryContext, "rlock batch",
 									  ALLOCSET_SMALL_SIZES);
-	RegisterXactCallback(holds_xact_callback, NULL);
-	RegisterSubXactCallback(holds_subxact_callback, NULL);
-	before_shmem_exit(holds_exit_callback, (Datum) 0);
+	holds_register_callbacks();
 }
 
 static void
@@ -172,7 +172,10 @@ holds_find_conflicting(const char *key, RlockKind kind)
 	return NULL;
 }
 
-/* Find or create the entry of a lock (with no holds yet). */
+/*
+ * Find or create the entry of a lock (with no holds yet).  It enters the
+ * shared registry only once Redis grants a hold (holds_add).
+ */
 HeldLock *
 holds_enter(const char *key, RlockKind kind)
 {
@@ -183,12 +186,6 @@ holds_enter(const char *key, RlockKind kind)
 	if (held_locks == NULL)
 		holds_init();
 	make_tag(&tag, key, kind);
-	h = hash_search(held_locks, &tag, HASH_FIND, NULL);
-	if (h != NULL)
-		return h;
-
-	/* a full shared registry refuses the lock before Redis is asked */
-	registry_reserve(key, kind);
 	h = hash_search(held_locks, &tag, HASH_ENTER, &found);
 	if (!found)
 	{
@@ -197,19 +194,26 @@ holds_enter(const char *key, RlockKind kind)
 		h->nxact = 0;
 		h->maxxact = 0;
 		h->xact = NULL;
-		h->watchdog = false;
+		h->renew_lease_ms = 0;
 		h->lease_ms = 0;
+		h->expires_at = 0;
 		h->uncertain = false;
+		h->settle_at_end = false;
 	}
 	return h;
 }
 
-/* Publish h's holds in the shared registry (rlock_locks, the watchdog). */
-static void
+/*
+ * Publish h's holds in the shared registry (rlock_locks, the watchdog).
+ * Returns false when a first hold finds the registry full.
+ */
+static bool
 sync_registry(HeldLock *h)
 {
-	registry_sync(h->key, h->kind, h->session_count, h->xact_count,
-				  h->watchdog, h->lease_ms);
+	return registry_sync(h->key, h->kind, h->session_count, h->xact_count,
+						 h->lease_ms,
+						 holds_total(h) > 0 ? h->renew_lease_ms : 0,
+						 h->expires_at);
 }
 
 static void
@@ -218,6 +222,7 @@ set_uncertain(HeldLock *h, bool uncertain)
 	if (h->uncertain != uncertain)
 		n_uncertain += uncertain ? 1 : -1;
 	h->uncertain = uncertain;
+	h->settle_at_end = uncertain;
 }
 
 static void
@@ -247,17 +252,44 @@ holds_forget(HeldLock *h)
 {
 	clear_xact(h);
 	h->session_count = 0;
+	h->renew_lease_ms = 0;
 	set_uncertain(h, false);
 	holds_drop_if_unused(h);
 }
 
 /*
- * Record one hold granted by Redis, which reported redis_count holds for
- * this holder after granting it.
+ * The lock must count as lost, but Redis may still have this holder in it
+ * (the fail-closed rule, a lease run out a moment ago): forget every hold
+ * and have Redis forget them too, at the next reconcile.
  */
-void
-holds_add(HeldLock *h, RlockScope scope, int64 lease_ms, bool watchdog,
-		  int redis_count, const char *name)
+static void
+forget_and_reconcile(HeldLock *h)
+{
+	clear_xact(h);
+	h->session_count = 0;
+	h->renew_lease_ms = 0;
+	registry_remove(h->key, h->kind);
+	set_uncertain(h, true);
+}
+
+static void
+report_lost(const char *name, const char *detail)
+{
+	ereport(WARNING,
+			(errmsg("lock \"%s\" was lost before this session released it",
+					name),
+			 errdetail("%s", detail)));
+}
+
+/*
+ * Record one hold granted by Redis, which reported redis_count holds for
+ * this holder after granting it.  The acquire script was sent at
+ * req->sent_at and set the lock's TTL to req->lease_ms, so Redis keeps it
+ * at least until sent_at + lease.
+ */
+static void
+holds_add(HeldLock *h, const HoldRequest *req, int redis_count,
+		  const char *name)
 {
 	set_uncertain(h, false);
 	if (redis_count < holds_total(h) + 1)
@@ -265,16 +297,14 @@ holds_add(HeldLock *h, RlockScope scope, int64 lease_ms, bool watchdog,
 		/* Redis had forgotten our earlier holds: they were lost. */
 		if (!registry_is_lost(h->key, h->kind))
 			stats_count(RLOCK_STAT_LOCKS_LOST);
-		ereport(WARNING,
-				(errmsg("lock \"%s\" had been lost by this session before this acquisition",
-						name),
-				 errdetail("Redis no longer knew %d earlier hold(s); it expired or was released by someone else.",
-						   holds_total(h))));
+		report_lost(name, psprintf("Redis no longer knew %d earlier hold(s); it expired or was released by someone else.",
+								   holds_total(h)));
 		clear_xact(h);
 		h->session_count = 0;
+		h->renew_lease_ms = 0;
 	}
 
-	if (scope == RLOCK_SCOPE_SESSION)
+	if (req->scope == RLOCK_SCOPE_SESSION)
 		h->session_count++;
 	else
 	{
@@ -302,10 +332,37 @@ holds_add(HeldLock *h, RlockScope scope, int64 lease_ms, bool watchdog,
 			n_with_xact++;
 		h->xact_count++;
 	}
-	if (watchdog)
-		h->watchdog = true;
-	h->lease_ms = lease_ms;
-	sync_registry(h);
+	if (req->watchdog)
+		h->renew_lease_ms = req->lease_ms;
+	h->lease_ms = req->lease_ms;
+	h->expires_at = req->sent_at + req->lease_ms * 1000;
+
+	if (!sync_registry(h))
+	{
+		/*
+		 * The registry is full: give the hold back (the reconcile lowers
+		 * Redis's count to what the table held before), then refuse.
+		 */
+		if (req->scope == RLOCK_SCOPE_SESSION)
+			h->session_count--;
+		else
+		{
+			h->xact[h->nxact - 1].count--;
+			if (h->xact[h->nxact - 1].count == 0)
+				h->nxact--;
+			h->xact_count--;
+			if (h->xact_count == 0)
+				n_with_xact--;
+		}
+		set_uncertain(h, true);
+		holds_settle();
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of shared memory for lock \"%s\"", name),
+				 errdetail("The rlock registry has room for %d held locks.",
+						   rlock_max_locks),
+				 errhint("You might need to increase rlock.max_locks.")));
+	}
 
 	/* A replayed acquire left a surplus: bring Redis back to our count. */
 	if (redis_count > holds_total(h))
@@ -316,51 +373,31 @@ holds_add(HeldLock *h, RlockScope scope, int64 lease_ms, bool watchdog,
 }
 
 /*
- * Has the watchdog found h gone from Redis?  Then say so, forget it, and
- * return true.  Called by every call on a name this session holds.
+ * Is h lost: found gone by the watchdog, its fixed lease run out, or not
+ * renewed for so long that it counts as lost (registry.c)?  Then say so,
+ * forget it (making sure Redis forgets it too), and return true.  Called
+ * by every call on a name this session holds.
  */
 bool
 holds_check_lost(HeldLock *h, const char *name)
 {
-	if (!registry_is_lost(h->key, h->kind))
+	if (holds_total(h) == 0 || !registry_is_lost(h->key, h->kind))
 		return false;
-	ereport(WARNING,
-			(errmsg("lock \"%s\" was lost before this session released it",
-					name),
-			 errdetail("The watchdog found it gone from Redis: it expired, was force-released, or Redis restarted.")));
-	holds_forget(h);
+	report_lost(name, "It expired, was force-released, Redis restarted, or it could not be renewed in time.");
+	forget_and_reconcile(h);
 	return true;
 }
 
 /*
- * An acquire script is about to be sent: until its answer is in, Redis may
- * hold one more hold than this table says.  If the call is interrupted, the
- * entry stays uncertain and is reconciled at abort or by the next call.
- */
-void
-holds_begin_acquire(HeldLock *h)
-{
-	set_uncertain(h, true);
-}
-
-/* The acquire script answered without granting anything. */
-void
-holds_acquire_refused(HeldLock *h)
-{
-	set_uncertain(h, false);
-	holds_drop_if_unused(h);
-}
-
-/*
  * Lease to give what remains of a lock (after holds were removed from the
- * table): the watchdog lease when a remaining hold uses automatic renewal, else 0 (keep
- * the key's TTL).
+ * table): the renewal lease when a remaining hold uses automatic renewal,
+ * else 0 (keep the key's TTL).
  */
-int64
-holds_keep_lease(HeldLock *h)
+static int64
+keep_lease(HeldLock *h)
 {
-	if (h->watchdog && holds_total(h) > 0)
-		return rlock_watchdog_timeout_ms;
+	if (h->renew_lease_ms > 0 && holds_total(h) > 0)
+		return h->renew_lease_ms;
 	return 0;
 }
 
@@ -374,13 +411,19 @@ typedef struct BatchItem
 	HeldLock   *h;
 	int			levels;			/* > 0: release that many holds; 0: reconcile
 								 * Redis's count down to ours */
+	bool		session;		/* the levels were session-level holds */
+	const char *latch;			/* the release's unlock latch */
 } BatchItem;
 
 /*
  * Tell Redis about holds already removed from our table, in one round trip.
- * Locks found gone are reported as lost and forgotten; entries Redis could
- * not be told about become uncertain.  Failures are reported at elevel.
- * Returns the number of items whose lock was still held.
+ * Locks found gone are reported as lost and forgotten.  When Redis cannot
+ * be reached the entries become uncertain and the failure is reported at
+ * elevel.  An error reply to a release (NOPERM, OOM...) means it did not
+ * happen: with elevel ERROR (a user's call) its session-level holds are
+ * put back and the first such error is raised once the others are done;
+ * otherwise (transaction end, exit) it is a WARNING and the entry stays
+ * uncertain.  Returns the number of items whose lock was still held.
  */
 static int
 run_batch(BatchItem *items, int n, int elevel)
@@ -388,9 +431,13 @@ run_batch(BatchItem *items, int n, int elevel)
 	MemoryContext oldcxt;
 	RedisCmd   *cmds;
 	redisReply **replies = NULL;
+	RedisConn  *conn = rconn_backend();
 	const char *holder = rlock_backend_holder();
 	bool		ok;
 	int			nheld = 0;
+	redisReply *failed = NULL;
+	const char *failed_key = NULL;
+	TimestampTz sent_at = GetCurrentTimestamp();
 
 	if (n == 0)
 	{
@@ -404,21 +451,31 @@ run_batch(BatchItem *items, int n, int elevel)
 		HeldLock   *h = items[i].h;
 		const RlockKindOps *ops = kind_ops(h->kind);
 
+		items[i].latch = NULL;
 		if (items[i].levels > 0)
-			ops->build_release(&cmds[i], h->kind, h->key, holder,
-							   items[i].levels,
-							   holds_keep_lease(h));
+			items[i].latch = ops->build_release(&cmds[i], h->kind, h->key,
+												holder, items[i].levels,
+												keep_lease(h));
 		else
 			ops->build_reconcile(&cmds[i], h->kind, h->key, holder,
 								 holds_total(h));
 	}
 	MemoryContextSwitchTo(oldcxt);
 
-	/* until Redis confirms, our table and Redis may disagree */
+	/*
+	 * Until Redis confirms, our table and Redis may disagree.  What a
+	 * user's call leaves uncertain is reconciled when its transaction ends;
+	 * what a transaction end leaves uncertain waits for the next call.
+	 */
 	for (int i = 0; i < n; i++)
-		set_uncertain(items[i].h, true);
+	{
+		bool		retry = items[i].h->settle_at_end || elevel >= ERROR;
 
-	ok = rconn_run(rconn_backend(), cmds, n, &replies, elevel,
+		set_uncertain(items[i].h, true);
+		items[i].h->settle_at_end = retry;
+	}
+
+	ok = rconn_run(conn, cmds, n, &replies, elevel,
 				   n == 1 ? items[0].h->key : NULL);
 
 	for (int i = 0; i < n; i++)
@@ -427,36 +484,62 @@ run_batch(BatchItem *items, int n, int elevel)
 		redisReply *r = ok ? replies[i] : NULL;
 		bool		lost;
 
-		sync_registry(h);
-		if (r == NULL || r->type == REDIS_REPLY_ERROR)
+		if (r == NULL)
 		{
-			if (r != NULL)
-				rconn_reply_error(r, WARNING, h->key);
+			(void) sync_registry(h);
 			continue;			/* stays uncertain */
 		}
+		if (r->type == REDIS_REPLY_ERROR && !rconn_reply_is(r, "RLOCKKIND"))
+		{
+			if (elevel >= ERROR && items[i].session)
+			{
+				/* the release did not happen: the holds are still ours */
+				h->session_count += items[i].levels;
+				set_uncertain(h, false);
+				if (failed == NULL)
+				{
+					oldcxt = MemoryContextSwitchTo(batch_cxt);
+					failed = palloc(sizeof(redisReply));
+					*failed = *r;
+					failed->str = pnstrdup(r->str, r->len);
+					failed_key = pstrdup(h->key);
+					MemoryContextSwitchTo(oldcxt);
+				}
+			}
+			else
+				rconn_reply_error(r, WARNING, h->key);
+			(void) sync_registry(h);
+			continue;
+		}
 		if (items[i].levels > 0)
-			lost = (r->type == REDIS_REPLY_NIL);
+			lost = (r->type == REDIS_REPLY_NIL || r->type == REDIS_REPLY_ERROR);
 		else
-			lost = (r->type == REDIS_REPLY_INTEGER && holds_total(h) > 0 &&
-					r->integer < holds_total(h));
+			lost = (r->type == REDIS_REPLY_ERROR ||
+					(r->type == REDIS_REPLY_INTEGER && holds_total(h) > 0 &&
+					 r->integer < holds_total(h)));
+		if (items[i].latch != NULL && r->type == REDIS_REPLY_INTEGER)
+			rconn_defer_del(conn, items[i].latch);
 		if (lost)
 		{
 			if (!registry_is_lost(h->key, h->kind))
 				stats_count(RLOCK_STAT_LOCKS_LOST);
-			ereport(WARNING,
-					(errcode(ERRCODE_WARNING),
-					 errmsg("lock \"%s\" was lost before this session released it",
-							h->key),
-					 errdetail("It expired or was released by someone else while this session held it.")));
+			report_lost(h->key, "It expired or was released by someone else while this session held it.");
 			holds_forget(h);
 			continue;
 		}
 		nheld++;
 		if (items[i].levels > 0)
+		{
 			stats_add(RLOCK_STAT_RELEASES, items[i].levels);
+			if (keep_lease(h) > 0)
+				h->expires_at = sent_at + keep_lease(h) * 1000;
+		}
 		set_uncertain(h, false);
+		(void) sync_registry(h);
 		holds_drop_if_unused(h);
 	}
+	if (failed != NULL)
+		rconn_reply_error(failed, ERROR, failed_key);
 	MemoryContextReset(batch_cxt);
 	return nheld;
 }
@@ -469,21 +552,24 @@ static BatchItem *
 batch_items(void)
 {
 	return MemoryContextAlloc(batch_cxt,
-							  hash_get_num_entries(held_locks) * sizeof(BatchItem));
+							  Max(1, hash_get_num_entries(held_locks)) *
+							  sizeof(BatchItem));
 }
 
 /* Add an item for h: release "levels", or reconcile if h is uncertain. */
 static inline void
-batch_add(BatchItem *items, int *n, HeldLock *h, int levels)
+batch_add(BatchItem *items, int *n, HeldLock *h, int levels, bool session)
 {
 	items[*n].h = h;
 	items[*n].levels = h->uncertain ? 0 : levels;
+	items[*n].session = session;
 	(*n)++;
 }
 
 /*
- * Reconcile every uncertain entry with Redis.  Runs before each rlock call;
- * ERROR when Redis cannot be reached (the entries stay uncertain).
+ * Reconcile every uncertain entry with Redis, after the clean-ups an
+ * ERROR left to do.  Runs before each rlock call; ERROR when Redis cannot
+ * be reached (the entries stay uncertain).
  */
 void
 holds_settle(void)
@@ -493,6 +579,7 @@ holds_settle(void)
 	BatchItem  *items;
 	int			n = 0;
 
+	holds_run_cleanups();
 	if (n_uncertain == 0 || held_locks == NULL)
 		return;
 	items = batch_items();
@@ -500,7 +587,7 @@ holds_settle(void)
 	while ((h = hash_seq_search(&seq)) != NULL)
 	{
 		if (h->uncertain)
-			batch_add(items, &n, h, 0);
+			batch_add(items, &n, h, 0, false);
 	}
 	run_batch(items, n, ERROR);
 }
@@ -513,7 +600,7 @@ holds_settle(void)
  * nothing.  ERROR on an error reply or a reply of the wrong shape.
  */
 AcquireResult
-holds_run_acquire(const LockName *ln, RlockKind kind, const HoldRequest *req,
+holds_run_acquire(const LockName *ln, RlockKind kind, HoldRequest *req,
 				  RedisCmd *cmd)
 {
 	AcquireResult res = {0};
@@ -523,14 +610,18 @@ holds_run_acquire(const LockName *ln, RlockKind kind, const HoldRequest *req,
 	if (req->track)
 	{
 		h = holds_enter(ln->key, kind);
-		holds_begin_acquire(h);
+		set_uncertain(h, true);
 	}
+	req->sent_at = GetCurrentTimestamp();
 	r = rconn_run1(rconn_backend(), cmd, ln->name);
 	if (r->type == REDIS_REPLY_ERROR)
 	{
-		/* the script did not run to completion: nothing was granted */
+		/* every script checks before it writes: nothing was granted */
 		if (h)
-			holds_acquire_refused(h);
+		{
+			set_uncertain(h, false);
+			holds_drop_if_unused(h);
+		}
 		rconn_reply_error(r, ERROR, ln->name);
 	}
 	if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
@@ -554,12 +645,14 @@ holds_run_acquire(const LockName *ln, RlockKind kind, const HoldRequest *req,
 	if (res.status == 1)
 	{
 		if (h)
-			holds_add(h, req->scope, req->lease_ms, req->watchdog,
-					  (int) res.value, ln->name);
+			holds_add(h, req, (int) res.value, ln->name);
 		stats_count(RLOCK_STAT_ACQUISITIONS);
 	}
 	else if (h)
-		holds_acquire_refused(h);
+	{
+		set_uncertain(h, false);
+		holds_drop_if_unused(h);
+	}
 	return res;
 }
 
@@ -586,8 +679,8 @@ held_as_other_kind(const LockName *ln, HeldLock *other)
  * call left uncertain, connect (an ERROR here means Redis never saw the
  * request), fill in req (lease_ms 0: the watchdog's lease, renewed), and
  * return the holder.  For this session's own holds (owner NULL), forget
- * the lock if the watchdog found it lost (with a WARNING), and refuse it
- * when this session holds the name as a kind that cannot share it.
+ * the lock if it was lost (with a WARNING), and refuse it when this
+ * session holds the name as a kind that cannot share it.
  */
 const char *
 holds_prepare_acquire(const LockName *ln, RlockKind kind, RlockScope scope,
@@ -595,22 +688,42 @@ holds_prepare_acquire(const LockName *ln, RlockKind kind, RlockScope scope,
 {
 	HeldLock   *h;
 
+	h = holds_find(ln->key, kind);
+	if (owner == NULL && h != NULL)
+		holds_check_lost(h, ln->name);
 	holds_settle();
 	rconn_ready(rconn_backend(), ln->name);
 	req->track = (owner == NULL);
 	req->scope = scope;
 	req->watchdog = (lease_ms == 0);
 	req->lease_ms = req->watchdog ? rlock_watchdog_timeout_ms : lease_ms;
+	req->sent_at = 0;
 	if (owner != NULL)
 		return owner;
 
-	h = holds_find(ln->key, kind);
-	if (h != NULL)
-		holds_check_lost(h, ln->name);
 	h = holds_find_conflicting(ln->key, kind);
 	if (h != NULL)
 		held_as_other_kind(ln, h);
 	return rlock_backend_holder();
+}
+
+/* A release script refused a lock of another kind ("RLOCKKIND <kind>"). */
+static void
+other_kind_error(const LockName *ln, RlockKind kind, redisReply *r)
+{
+	const char *found = strstr(r->str, "RLOCKKIND ") + strlen("RLOCKKIND ");
+
+	ereport(ERROR,
+			(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+			 errmsg("lock \"%s\" is not a%s %s",
+					ln->name, kind == RLOCK_KIND_EXCLUSIVE ? "n" : "",
+					kind == RLOCK_KIND_EXCLUSIVE || kind == RLOCK_KIND_FAIR ?
+					psprintf("%s lock", rlock_kind_name(kind)) :
+					"read/write lock"),
+			 errdetail("It is a %s lock in Redis.",
+					   strncmp(found, "exclusive", 9) == 0 ? "exclusive" :
+					   "read/write"),
+			 errhint("Release it with the functions of its kind.")));
 }
 
 /*
@@ -624,15 +737,18 @@ holds_release(const LockName *ln, RlockKind kind, const char *owner)
 {
 	HeldLock   *h;
 
-	holds_settle();
-
 	if (owner != NULL)
 	{
 		RedisCmd	cmd;
 		redisReply *r;
+		RedisConn  *conn = rconn_backend();
+		const char *latch;
 
-		kind_ops(kind)->build_release(&cmd, kind, ln->key, owner, 1, 0);
-		r = rconn_run1(rconn_backend(), &cmd, ln->name);
+		holds_settle();
+		latch = kind_ops(kind)->build_release(&cmd, kind, ln->key, owner, 1, 0);
+		r = rconn_run1(conn, &cmd, ln->name);
+		if (rconn_reply_is(r, "RLOCKKIND"))
+			other_kind_error(ln, kind, r);
 		if (r->type == REDIS_REPLY_ERROR)
 			rconn_reply_error(r, ERROR, ln->name);
 		if (r->type == REDIS_REPLY_NIL)
@@ -644,13 +760,19 @@ holds_release(const LockName *ln, RlockKind kind, const char *owner)
 		}
 		if (r->type != REDIS_REPLY_INTEGER)
 			rconn_unexpected_reply(r, ln->name);
+		rconn_defer_del(conn, latch);
 		stats_count(RLOCK_STAT_RELEASES);
 		return true;
 	}
 
 	h = holds_find(ln->key, kind);
 	if (h != NULL && holds_check_lost(h, ln->name))
+	{
+		holds_settle();
 		return false;
+	}
+	holds_settle();
+	h = holds_find(ln->key, kind);
 	if (h == NULL || holds_total(h) == 0)
 	{
 		HeldLock   *other = holds_find_conflicting(ln->key, kind);
@@ -671,24 +793,16 @@ holds_release(const LockName *ln, RlockKind kind, const char *owner)
 							kind_label(kind), ln->name)));
 		return false;
 	}
-	return holds_release_session(h);
-}
 
-/*
- * Release one session-level hold of h, in Redis and here.  Returns false
- * (after a WARNING) when Redis says the lock was lost meanwhile; ERROR when
- * Redis cannot be reached (the entry then stays uncertain).
- */
-bool
-holds_release_session(HeldLock *h)
-{
-	BatchItem	item;
-	int			n = 0;
+	/* one session-level hold, in Redis and here */
+	{
+		BatchItem	item;
+		int			n = 0;
 
-	Assert(h->session_count > 0);
-	h->session_count--;
-	batch_add(&item, &n, h, 1);
-	return run_batch(&item, n, ERROR) == 1;
+		h->session_count--;
+		batch_add(&item, &n, h, 1, true);
+		return run_batch(&item, n, ERROR) == 1;
+	}
 }
 
 /*
@@ -714,28 +828,41 @@ holds_release_all_session(void)
 
 		if (levels == 0)
 			continue;
+		if (registry_is_lost(h->key, h->kind))
+		{
+			report_lost(h->key, "It expired, was force-released, Redis restarted, or it could not be renewed in time.");
+			h->session_count = 0;
+			set_uncertain(h, true);
+			batch_add(items, &n, h, 0, false);
+			continue;
+		}
 		h->session_count = 0;
-		batch_add(items, &n, h, levels);
+		batch_add(items, &n, h, levels, true);
 	}
 	return run_batch(items, n, ERROR);
 }
 
+/* ----------------------------------------------------------------
+ * For the transaction and exit paths (holds_xact.c)
+ * ----------------------------------------------------------------
+ */
+
 /*
  * End transaction-level holds: all of them (subid == InvalidSubTransactionId)
- * or those of one aborted subtransaction.  Called with interrupts held, so
- * failures are WARNINGs.  At top-level abort, uncertain entries (an acquire
- * interrupted in flight) are reconciled too.
+ * or those of one aborted subtransaction; and reconcile every uncertain
+ * entry (an acquire interrupted in flight, even in a subtransaction that
+ * rolled back, must never stay in Redis unknown to us).  Called with
+ * interrupts held, so failures are WARNINGs.
  */
-static void
-end_xact_holds(SubTransactionId subid, bool reconcile_uncertain)
+void
+holds_end_xact(SubTransactionId subid)
 {
 	HASH_SEQ_STATUS seq;
 	HeldLock   *h;
 	BatchItem  *items;
 	int			n = 0;
 
-	if (held_locks == NULL ||
-		(n_with_xact == 0 && !(reconcile_uncertain && n_uncertain > 0)))
+	if (held_locks == NULL || (n_with_xact == 0 && n_uncertain == 0))
 		return;
 
 	items = batch_items();
@@ -762,151 +889,53 @@ end_xact_holds(SubTransactionId subid, bool reconcile_uncertain)
 				n_with_xact--;
 		}
 
-		if (levels > 0 || (h->uncertain && reconcile_uncertain))
-			batch_add(items, &n, h, levels);
+		/*
+		 * An entry left uncertain is reconciled at the end of the
+		 * transaction that left it so, once: while Redis cannot be reached,
+		 * later transactions do not each wait for it (the next rlock call
+		 * settles it, or fails).
+		 */
+		if (levels > 0 || (h->uncertain && h->settle_at_end))
+			batch_add(items, &n, h, levels, false);
 	}
+	for (int i = 0; i < n; i++)
+		items[i].h->settle_at_end = false;
 	/* items lives in batch_cxt, which run_batch resets */
 	run_batch(items, n, WARNING);
 }
 
-static void
-lost_at_commit(HeldLock *h)
-{
-	char	   *key = pstrdup(h->key);
-
-	holds_forget(h);
-	ereport(ERROR,
-			(errcode(ERRCODE_TRANSACTION_ROLLBACK),
-			 errmsg("cannot commit: lock \"%s\" held by this transaction was lost",
-					key),
-			 errdetail("It expired, was force-released, or Redis restarted while the transaction held it; the transaction is rolled back."),
-			 errhint("Writes guarded by a lost lock are never committed (rlock.verify_on_commit).")));
-}
-
-/*
- * Before COMMIT: check in one round trip that Redis still has every lock
- * held at transaction level (rlock.verify_on_commit).  An ERROR here rolls
- * the transaction back.
- */
-static void
-verify_xact_holds(void)
-{
-	HASH_SEQ_STATUS seq;
-	HeldLock   *h;
-	HeldLock  **hs;
-	RedisCmd   *cmds;
-	redisReply **replies;
-	const char *holder = rlock_backend_holder();
-	int			n = 0;
-
-	if (n_with_xact == 0 || !rlock_verify_on_commit)
-		return;
-	hs = palloc(n_with_xact * sizeof(HeldLock *));
-	cmds = palloc(n_with_xact * sizeof(RedisCmd));
-	hash_seq_init(&seq, held_locks);
-	while ((h = hash_seq_search(&seq)) != NULL)
-	{
-		if (h->xact_count == 0)
-			continue;
-		if (registry_is_lost(h->key, h->kind))
-		{
-			hash_seq_term(&seq);
-			lost_at_commit(h);
-		}
-		rcmd_init(&cmds[n]);
-		rcmd_str(&cmds[n], "HGET");
-		rcmd_str(&cmds[n], h->key);
-		rcmd_str(&cmds[n], lockname_holder_field(h->kind, holder));
-		hs[n++] = h;
-	}
-	rconn_run(rconn_backend(), cmds, n, &replies, ERROR,
-			  n == 1 ? hs[0]->key : NULL);
-	for (int i = 0; i < n; i++)
-	{
-		redisReply *r = replies[i];
-		int64		count = 0;
-
-		if (r->type == REDIS_REPLY_ERROR)
-			rconn_reply_error(r, ERROR, hs[i]->key);
-		else if (r->type == REDIS_REPLY_INTEGER)
-			count = r->integer;
-		else if (r->type == REDIS_REPLY_STRING)
-			count = strtoll(r->str, NULL, 10);
-		else if (r->type != REDIS_REPLY_NIL)
-			rconn_unexpected_reply(r, hs[i]->key);
-		if (count < holds_total(hs[i]))
-		{
-			stats_count(RLOCK_STAT_LOCKS_LOST);
-			lost_at_commit(hs[i]);
-		}
-	}
-}
-
-static void
-holds_xact_callback(XactEvent event, void *arg)
-{
-	switch (event)
-	{
-		case XACT_EVENT_PRE_COMMIT:
-			verify_xact_holds();
-			break;
-		case XACT_EVENT_PRE_PREPARE:
-			if (n_with_xact > 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("cannot PREPARE a transaction that holds rlock transaction-level locks")));
-			break;
-		case XACT_EVENT_COMMIT:
-		case XACT_EVENT_PARALLEL_COMMIT:
-			end_xact_holds(InvalidSubTransactionId, false);
-			break;
-		case XACT_EVENT_ABORT:
-		case XACT_EVENT_PARALLEL_ABORT:
-			end_xact_holds(InvalidSubTransactionId, true);
-			break;
-		default:
-			break;
-	}
-}
-
-static void
-holds_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
-					   SubTransactionId parentSubid, void *arg)
+/* A subtransaction committed: its parent now owns its holds. */
+void
+holds_subxact_commit(SubTransactionId subid, SubTransactionId parent)
 {
 	HASH_SEQ_STATUS seq;
 	HeldLock   *h;
 
 	if (held_locks == NULL || n_with_xact == 0)
 		return;
-	switch (event)
+	hash_seq_init(&seq, held_locks);
+	while ((h = hash_seq_search(&seq)) != NULL)
 	{
-		case SUBXACT_EVENT_ABORT_SUB:
-			end_xact_holds(mySubid, false);
-			break;
-		case SUBXACT_EVENT_COMMIT_SUB:
-			/* the parent now owns the holds of the committed child */
-			hash_seq_init(&seq, held_locks);
-			while ((h = hash_seq_search(&seq)) != NULL)
-			{
-				if (h->nxact == 0 || h->xact[h->nxact - 1].subid != mySubid)
-					continue;
-				if (h->nxact >= 2 && h->xact[h->nxact - 2].subid == parentSubid)
-				{
-					h->xact[h->nxact - 2].count += h->xact[h->nxact - 1].count;
-					h->nxact--;
-				}
-				else
-					h->xact[h->nxact - 1].subid = parentSubid;
-			}
-			break;
-		default:
-			break;
+		if (h->nxact == 0 || h->xact[h->nxact - 1].subid != subid)
+			continue;
+		if (h->nxact >= 2 && h->xact[h->nxact - 2].subid == parent)
+		{
+			h->xact[h->nxact - 2].count += h->xact[h->nxact - 1].count;
+			h->nxact--;
+		}
+		else
+			h->xact[h->nxact - 1].subid = parent;
 	}
 }
 
-/* Backend exit: release everything this session holds. */
-static void
-holds_exit_callback(int code, Datum arg)
+/*
+ * Release every hold (session_only: only session-level ones, as DISCARD
+ * ALL does outside a transaction) in one round trip, reconciling uncertain
+ * entries.  Failures are WARNINGs; whatever Redis could not be told is
+ * forgotten anyway, so that nothing renews it and its lease ends it.
+ */
+void
+holds_release_everything(bool session_only)
 {
 	HASH_SEQ_STATUS seq;
 	HeldLock   *h;
@@ -919,12 +948,83 @@ holds_exit_callback(int code, Datum arg)
 	hash_seq_init(&seq, held_locks);
 	while ((h = hash_seq_search(&seq)) != NULL)
 	{
-		int			levels = holds_total(h);
+		int			levels = session_only ? h->session_count : holds_total(h);
 
-		clear_xact(h);
+		if (!session_only)
+			clear_xact(h);
 		h->session_count = 0;
-		batch_add(items, &n, h, levels);
+		if (levels > 0 || h->uncertain)
+			batch_add(items, &n, h, levels, false);
 	}
 	run_batch(items, n, WARNING);
-	registry_remove_backend();
+
+	/* what Redis could not be told about: stop believing in it */
+	hash_seq_init(&seq, held_locks);
+	while ((h = hash_seq_search(&seq)) != NULL)
+	{
+		if (h->session_count == 0 && (h->uncertain || h->xact_count == 0))
+		{
+			h->renew_lease_ms = 0;
+			set_uncertain(h, false);
+			holds_drop_if_unused(h);
+		}
+	}
+}
+
+bool
+holds_any_xact(void)
+{
+	return held_locks != NULL && n_with_xact > 0;
+}
+
+/* The entries with transaction-level holds (palloc'd array). */
+int
+holds_xact_snapshot(HeldLock ***hs)
+{
+	HASH_SEQ_STATUS seq;
+	HeldLock   *h;
+	int			n = 0;
+
+	*hs = palloc(Max(1, n_with_xact) * sizeof(HeldLock *));
+	if (held_locks == NULL)
+		return 0;
+	hash_seq_init(&seq, held_locks);
+	while ((h = hash_seq_search(&seq)) != NULL)
+	{
+		if (h->xact_count > 0)
+			(*hs)[n++] = h;
+	}
+	return n;
+}
+
+/*
+ * The check before COMMIT found h lost, or with too little lease left to
+ * cover the commit: forget it (Redis too, at the next reconcile) and
+ * refuse the COMMIT.
+ */
+void
+holds_lost_at_commit(HeldLock *h, const char *why)
+{
+	char	   *key = pstrdup(h->key);
+
+	if (!registry_is_lost(h->key, h->kind))
+		stats_count(RLOCK_STAT_LOCKS_LOST);
+	forget_and_reconcile(h);
+	ereport(ERROR,
+			(errcode(ERRCODE_TRANSACTION_ROLLBACK),
+			 errmsg("cannot commit: lock \"%s\" held by this transaction was lost",
+					key),
+			 errdetail("%s", why),
+			 errhint("Writes guarded by a lost lock are never committed (rlock.verify_on_commit).")));
+}
+
+/* The check before COMMIT extended h's lease. */
+void
+holds_renewed_at_commit(HeldLock *h, TimestampTz expires_at)
+{
+	if (expires_at > h->expires_at)
+	{
+		h->expires_at = expires_at;
+		(void) sync_registry(h);
+	}
 }

@@ -1,7 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * holds.h
- *	  Backend-local table of the locks this session holds.
+ *	  Backend-local table of the locks this session holds (holds.c), and
+ *	  when its holds end: transaction, subtransaction and session ends,
+ *	  DISCARD ALL (holds_xact.c).
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -11,6 +13,7 @@
 #define RLOCK_HOLDS_H
 
 #include "access/xact.h"
+#include "datatype/timestamp.h"
 
 #include "connection.h"
 #include "lockname.h"
@@ -38,9 +41,13 @@ typedef struct HeldLock
 	int			nxact;			/* entries used in xact[] */
 	int			maxxact;
 	XactHolds  *xact;			/* by subtransaction, innermost last */
-	bool		watchdog;		/* some hold was taken without a lease */
+	int64		renew_lease_ms; /* > 0: some hold was taken without a lease,
+								 * and the watchdog renews it with this lease */
 	int64		lease_ms;		/* lease of the last acquisition */
+	TimestampTz expires_at;		/* earliest moment Redis may let it expire */
 	bool		uncertain;		/* Redis may disagree (interrupted call) */
+	bool		settle_at_end;	/* reconcile it when the transaction ends
+								 * (tried once; then the next call does) */
 } HeldLock;
 
 /*
@@ -50,8 +57,11 @@ typedef struct HeldLock
  */
 typedef struct RlockKindOps
 {
-	/* release "levels" holds; keep_lease_ms: lease of what remains, 0 keep */
-	void		(*build_release) (RedisCmd *cmd, RlockKind kind,
+	/*
+	 * release "levels" holds; keep_lease_ms: lease of what remains, 0 keep.
+	 * Returns the request's unlock latch (deleted once answered).
+	 */
+	const char *(*build_release) (RedisCmd *cmd, RlockKind kind,
 								  const char *key, const char *holder,
 								  int levels, int64 keep_lease_ms);
 	/* lower this holder's count in Redis to "target" */
@@ -60,6 +70,15 @@ typedef struct RlockKindOps
 									int target);
 } RlockKindOps;
 
+/*
+ * Clean-up that an ERROR left to do in Redis (a fair waiter leaving its
+ * queue, a waiter leaving its channel): PG_CATCH blocks only record it,
+ * and it runs from the abort paths, at backend exit and before the next
+ * rlock call (holds_xact.c), bounded like every uninterruptible round
+ * trip.  Never throws.
+ */
+typedef void (*HoldsCleanupFn) (void);
+
 /* What an acquisition asks for (lock kinds fill it in). */
 typedef struct HoldRequest
 {
@@ -67,6 +86,7 @@ typedef struct HoldRequest
 	RlockScope	scope;
 	int64		lease_ms;
 	bool		watchdog;		/* taken without a lease */
+	TimestampTz sent_at;		/* when the acquire script was sent */
 } HoldRequest;
 
 /*
@@ -84,18 +104,14 @@ typedef struct AcquireResult
 	char	   *word;
 } AcquireResult;
 
+/* holds.c: the table, acquisitions and releases */
 extern AcquireResult holds_run_acquire(const LockName *ln, RlockKind kind,
-									   const HoldRequest *req, RedisCmd *cmd);
+									   HoldRequest *req, RedisCmd *cmd);
 extern HeldLock *holds_find(const char *key, RlockKind kind);
 extern HeldLock *holds_find_conflicting(const char *key, RlockKind kind);
 extern HeldLock *holds_enter(const char *key, RlockKind kind);
 extern void holds_settle(void);
-extern void holds_add(HeldLock *h, RlockScope scope, int64 lease_ms,
-					  bool watchdog, int redis_count, const char *name);
 extern bool holds_check_lost(HeldLock *h, const char *name);
-extern void holds_begin_acquire(HeldLock *h);
-extern void holds_acquire_refused(HeldLock *h);
-extern bool holds_release_session(HeldLock *h);
 extern const char *holds_prepare_acquire(const LockName *ln, RlockKind kind,
 										 RlockScope scope, int64 lease_ms,
 										 const char *owner,
@@ -103,8 +119,23 @@ extern const char *holds_prepare_acquire(const LockName *ln, RlockKind kind,
 extern bool holds_release(const LockName *ln, RlockKind kind,
 						  const char *owner);
 extern void holds_forget(HeldLock *h);
-extern int64 holds_keep_lease(HeldLock *h);
 extern int	holds_release_all_session(void);
+
+/* holds.c: for the transaction and exit paths (holds_xact.c) */
+extern void holds_end_xact(SubTransactionId subid);
+extern void holds_subxact_commit(SubTransactionId subid,
+								 SubTransactionId parent);
+extern void holds_release_everything(bool session_only);
+extern int	holds_xact_snapshot(HeldLock ***hs);
+extern bool holds_any_xact(void);
+extern void holds_lost_at_commit(HeldLock *h, const char *why);
+extern void holds_renewed_at_commit(HeldLock *h, TimestampTz expires_at);
+
+/* holds_xact.c */
+extern void holds_register_callbacks(void);
+extern void holds_install_hooks(void);
+extern void holds_on_abort(HoldsCleanupFn fn);
+extern void holds_run_cleanups(void);
 
 static inline int
 holds_total(const HeldLock *h)

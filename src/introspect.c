@@ -258,18 +258,18 @@ Datum
 rlock_locks(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	RegistryEntry *entries;
+	RegistryRow *rows;
 	int			n;
 	const char *uuid;
 
 	registry_require("rlock_locks");
 	InitMaterializedSRF(fcinfo, 0);
-	n = registry_snapshot(&entries);
+	n = registry_snapshot(&rows);
 	uuid = registry_instance_uuid();
 
 	for (int i = 0; i < n; i++)
 	{
-		RegistryEntry *e = &entries[i];
+		RegistryRow *e = &rows[i];
 		char	   *dbname = get_database_name(e->dboid);
 
 		for (int scope = 0; scope < 2; scope++)
@@ -282,7 +282,7 @@ rlock_locks(PG_FUNCTION_ARGS)
 				continue;
 			vals[0] = Int32GetDatum(e->pid);
 			if (dbname)
-				vals[1] = CStringGetDatum(dbname);
+				vals[1] = DirectFunctionCall1(namein, CStringGetDatum(dbname));
 			else
 				nulls[1] = true;
 			vals[2] = CStringGetTextDatum(e->key);

@@ -20,6 +20,8 @@
  */
 #include "postgres.h"
 
+#include <errno.h>
+
 #include "miscadmin.h"
 
 #include "connection.h"
@@ -33,22 +35,24 @@
 /* Message published on the lock's channel when it is released. */
 #define RELEASE_MESSAGE		"0"
 
-static void
+static const char *
 exclusive_build_release(RedisCmd *cmd, RlockKind kind, const char *key,
 						const char *holder, int levels, int64 keep_lease_ms)
 {
 	char	   *channel = lockname_derive(key, "redisson_lock__channel");
 	char	   *latch = lockname_unlock_latch(key);
 
-	rcmd_script(cmd, RLOCK_SCRIPT_RELEASE, 3);
+	rcmd_script(cmd, RLOCK_SCRIPT_RELEASE, 4);
 	rcmd_str(cmd, key);
 	rcmd_str(cmd, channel);
 	rcmd_str(cmd, latch);
+	rcmd_str(cmd, lockname_derive(key, "redisson_lock_queue"));
 	rcmd_str(cmd, RELEASE_MESSAGE);
 	rcmd_int(cmd, keep_lease_ms);
 	rcmd_str(cmd, holder);
 	rcmd_int(cmd, levels);
 	rcmd_int(cmd, lockname_latch_ttl_ms());
+	return latch;
 }
 
 static void
@@ -67,6 +71,32 @@ const RlockKindOps exclusive_ops = {
 	.build_release = exclusive_build_release,
 	.build_reconcile = exclusive_build_reconcile,
 };
+
+/*
+ * The fencing token counter of ln cannot be incremented (why: "type",
+ * "integer" or "max", from the acquire script, which refuses before it
+ * writes anything; or from a GET).
+ */
+static void
+token_error(const LockName *ln, const char *why)
+{
+	char	   *counter = lockname_derive(ln->key, "redisson_lock_token");
+
+	if (why != NULL && strcmp(why, "max") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("fencing token of lock \"%s\" is out of range", ln->name),
+				 errdetail("Its counter, Redis key \"%s\", has reached the largest 64-bit integer.",
+						   counter)));
+	ereport(ERROR,
+			(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+			 errmsg("fencing token of lock \"%s\" is not an integer", ln->name),
+			 errdetail("Its counter, Redis key \"%s\", holds %s.", counter,
+					   why != NULL && strcmp(why, "type") == 0 ?
+					   "another kind of Redis value" :
+					   "a value that is not a 64-bit integer"),
+			 errhint("Delete or repair that key; until then, no fenced acquisition of the lock can take it.")));
+}
 
 /* What an attempt needs, for the waiting loop (lock_wait.c). */
 typedef struct ExclusiveAttempt
@@ -114,6 +144,9 @@ exclusive_try(void *arg, int64 *pttl)
 		case 0:
 			*pttl = res.value;
 			return false;
+		case 4:
+			token_error(ln, res.word);
+			break;
 		default:
 			if (res.word != NULL && strcmp(res.word, "fair") == 0)
 				ereport(ERROR,
@@ -172,11 +205,20 @@ exclusive_token(const LockName *ln, int64 *token)
 	r = rconn_run1(rconn_backend(), &cmd, ln->name);
 	if (r->type == REDIS_REPLY_NIL)
 		return false;
+	if (rconn_reply_is(r, "WRONGTYPE"))
+		token_error(ln, "type");
 	if (r->type == REDIS_REPLY_ERROR)
 		rconn_reply_error(r, ERROR, ln->name);
 	if (r->type != REDIS_REPLY_STRING)
 		rconn_unexpected_reply(r, ln->name);
-	*token = strtoll(r->str, NULL, 10);
+	{
+		char	   *end;
+
+		errno = 0;
+		*token = strtoll(r->str, &end, 10);
+		if (r->len == 0 || *end != '\0' || errno != 0)
+			token_error(ln, "integer");
+	}
 	return true;
 }
 

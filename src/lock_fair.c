@@ -10,11 +10,11 @@
  *
  * Waiters acquire in the order they queued.  A waiter that stops waiting
  * leaves the queue at once, so that nobody behind it is stalled: when its
- * wait ends without the lock (try with a wait that expired, cancel,
- * lock_timeout, statement_timeout, any ERROR) and when its backend exits
- * while waiting (pg_terminate_backend: a FATAL error skips the wait's
- * cleanup, so an exit callback does it).  A waiter that dies without
- * leaving (SIGKILL, a crash) is dropped when its deadline passes: every
+ * wait ends without the lock (try with a wait that expired), and when an
+ * ERROR ends it (cancel, lock_timeout, statement_timeout, a FATAL from
+ * pg_terminate_backend), from the abort or exit path (fair_cleanup,
+ * registered with holds_on_abort: no Redis I/O in PG_CATCH).  A waiter
+ * that dies without leaving (SIGKILL, a crash) is dropped when its deadline passes: every
  * attempt of a live waiter (one at least every 5 s) pushes its own
  * deadline to the holder's remaining lease plus FAIR_WAIT_MS, so live
  * waiters never expire and dead ones are gone within that time.
@@ -47,7 +47,6 @@
 /* The queue this backend waits in, if any (for the exit callback). */
 static char *queued_key = NULL;
 static char *queued_holder = NULL;
-static bool exit_callback_registered = false;
 
 static int64
 epoch_ms(void)
@@ -64,19 +63,22 @@ add_queue_keys(RedisCmd *cmd, const char *key)
 	rcmd_str(cmd, lockname_derive(key, "redisson_lock_timeout"));
 }
 
-static void
+static const char *
 fair_build_release(RedisCmd *cmd, RlockKind kind, const char *key,
 				   const char *holder, int levels, int64 keep_lease_ms)
 {
+	char	   *latch = lockname_unlock_latch(key);
+
 	rcmd_script(cmd, RLOCK_SCRIPT_FAIR_RELEASE, 4);
 	add_queue_keys(cmd, key);
-	rcmd_str(cmd, lockname_unlock_latch(key));
+	rcmd_str(cmd, latch);
 	rcmd_str(cmd, holder);
 	rcmd_int(cmd, levels);
 	rcmd_int(cmd, keep_lease_ms);
 	rcmd_int(cmd, lockname_latch_ttl_ms());
 	rcmd_int(cmd, epoch_ms());
 	rcmd_str(cmd, lockname_derive(key, "redisson_lock__channel"));
+	return latch;
 }
 
 static void
@@ -127,9 +129,13 @@ forget_queue(void)
 	queued_key = queued_holder = NULL;
 }
 
-/* Backend exit while waiting (a FATAL error skips lock_wait's cleanup). */
+/*
+ * Leave the queue this backend may still be in (an ERROR, a cancel or a
+ * FATAL ended its wait): registered with holds_on_abort, so it runs from
+ * the abort paths, at exit and before the next call, never from PG_CATCH.
+ */
 static void
-fair_exit_callback(int code, Datum arg)
+fair_cleanup(void)
 {
 	if (queued_key != NULL)
 	{
@@ -180,13 +186,11 @@ fair_try(void *arg, int64 *pttl)
 	return false;				/* keep compiler quiet */
 }
 
+/* The wait ended without the lock (no ERROR): leave the queue now. */
 static void
 fair_give_up(void *arg)
 {
-	FairAttempt *a = arg;
-
-	give_up(a->ln->key, a->holder);
-	forget_queue();
+	fair_cleanup();
 }
 
 bool
@@ -210,29 +214,16 @@ fair_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 		return false;
 	}
 
-	/* from the first attempt on, this backend may be queued */
-	if (!exit_callback_registered)
-	{
-		before_shmem_exit(fair_exit_callback, (Datum) 0);
-		exit_callback_registered = true;
-	}
+	/*
+	 * From the first attempt on, this backend may be queued; if an ERROR
+	 * ends the wait, fair_cleanup leaves the queue from the abort path.
+	 */
+	holds_on_abort(fair_cleanup);
 	forget_queue();
 	queued_key = MemoryContextStrdup(TopMemoryContext, ln->key);
 	queued_holder = MemoryContextStrdup(TopMemoryContext, attempt.holder);
 
-	PG_TRY();
-	{
-		acquired = fair_try(&attempt, &pttl);
-	}
-	PG_CATCH();
-	{
-		HOLD_INTERRUPTS();
-		fair_give_up(&attempt);
-		RESUME_INTERRUPTS();
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	if (acquired)
+	if (fair_try(&attempt, &pttl))
 	{
 		forget_queue();
 		return true;

@@ -35,20 +35,23 @@ channel_of(const char *key)
 	return lockname_derive(key, "redisson_rwlock");
 }
 
-static void
+static const char *
 rw_build_release(RedisCmd *cmd, RlockKind kind, const char *key,
 				 const char *holder, int levels, int64 keep_lease_ms)
 {
+	char	   *latch = lockname_unlock_latch(key);
+
 	rcmd_script(cmd, kind == RLOCK_KIND_WRITE ? RLOCK_SCRIPT_WRITE_RELEASE :
 				RLOCK_SCRIPT_READ_RELEASE, 3);
 	rcmd_str(cmd, key);
 	rcmd_str(cmd, channel_of(key));
-	rcmd_str(cmd, lockname_unlock_latch(key));
+	rcmd_str(cmd, latch);
 	rcmd_str(cmd, lockname_holder_field(kind, holder));
 	rcmd_int(cmd, levels);
 	rcmd_int(cmd, lockname_latch_ttl_ms());
 	if (kind == RLOCK_KIND_WRITE)
 		rcmd_int(cmd, keep_lease_ms);
+	return latch;
 }
 
 static void

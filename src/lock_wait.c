@@ -14,7 +14,8 @@
  * wait primitive), and lock_timeout when asked, as a blocking lock
  * acquisition does; it shows in pg_stat_activity as an Extension wait and
  * in the error context as "waiting for rlock lock".  rlock_stats counts its
- * time and outcome.
+ * time and outcome.  A wait an ERROR ends does no Redis I/O on its way
+ * out: leaving the channel is left to holds_xact.c's abort path.
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -28,12 +29,29 @@
 #include "utils/timestamp.h"
 
 #include "connection.h"
+#include "holds.h"
 #include "lock_wait.h"
 #include "stats.h"
 #include "waitqueue.h"
 
 /* Longest single sleep of a waiter between two attempts, in ms. */
 #define WAIT_RECHECK_MS		5000
+
+/* This backend is subscribed to a waiter's channel it has not left yet. */
+static bool channel_pending = false;
+
+/*
+ * Leave the channel (without waiting for Redis's answer); also registered
+ * with holds_on_abort for waits an ERROR ended.
+ */
+static void
+leave_channel(void)
+{
+	if (!channel_pending)
+		return;
+	channel_pending = false;
+	rconn_unsubscribe_nowait(rconn_backend_subscriber());
+}
 
 static void
 waiting_context(void *arg)
@@ -51,7 +69,7 @@ lock_wait(const LockName *ln, const char *channel, int64 wait_ms,
 	TimestampTz deadline;
 	ErrorContextCallback errcb;
 	volatile bool armed = false;
-	volatile bool acquired = false;
+	bool		acquired = false;
 	bool		attempt_now = true;
 	TimestampTz until = 0;
 
@@ -71,6 +89,8 @@ lock_wait(const LockName *ln, const char *channel, int64 wait_ms,
 			armed = true;
 		}
 
+		holds_on_abort(leave_channel);
+		channel_pending = true;
 		rconn_subscribe(sub, channel, ln->name);
 		waitqueue_join(channel);
 		for (;;)
@@ -111,24 +131,33 @@ lock_wait(const LockName *ln, const char *channel, int64 wait_ms,
 				attempt_now = waitqueue_is_first(); /* a release, or our turn */
 		}
 	}
-	PG_FINALLY();
+	PG_CATCH();
 	{
+		/*
+		 * No Redis I/O here: leaving the channel (and, for a fair waiter,
+		 * its queue) is left to the abort path (leave_channel, and the
+		 * kind's own clean-up).
+		 */
 		if (armed)
 			disable_timeout(LOCK_TIMEOUT, false);
-		rconn_unsubscribe_nowait(sub);
-		/* pass the turn on unless we took the lock for ourselves */
-		waitqueue_leave(!acquired || shared);
-		if (!acquired && give_up_fn != NULL)
-		{
-			HOLD_INTERRUPTS();
-			give_up_fn(arg);
-			RESUME_INTERRUPTS();
-		}
+		waitqueue_leave(true);
 		error_context_stack = errcb.previous;
 		stats_add_elapsed(RLOCK_STAT_WAIT_US, start);
-		stats_count(acquired ? RLOCK_STAT_CONTENDED : RLOCK_STAT_FAILED);
+		stats_count(RLOCK_STAT_FAILED);
+		PG_RE_THROW();
 	}
 	PG_END_TRY();
+
+	if (armed)
+		disable_timeout(LOCK_TIMEOUT, false);
+	leave_channel();
+	/* pass the turn on unless we took the lock for ourselves */
+	waitqueue_leave(!acquired || shared);
+	if (!acquired && give_up_fn != NULL)
+		give_up_fn(arg);
+	error_context_stack = errcb.previous;
+	stats_add_elapsed(RLOCK_STAT_WAIT_US, start);
+	stats_count(acquired ? RLOCK_STAT_CONTENDED : RLOCK_STAT_FAILED);
 
 	return acquired;
 }

@@ -22,6 +22,42 @@
 
 #include "lockname.h"
 
+/* Prefixes of the keys and channels Redisson derives from a lock's key. */
+static const char *const derived_prefixes[] = {
+	"redisson_lock__channel:",
+	"redisson_lock_token:",
+	"redisson_unlock_latch:",
+	"redisson_lock_queue:",
+	"redisson_lock_timeout:",
+	"redisson_rwlock:",
+};
+
+/*
+ * Refuse a key that is, or may be, one of the keys rlock derives from some
+ * lock's key (a fencing token counter, a fair queue, a read hold's timeout
+ * key...): locking it would corrupt that other lock, or make its scripts
+ * fail half way.
+ */
+static void
+check_derived_collision(const LockName *ln)
+{
+	bool		collides = false;
+
+	for (int i = 0; i < lengthof(derived_prefixes); i++)
+		if (strncmp(ln->key, derived_prefixes[i],
+					strlen(derived_prefixes[i])) == 0)
+			collides = true;
+	if (strstr(ln->key, ":rwlock_timeout:") != NULL)
+		collides = true;
+	if (collides)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lock name \"%s\" collides with the keys rlock derives from lock names",
+						ln->name),
+				 errdetail("Keys starting with redisson_lock__channel:, redisson_lock_token:, redisson_unlock_latch:, redisson_lock_queue:, redisson_lock_timeout: or redisson_rwlock:, and keys containing :rwlock_timeout:, belong to other locks."),
+				 errhint("Choose another lock name.")));
+}
+
 /*
  * Validate a user's lock name and build its key.  ERROR on a NULL, empty or
  * over-long name.
@@ -52,6 +88,7 @@ lockname_init(LockName *ln, text *name)
 	memcpy(ln->key + plen, VARDATA_ANY(name), nlen);
 	ln->keylen = plen + nlen;
 	ln->key[ln->keylen] = '\0';
+	check_derived_collision(ln);
 }
 
 /*
@@ -82,11 +119,16 @@ lockname_unlock_latch(const char *key)
 					(unsigned int) MyProcPid, ++counter);
 }
 
-/* TTL of an unlock latch: long enough to outlast our one retry. */
+/*
+ * TTL of an unlock latch: long enough to outlast our one retry, which may
+ * reconnect first: a round trip, a new connection and the round trip
+ * again, plus a second.  (Once the release is answered the latch is
+ * deleted: connection.c's rconn_defer_del.)
+ */
 int64
 lockname_latch_ttl_ms(void)
 {
-	return (int64) rlock_command_timeout_ms * 2 + 1000;
+	return (int64) RLOCK_MAX_USER_TIMEOUT_MS * 3 + 1000;
 }
 
 /*

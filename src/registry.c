@@ -239,78 +239,74 @@ make_tag(RegistryEntry *tag, int pid, RlockKind kind, const char *key)
 }
 
 /*
- * Make sure this backend has an entry for key, before asking Redis for the
- * lock: a full registry refuses the acquisition up front.
+ * Record this backend's holds of key (after they changed), creating its
+ * entry when the first hold is granted: waiting for a lock never takes
+ * room in the registry.  Returns false, recording nothing, when the
+ * registry is full (rlock.max_locks); the caller then gives the hold back.
+ * expires_at is the earliest moment Redis may let the lock expire (the
+ * start of the round trip that last set its TTL, plus that TTL).
  */
-void
-registry_reserve(const char *key, RlockKind kind)
+bool
+registry_sync(const char *key, RlockKind kind, int session_count,
+			  int xact_count, int64 lease_ms, int64 renew_lease_ms,
+			  TimestampTz expires_at)
 {
 	RegistryEntry tag;
 	RegistryEntry *e;
-	bool		found;
+	bool		found = false;
+	bool		held = session_count + xact_count > 0;
 
 	if (registry_hash == NULL)
-		return;
+		return true;
 	make_tag(&tag, MyProcPid, kind, key);
 	LWLockAcquire(rlock_shared->lock, LW_EXCLUSIVE);
+	e = hash_search(registry_hash, &tag, HASH_FIND, NULL);
+
 	/*
 	 * A shared hash can grow into spare shared memory past its nominal size;
 	 * rlock.max_locks is the capacity users configure, so enforce it.
 	 */
-	e = hash_search(registry_hash, &tag, HASH_FIND, NULL);
-	found = (e != NULL);
-	if (e == NULL && hash_get_num_entries(registry_hash) < rlock_max_locks)
+	if (e == NULL && held &&
+		hash_get_num_entries(registry_hash) < rlock_max_locks)
 		e = hash_search(registry_hash, &tag, HASH_ENTER_NULL, &found);
-	if (e != NULL && !found)
+	else
+		found = (e != NULL);
+	if (e == NULL)
+	{
+		LWLockRelease(rlock_shared->lock);
+		return !held;
+	}
+	if (!found || e->session_count + e->xact_count == 0)
 	{
 		e->dboid = MyDatabaseId;
-		e->state = REGISTRY_HELD;
-		e->watchdog = false;
-		e->session_count = 0;
-		e->xact_count = 0;
-		e->lease_ms = 0;
-		e->acquired_at = 0;
+		e->acquired_at = GetCurrentTimestamp();
 		e->renewed_at = 0;
+		e->state = REGISTRY_HELD;
+		e->lost_reason = LOST_NONE;
 	}
+	e->session_count = session_count;
+	e->xact_count = xact_count;
+	e->lease_ms = lease_ms;
+	e->renew_lease_ms = renew_lease_ms;
+	if (expires_at != 0)
+		e->expires_at = expires_at;
 	LWLockRelease(rlock_shared->lock);
-	if (e == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of shared memory"),
-				 errdetail("The rlock registry has room for %d held locks.",
-						   rlock_max_locks),
-				 errhint("You might need to increase rlock.max_locks.")));
+	return true;
 }
 
-/* Record this backend's holds of key (after they changed). */
-void
-registry_sync(const char *key, RlockKind kind, int session_count,
-			  int xact_count, bool watchdog, int64 lease_ms)
+/*
+ * When a lock must count as lost for want of a successful renewal (or
+ * because its fixed lease ran out): a renewed lock a fifth of its lease
+ * before the earliest moment Redis may expire it, so that the holder stops
+ * believing in it before anyone else can take it; a fixed lease when it
+ * runs out.
+ */
+TimestampTz
+registry_fail_closed_at(int64 renew_lease_ms, TimestampTz expires_at)
 {
-	RegistryEntry tag;
-	RegistryEntry *e;
-
-	if (registry_hash == NULL)
-		return;
-	make_tag(&tag, MyProcPid, kind, key);
-	LWLockAcquire(rlock_shared->lock, LW_EXCLUSIVE);
-	e = hash_search(registry_hash, &tag, HASH_FIND, NULL);
-	if (e != NULL)
-	{
-		bool		was_held = (e->session_count + e->xact_count) > 0;
-
-		e->session_count = session_count;
-		e->xact_count = xact_count;
-		e->lease_ms = lease_ms;
-		if (!was_held && session_count + xact_count > 0)
-		{
-			e->acquired_at = GetCurrentTimestamp();
-			e->renewed_at = 0;
-			e->state = REGISTRY_HELD;
-		}
-		e->watchdog = watchdog;
-	}
-	LWLockRelease(rlock_shared->lock);
+	if (renew_lease_ms > 0)
+		return expires_at - (renew_lease_ms / 5) * 1000;
+	return expires_at;
 }
 
 void
@@ -345,7 +341,11 @@ registry_remove_backend(void)
 	LWLockRelease(rlock_shared->lock);
 }
 
-/* Has the watchdog found this backend's lock gone? */
+/*
+ * Is this backend's lock lost: found gone by the watchdog, or past the
+ * moment it must count as lost (registry_fail_closed_at), which needs no
+ * round trip to be known?
+ */
 bool
 registry_is_lost(const char *key, RlockKind kind)
 {
@@ -359,7 +359,10 @@ registry_is_lost(const char *key, RlockKind kind)
 	LWLockAcquire(rlock_shared->lock, LW_SHARED);
 	e = hash_search(registry_hash, &tag, HASH_FIND, NULL);
 	if (e != NULL)
-		lost = (e->state == REGISTRY_LOST);
+		lost = (e->state == REGISTRY_LOST ||
+				(e->expires_at != 0 &&
+				 GetCurrentTimestamp() >=
+				 registry_fail_closed_at(e->renew_lease_ms, e->expires_at)));
 	LWLockRelease(rlock_shared->lock);
 	return lost;
 }
@@ -369,27 +372,44 @@ registry_is_lost(const char *key, RlockKind kind)
  * ----------------------------------------------------------------
  */
 
-/* Copy every held entry (palloc'd array); returns how many. */
+/*
+ * Copy what rlock_locks shows of every held entry: the fixed-size fields
+ * and the used bytes of each key, nothing more, so that the shared lock is
+ * held briefly and a registry of rlock.max_locks entries fits in memory.
+ */
 int
-registry_snapshot(RegistryEntry **entries)
+registry_snapshot(RegistryRow **rows)
 {
 	HASH_SEQ_STATUS seq;
 	RegistryEntry *e;
-	RegistryEntry *out;
+	RegistryRow *out;
 	int			n = 0;
 
 	registry_require("rlock_locks");
 	LWLockAcquire(rlock_shared->lock, LW_SHARED);
-	out = palloc(Max(1, hash_get_num_entries(registry_hash)) *
-				 sizeof(RegistryEntry));
+	out = palloc_extended(Max(1, hash_get_num_entries(registry_hash)) *
+						  sizeof(RegistryRow), MCXT_ALLOC_HUGE);
 	hash_seq_init(&seq, registry_hash);
 	while ((e = hash_seq_search(&seq)) != NULL)
 	{
-		if (e->session_count + e->xact_count > 0)
-			out[n++] = *e;
+		RegistryRow *r;
+
+		if (e->session_count + e->xact_count == 0)
+			continue;
+		r = &out[n++];
+		r->pid = e->pid;
+		r->kind = e->kind;
+		r->dboid = e->dboid;
+		r->state = e->state;
+		r->session_count = e->session_count;
+		r->xact_count = e->xact_count;
+		r->lease_ms = e->lease_ms;
+		r->acquired_at = e->acquired_at;
+		r->renewed_at = e->renewed_at;
+		r->key = pstrdup(e->key);
 	}
 	LWLockRelease(rlock_shared->lock);
-	*entries = out;
+	*rows = out;
 	return n;
 }
 
@@ -399,8 +419,9 @@ registry_snapshot(RegistryEntry **entries)
  */
 
 /*
- * Copy out the locks to renew: held, not lost, with some hold taken without
- * a lease.  Returns how many (palloc'd array in *items).
+ * Copy out the locks the watchdog looks after: every held lock not yet
+ * known lost, renewed when some hold was taken without a lease, else
+ * checked.  Returns how many (palloc'd array in *items).
  */
 int
 registry_renewal_snapshot(RenewItem **items)
@@ -411,17 +432,19 @@ registry_renewal_snapshot(RenewItem **items)
 	int			n = 0;
 
 	LWLockAcquire(rlock_shared->lock, LW_SHARED);
-	out = palloc(Max(1, hash_get_num_entries(registry_hash)) *
-				 sizeof(RenewItem));
+	out = palloc_extended(Max(1, hash_get_num_entries(registry_hash)) *
+						  sizeof(RenewItem), MCXT_ALLOC_HUGE);
 	hash_seq_init(&seq, registry_hash);
 	while ((e = hash_seq_search(&seq)) != NULL)
 	{
-		if (!e->watchdog || e->state != REGISTRY_HELD ||
+		if (e->state != REGISTRY_HELD ||
 			e->session_count + e->xact_count == 0)
 			continue;
 		out[n].pid = e->pid;
 		out[n].kind = e->kind;
 		out[n].acquired_at = e->acquired_at;
+		out[n].renew_lease_ms = e->renew_lease_ms;
+		out[n].expires_at = e->expires_at;
 		out[n].key = pstrdup(e->key);
 		n++;
 	}
@@ -430,19 +453,36 @@ registry_renewal_snapshot(RenewItem **items)
 	return n;
 }
 
+static const char *
+lost_detail(RenewOutcome outcome)
+{
+	switch (outcome)
+	{
+		case RENEW_EXPIRED:
+			return "Its fixed lease ran out.";
+		case RENEW_NOT_RENEWED:
+			return "Its lease could not be renewed for too long (Redis unreachable or slow): it counts as lost before it can expire in Redis.";
+		default:
+			return "Redis no longer had the lock: it expired, was force-released, or Redis restarted.";
+	}
+}
+
 /*
- * Record the outcome of a renewal cycle: renewed locks get renewed_at; the
- * ones Redis no longer had are marked lost, logged, and (with
- * rlock.cancel_on_lost) their session's statement is cancelled.  An entry
- * that changed meanwhile (released, or released and taken again) is left
- * alone.
+ * Record the outcome of a watchdog cycle: renewed locks get renewed_at and
+ * a later expiry (sent_at, when the renewal was sent, plus its lease); the
+ * ones found gone, run out or not renewed in time are marked lost, logged,
+ * and (with rlock.cancel_on_lost) their session's statement is cancelled.
+ * An entry that changed meanwhile (released, or released and taken again)
+ * is left alone.
  */
 void
-registry_renewed(RenewItem *items, const bool *held, int n, TimestampTz now,
-				 bool cancel_on_lost)
+registry_renewed(RenewItem *items, const RenewOutcome *outcome, int n,
+				 TimestampTz sent_at, bool cancel_on_lost)
 {
 	int		   *lost_pids = palloc(Max(1, n) * sizeof(int));
+	bool	   *report = palloc0(Max(1, n) * sizeof(bool));
 	int			nlost = 0;
+	TimestampTz now = GetCurrentTimestamp();
 
 	LWLockAcquire(rlock_shared->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < n; i++)
@@ -450,6 +490,8 @@ registry_renewed(RenewItem *items, const bool *held, int n, TimestampTz now,
 		RegistryEntry tag;
 		RegistryEntry *e;
 
+		if (outcome[i] == RENEW_UNKNOWN)
+			continue;
 		/* let backends in now and then: the registry may be large */
 		if (i > 0 && i % RENEWED_CHUNK == 0)
 		{
@@ -461,30 +503,37 @@ registry_renewed(RenewItem *items, const bool *held, int n, TimestampTz now,
 		if (e == NULL || e->acquired_at != items[i].acquired_at ||
 			e->state != REGISTRY_HELD ||
 			e->session_count + e->xact_count == 0)
+			continue;
+		if (outcome[i] == RENEW_HELD)
 		{
-			items[i].pid = 0;	/* nothing to report */
+			if (e->renew_lease_ms > 0)
+			{
+				TimestampTz exp = sent_at + e->renew_lease_ms * 1000;
+
+				e->renewed_at = now;
+				if (exp > e->expires_at)
+					e->expires_at = exp;
+			}
 			continue;
 		}
-		if (held[i])
-			e->renewed_at = now;
-		else
-		{
-			e->state = REGISTRY_LOST;
-			lost_pids[nlost++] = e->pid;
-		}
+		e->state = REGISTRY_LOST;
+		e->lost_reason = outcome[i] == RENEW_GONE ? LOST_GONE :
+			outcome[i] == RENEW_EXPIRED ? LOST_LEASE_RAN_OUT : LOST_NOT_RENEWED;
+		lost_pids[nlost++] = e->pid;
+		report[i] = true;
 	}
 	LWLockRelease(rlock_shared->lock);
 	stats_add(RLOCK_STAT_LOCKS_LOST, nlost);
 
 	for (int i = 0; i < n; i++)
 	{
-		if (held[i] || items[i].pid == 0)
+		if (!report[i])
 			continue;
 		ereport(LOG,
 				(errmsg("rlock watchdog: lock \"%s\" held by %s:%d (pid %d) was lost",
 						items[i].key, rlock_shared->instance_uuid,
 						items[i].pid, items[i].pid),
-				 errdetail("Redis no longer had the lock when its lease was to be renewed: it expired, was force-released, or Redis restarted."),
+				 errdetail("%s", lost_detail(outcome[i])),
 				 cancel_on_lost ?
 				 errhint("The session's running statement is cancelled (rlock.cancel_on_lost).") : 0));
 	}
@@ -494,4 +543,5 @@ registry_renewed(RenewItem *items, const bool *held, int n, TimestampTz now,
 			kill(lost_pids[i], SIGINT);
 	}
 	pfree(lost_pids);
+	pfree(report);
 }

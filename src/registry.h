@@ -22,7 +22,16 @@ typedef enum RegistryState
 	REGISTRY_LOST
 } RegistryState;
 
-/* A registered lock (what rlock_locks shows). */
+/* Why a lock was found lost (for the LOG line). */
+typedef enum RegistryLostReason
+{
+	LOST_NONE = 0,
+	LOST_GONE,					/* Redis no longer had it */
+	LOST_LEASE_RAN_OUT,			/* its fixed lease ran out */
+	LOST_NOT_RENEWED			/* renewal failed for too long: fail closed */
+} RegistryLostReason;
+
+/* A registered lock (the hash entry). */
 typedef struct RegistryEntry
 {
 	/* hash key: backend, kind and lock key (NUL-terminated) */
@@ -32,22 +41,51 @@ typedef struct RegistryEntry
 
 	Oid			dboid;
 	RegistryState state;
-	bool		watchdog;		/* some hold is renewed by the watchdog */
+	RegistryLostReason lost_reason;
 	int			session_count;
 	int			xact_count;
 	int64		lease_ms;		/* lease of the last acquisition */
-	TimestampTz acquired_at;	/* 0 while reserved, not yet held */
+	int64		renew_lease_ms; /* > 0: the watchdog renews it with this lease */
+	TimestampTz acquired_at;
 	TimestampTz renewed_at;		/* 0 when never renewed */
+	TimestampTz expires_at;		/* earliest moment Redis may let it expire */
 } RegistryEntry;
 
-/* One lock to renew, as copied out of the registry by the watchdog. */
+/* What rlock_locks shows of an entry (copied out of shared memory). */
+typedef struct RegistryRow
+{
+	int			pid;
+	RlockKind	kind;
+	Oid			dboid;
+	RegistryState state;
+	int			session_count;
+	int			xact_count;
+	int64		lease_ms;
+	TimestampTz acquired_at;
+	TimestampTz renewed_at;
+	char	   *key;			/* palloc'd copy */
+} RegistryRow;
+
+/* One lock for the watchdog, as copied out of the registry. */
 typedef struct RenewItem
 {
 	int			pid;
 	RlockKind	kind;
 	TimestampTz acquired_at;	/* identifies this holding of the lock */
+	int64		renew_lease_ms; /* 0: a fixed lease, only checked */
+	TimestampTz expires_at;
 	char	   *key;			/* palloc'd copy */
 } RenewItem;
+
+/* Outcome of one lock in a watchdog cycle. */
+typedef enum RenewOutcome
+{
+	RENEW_UNKNOWN = 0,			/* not asked, or no answer: leave it */
+	RENEW_HELD,					/* Redis still has it (renewed if renewable) */
+	RENEW_GONE,					/* Redis no longer has it */
+	RENEW_EXPIRED,				/* its fixed lease ran out */
+	RENEW_NOT_RENEWED			/* renewal failed for too long */
+} RenewOutcome;
 
 extern int	rlock_max_locks;
 
@@ -58,19 +96,21 @@ extern const char *rlock_backend_holder(void);
 extern const char *registry_instance_uuid(void);
 
 /* Backends: their own entries. */
-extern void registry_reserve(const char *key, RlockKind kind);
-extern void registry_sync(const char *key, RlockKind kind, int session_count,
-						  int xact_count, bool watchdog, int64 lease_ms);
+extern bool registry_sync(const char *key, RlockKind kind, int session_count,
+						  int xact_count, int64 lease_ms,
+						  int64 renew_lease_ms, TimestampTz expires_at);
 extern void registry_remove(const char *key, RlockKind kind);
 extern void registry_remove_backend(void);
 extern bool registry_is_lost(const char *key, RlockKind kind);
 
 /* Readers (rlock_locks). */
-extern int	registry_snapshot(RegistryEntry **entries);
+extern int	registry_snapshot(RegistryRow **rows);
 
 /* The watchdog. */
 extern int	registry_renewal_snapshot(RenewItem **items);
-extern void registry_renewed(RenewItem *items, const bool *held, int n,
-							 TimestampTz now, bool cancel_on_lost);
+extern void registry_renewed(RenewItem *items, const RenewOutcome *outcome,
+							 int n, TimestampTz sent_at, bool cancel_on_lost);
+extern TimestampTz registry_fail_closed_at(int64 renew_lease_ms,
+										   TimestampTz expires_at);
 
 #endif							/* RLOCK_REGISTRY_H */

@@ -21,6 +21,7 @@
 #include "utils/guc.h"
 
 #include "connection.h"
+#include "holds.h"
 #include "registry.h"
 #include "stats.h"
 #include "waitqueue.h"
@@ -40,21 +41,6 @@ bool		rlock_verify_on_commit = true;
 bool		rlock_cancel_on_lost = false;
 
 static bool
-check_redis_url(char **newval, void **extra, GucSource source)
-{
-	RedisUrl	url;
-	char	   *err = NULL;
-
-	if (!rconn_parse_url(*newval, &url, &err))
-	{
-		GUC_check_errdetail("Invalid Redis URL: %s.", err);
-		GUC_check_errhint("The form is redis://[user[:password]@]host[:port][/db].");
-		return false;
-	}
-	return true;
-}
-
-static bool
 check_key_prefix(char **newval, void **extra, GucSource source)
 {
 	if (*newval && strlen(*newval) >= RLOCK_MAX_KEY_LEN)
@@ -64,25 +50,6 @@ check_key_prefix(char **newval, void **extra, GucSource source)
 		return false;
 	}
 	return true;
-}
-
-static const char *
-show_redis_url(void)
-{
-	/* never show the password, even to those who may read the setting */
-	RedisUrl	url;
-	char	   *err;
-	static char buf[600];
-
-	if (rlock_redis_url == NULL)
-		return "";
-	if (!rconn_parse_url(rlock_redis_url, &url, &err) ||
-		url.password[0] == '\0')
-		return rlock_redis_url;
-	snprintf(buf, sizeof(buf), "redis://%s:********@%s%s%s:%d/%d",
-			 url.user, strchr(url.host, ':') ? "[" : "", url.host,
-			 strchr(url.host, ':') ? "]" : "", url.port, url.db);
-	return buf;
 }
 
 const char *
@@ -128,7 +95,8 @@ _PG_init(void)
 							   "redis://127.0.0.1:6379/0",
 							   PGC_SIGHUP,
 							   GUC_SUPERUSER_ONLY,
-							   check_redis_url, NULL, show_redis_url);
+							   rlock_check_redis_url, rlock_assign_redis_url,
+							   NULL);
 
 	DefineCustomStringVariable("rlock.key_prefix",
 							   "Prefix of every lock's Redis key.",
@@ -144,7 +112,7 @@ _PG_init(void)
 							NULL,
 							&rlock_watchdog_timeout_ms,
 							30000, 100, INT_MAX / 4,
-							PGC_SUSET,
+							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
@@ -152,7 +120,7 @@ _PG_init(void)
 							"Bound on establishing a Redis connection.",
 							NULL,
 							&rlock_connect_timeout_ms,
-							2000, 1, INT_MAX / 4,
+							2000, 1, RLOCK_MAX_USER_TIMEOUT_MS,
 							PGC_USERSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
@@ -161,7 +129,7 @@ _PG_init(void)
 							"Bound on one Redis round trip (not on waiting for a lock).",
 							NULL,
 							&rlock_command_timeout_ms,
-							2000, 1, INT_MAX / 4,
+							2000, 1, RLOCK_MAX_USER_TIMEOUT_MS,
 							PGC_USERSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
@@ -194,12 +162,15 @@ _PG_init(void)
 								"Capacity of the shared-memory registry of held locks.",
 								NULL,
 								&rlock_max_locks,
-								10000, 16, 10000000,
+								10000, 16, RLOCK_MAX_LOCKS_LIMIT,
 								PGC_POSTMASTER,
 								0,
 								NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("rlock");
+
+	/* DISCARD ALL releases session locks, as it does advisory locks */
+	holds_install_hooks();
 
 	if (process_shared_preload_libraries_in_progress)
 	{

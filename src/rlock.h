@@ -41,6 +41,19 @@
 /* Largest lease or wait we accept: one year, in milliseconds. */
 #define RLOCK_MAX_INTERVAL_MS	(INT64CONST(365) * 24 * 3600 * 1000)
 
+/* Largest rlock.connect_timeout and rlock.command_timeout: one minute. */
+#define RLOCK_MAX_USER_TIMEOUT_MS	60000
+
+/*
+ * Round trips that cannot be interrupted (at COMMIT and ROLLBACK, in error
+ * clean-up, at session exit) wait at most this long, whatever the
+ * settings say: nothing a user sets may make COMMIT or a shutdown wait.
+ */
+#define RLOCK_UNINTERRUPTIBLE_CAP_MS	3000
+
+/* Largest rlock.max_locks. */
+#define RLOCK_MAX_LOCKS_LIMIT	1000000
+
 /* Wait event shown in pg_stat_activity while rlock waits. */
 #define RLOCK_WAIT_EVENT		PG_WAIT_EXTENSION
 

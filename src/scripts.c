@@ -34,16 +34,37 @@
 "fairq = 'redisson_lock_queue:' .. fairq\n"
 
 /*
+ * Lua: refuse (before anything is written) a fencing token counter,
+ * KEYS[2], that INCR would fail on: {4, 'type'} when it is not a string,
+ * {4, 'integer'} when it is not a decimal integer, {4, 'max'} when it has
+ * reached the largest 64-bit integer.
+ */
+#define FENCE_CHECK_KEYS2 \
+"  local tt = redis.call('type', KEYS[2])['ok']\n" \
+"  if tt ~= 'none' then\n" \
+"    if tt ~= 'string' then return {4, 'type'} end\n" \
+"    local tv = redis.call('get', KEYS[2])\n" \
+"    if not string.match(tv, '^%-?%d+$') or #tv > 20 then return {4, 'integer'} end\n" \
+"    if string.sub(tv, 1, 1) ~= '-' and (#tv > 19 or (#tv == 19 and tv >= '9223372036854775807')) then\n" \
+"      return {4, 'max'}\n" \
+"    end\n" \
+"  end\n"
+
+/*
  * acquire: KEYS[1] lock, KEYS[2] (fenced locks only) the fencing token
  * counter; ARGV[1] lease ms, ARGV[2] holder.
  * Returns {1, count} when acquired ({1, count, token} for a fenced lock:
  * every acquisition, reentrant ones included, increments the counter),
  * {0, pttl} when held by another holder, {2, kind} when the name is a
- * read/write lock (kind: its mode) or a fair lock with waiters ("fair").
+ * read/write lock (kind: its mode) or a fair lock with waiters ("fair"),
+ * {4, why} when the fencing token counter cannot be incremented.
  */
 static const char acquire_body[] =
 FAIR_QUEUE_OF_KEYS1
 "if redis.call('exists', fairq) == 1 then return {2, 'fair'} end\n"
+"if #KEYS > 1 then\n"
+FENCE_CHECK_KEYS2
+"end\n"
 "local n\n"
 "if redis.call('exists', KEYS[1]) == 0 then\n"
 "  n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
@@ -59,25 +80,43 @@ FAIR_QUEUE_OF_KEYS1
 "return {1, n}\n";
 
 /*
- * release: KEYS[1] lock, KEYS[2] channel, KEYS[3] unlock latch;
- * ARGV[1] release message, ARGV[2] lease ms for the remaining holds
- * (0: keep the TTL), ARGV[3] holder, ARGV[4] levels to release,
- * ARGV[5] latch TTL ms.
- * Returns nil when not held, 0 when still held, 1 when released.
+ * Lua: a release or reconcile of an exclusive or fair lock refuses a
+ * read/write lock (an owner token must never touch another kind's fields).
+ * Its error reply, "RLOCKKIND <mode>", is mapped to SQLSTATE 42809.
+ */
+#define REFUSE_RW_KEYS1 \
+"local rwmode = redis.call('hget', KEYS[1], 'mode')\n" \
+"if rwmode then return redis.error_reply('RLOCKKIND ' .. rwmode) end\n"
+
+/*
+ * release: KEYS[1] lock, KEYS[2] channel, KEYS[3] unlock latch, KEYS[4]
+ * the fair queue; ARGV[1] release message, ARGV[2] lease ms for the
+ * remaining holds (0: keep the TTL), ARGV[3] holder, ARGV[4] levels to
+ * release, ARGV[5] latch TTL ms.
+ * Returns nil when not held, 0 when still held, 1 when released (after
+ * publishing on the channel, and telling the head of a fair queue that
+ * waits for the same name).  Whatever Redis may refuse (an ACL on PUBLISH
+ * or on the latch's key) comes before the lock is changed, so an error
+ * reply means nothing was released.
  */
 static const char release_body[] =
 "local v = redis.call('get', KEYS[3])\n"
 "if v then return tonumber(v) end\n"
-"if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then return nil end\n"
-"local n = redis.call('hincrby', KEYS[1], ARGV[3], -tonumber(ARGV[4]))\n"
+REFUSE_RW_KEYS1
+"local c = redis.call('hget', KEYS[1], ARGV[3])\n"
+"if not c then return nil end\n"
+"local n = tonumber(c) - tonumber(ARGV[4])\n"
 "if n > 0 then\n"
-"  if tonumber(ARGV[2]) > 0 then redis.call('pexpire', KEYS[1], ARGV[2]) end\n"
 "  redis.call('set', KEYS[3], 0, 'px', ARGV[5])\n"
+"  redis.call('hset', KEYS[1], ARGV[3], n)\n"
+"  if tonumber(ARGV[2]) > 0 then redis.call('pexpire', KEYS[1], ARGV[2]) end\n"
 "  return 0\n"
 "end\n"
-"redis.call('del', KEYS[1])\n"
 "redis.call('publish', KEYS[2], ARGV[1])\n"
+"local head = redis.call('lindex', KEYS[4], 0)\n"
+"if head then redis.call('publish', KEYS[2] .. ':' .. head, ARGV[1]) end\n"
 "redis.call('set', KEYS[3], 1, 'px', ARGV[5])\n"
+"redis.call('del', KEYS[1])\n"
 "return 1\n";
 
 /*
@@ -88,6 +127,7 @@ static const char release_body[] =
  * channel, KEYS[2]:<head>).  Returns the count found (-1: none).
  */
 static const char reconcile_body[] =
+REFUSE_RW_KEYS1
 "local c = redis.call('hget', KEYS[1], ARGV[1])\n"
 "if not c then return -1 end\n"
 "c = tonumber(c)\n"
@@ -159,30 +199,36 @@ static const char status_body[] =
 "if not string.find(base, '{', 1, true) then base = '{' .. base .. '}' end\n"
 
 /*
- * renew (the watchdog, for many locks at once): KEYS the locks; ARGV[1] the
- * lease ms, then for KEYS[i] ARGV[2i] the holder's field and ARGV[2i + 1]
- * its kind: 'x' (exclusive, and the write side of a read/write lock, whose
- * field is "<holder>:write") or 'r' (the read side: the holder's read
- * timeout keys are extended too).  Returns an array of 1 (renewed) /
- * 0 (gone).
+ * renew (the watchdog, for many locks at once; and the check before
+ * COMMIT): KEYS the locks; for KEYS[i], ARGV[3i - 2] the holder's field,
+ * ARGV[3i - 1] how to treat it: 'x' renew (exclusive and fair locks, and
+ * the write side of a read/write lock, whose field is "<holder>:write"),
+ * 'r' renew a read hold (its timeout keys are extended too), 'c' only
+ * check (a fixed lease); ARGV[3i] the lease ms to renew with.  Returns,
+ * per key, the holder's count (0: gone) and the key's PTTL afterwards.
  */
 static const char renew_body[] =
 "local r = {}\n"
 "for i = 1, #KEYS do\n"
-"  local field = ARGV[2 * i]\n"
+"  local field = ARGV[3 * i - 2]\n"
+"  local how = ARGV[3 * i - 1]\n"
 "  local c = redis.pcall('hget', KEYS[i], field)\n"
 "  if type(c) == 'string' then\n"
-"    redis.call('pexpire', KEYS[i], ARGV[1])\n"
-"    if ARGV[2 * i + 1] == 'r' then\n"
-"      local base = KEYS[i]\n"
-"      if not string.find(base, '{', 1, true) then base = '{' .. base .. '}' end\n"
-"      for k = 1, tonumber(c) do\n"
-"        redis.call('pexpire', base .. ':' .. field .. ':rwlock_timeout:' .. k, ARGV[1])\n"
+"    if how ~= 'c' then\n"
+"      redis.call('pexpire', KEYS[i], ARGV[3 * i])\n"
+"      if how == 'r' then\n"
+"        local base = KEYS[i]\n"
+"        if not string.find(base, '{', 1, true) then base = '{' .. base .. '}' end\n"
+"        for k = 1, tonumber(c) do\n"
+"          redis.call('pexpire', base .. ':' .. field .. ':rwlock_timeout:' .. k, ARGV[3 * i])\n"
+"        end\n"
 "      end\n"
 "    end\n"
-"    r[i] = 1\n"
+"    r[2 * i - 1] = tonumber(c)\n"
+"    r[2 * i] = redis.call('pttl', KEYS[i])\n"
 "  else\n"
-"    r[i] = 0\n"
+"    r[2 * i - 1] = 0\n"
+"    r[2 * i] = -2\n"
 "  end\n"
 "end\n"
 "return r\n";
@@ -244,51 +290,63 @@ FAIR_QUEUE_OF_KEYS1
 "return {0, redis.call('pttl', KEYS[1])}\n";
 
 /*
+ * Lua: a read/write release or reconcile refuses a lock that is not a
+ * read/write lock ("RLOCKKIND exclusive"); returns nil when there is no
+ * such lock.  Sets "mode".
+ */
+#define REFUSE_NON_RW_KEYS1 \
+"local mode = redis.call('hget', KEYS[1], 'mode')\n" \
+"if mode == false then\n" \
+"  if redis.call('exists', KEYS[1]) == 1 then\n" \
+"    return redis.error_reply('RLOCKKIND exclusive')\n" \
+"  end\n" \
+"  return nil\n" \
+"end\n"
+
+/*
  * read release: KEYS[1] lock, KEYS[2] channel, KEYS[3] unlock latch;
  * ARGV[1] holder, ARGV[2] levels, ARGV[3] latch TTL ms.  Drops the timeout
  * keys of the released holds; while other holds remain the lock's TTL is
  * the longest remaining read timeout; the last release deletes the lock and
- * publishes "0".  Returns nil when not held, 0 when still held, 1 when
- * released.
+ * publishes "0".  The outcome is worked out before anything is written, so
+ * that what Redis may refuse (PUBLISH, the latch's key) fails first.
+ * Returns nil when not held, 0 when still held, 1 when released.
  */
 static const char read_release_body[] =
 "local v = redis.call('get', KEYS[3])\n"
 "if v then return tonumber(v) end\n"
-"local mode = redis.call('hget', KEYS[1], 'mode')\n"
-"if mode == false then return nil end\n"
+REFUSE_NON_RW_KEYS1
 "local c = redis.call('hget', KEYS[1], ARGV[1])\n"
 "if c == false then return nil end\n"
 "c = tonumber(c)\n"
 "local n = c - tonumber(ARGV[2])\n"
 RW_TIMEOUT_BASE
+"local others = 0\n"
+"local maxttl = -3\n"
+"for _, f in ipairs(redis.call('hkeys', KEYS[1])) do\n"
+"  local cnt = tonumber(redis.call('hget', KEYS[1], f))\n"
+"  if f == ARGV[1] then cnt = math.max(n, 0) end\n"
+"  if f ~= 'mode' and (f ~= ARGV[1] or n > 0) then others = others + 1 end\n"
+"  if f ~= 'mode' and cnt then\n"
+"    for k = cnt, 1, -1 do\n"
+"      maxttl = math.max(maxttl, redis.call('pttl', base .. ':' .. f .. ':rwlock_timeout:' .. k))\n"
+"    end\n"
+"  end\n"
+"end\n"
+"local r = 1\n"
+"if others > 0 and (maxttl > 0 or mode == 'write') then r = 0 end\n"
+"if r == 1 then redis.call('publish', KEYS[2], '0') end\n"
+"redis.call('set', KEYS[3], r, 'px', ARGV[3])\n"
 "for k = c, math.max(n + 1, 1), -1 do\n"
 "  redis.call('del', base .. ':' .. ARGV[1] .. ':rwlock_timeout:' .. k)\n"
 "end\n"
-"if n > 0 then redis.call('hset', KEYS[1], ARGV[1], n)\n"
-"else redis.call('hdel', KEYS[1], ARGV[1]) end\n"
-"local r = 1\n"
-"if redis.call('hlen', KEYS[1]) > 1 then\n"
-"  local maxttl = -3\n"
-"  for _, f in ipairs(redis.call('hkeys', KEYS[1])) do\n"
-"    local cnt = tonumber(redis.call('hget', KEYS[1], f))\n"
-"    if cnt then\n"
-"      for k = cnt, 1, -1 do\n"
-"        maxttl = math.max(maxttl, redis.call('pttl', base .. ':' .. f .. ':rwlock_timeout:' .. k))\n"
-"      end\n"
-"    end\n"
-"  end\n"
-"  if maxttl > 0 then\n"
-"    redis.call('pexpire', KEYS[1], maxttl)\n"
-"    r = 0\n"
-"  elseif mode == 'write' then\n"
-"    r = 0\n"
-"  end\n"
-"end\n"
 "if r == 1 then\n"
 "  redis.call('del', KEYS[1])\n"
-"  redis.call('publish', KEYS[2], '0')\n"
+"else\n"
+"  if n > 0 then redis.call('hset', KEYS[1], ARGV[1], n)\n"
+"  else redis.call('hdel', KEYS[1], ARGV[1]) end\n"
+"  if maxttl > 0 then redis.call('pexpire', KEYS[1], maxttl) end\n"
 "end\n"
-"redis.call('set', KEYS[3], r, 'px', ARGV[3])\n"
 "return r\n";
 
 /*
@@ -296,30 +354,33 @@ RW_TIMEOUT_BASE
  * ARGV[1] "<holder>:write", ARGV[2] levels, ARGV[3] latch TTL ms, ARGV[4]
  * lease ms of the remaining write holds (0: keep the TTL).  The last write
  * hold's release deletes the lock, or leaves it in read mode when the
- * writer also reads; either way it publishes "1", which wakes readers and
- * writers.  Returns nil when not held, 0 when still held, 1 when released.
+ * writer also reads; either way it publishes "1" (first: Redis may refuse
+ * it), which wakes readers and writers.  Returns nil when not held, 0 when
+ * still held, 1 when released.
  */
 static const char write_release_body[] =
 "local v = redis.call('get', KEYS[3])\n"
 "if v then return tonumber(v) end\n"
-"if redis.call('hget', KEYS[1], 'mode') ~= 'write' then return nil end\n"
-"if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then return nil end\n"
-"local n = redis.call('hincrby', KEYS[1], ARGV[1], -tonumber(ARGV[2]))\n"
-"local r = 0\n"
+REFUSE_NON_RW_KEYS1
+"if mode ~= 'write' then return nil end\n"
+"local c = redis.call('hget', KEYS[1], ARGV[1])\n"
+"if c == false then return nil end\n"
+"local n = tonumber(c) - tonumber(ARGV[2])\n"
 "if n > 0 then\n"
+"  redis.call('set', KEYS[3], 0, 'px', ARGV[3])\n"
+"  redis.call('hset', KEYS[1], ARGV[1], n)\n"
 "  if tonumber(ARGV[4]) > 0 then redis.call('pexpire', KEYS[1], ARGV[4]) end\n"
-"else\n"
-"  redis.call('hdel', KEYS[1], ARGV[1])\n"
-"  if redis.call('hlen', KEYS[1]) == 1 then\n"
-"    redis.call('del', KEYS[1])\n"
-"  else\n"
-"    redis.call('hset', KEYS[1], 'mode', 'read')\n"
-"  end\n"
-"  redis.call('publish', KEYS[2], '1')\n"
-"  r = 1\n"
+"  return 0\n"
 "end\n"
-"redis.call('set', KEYS[3], r, 'px', ARGV[3])\n"
-"return r\n";
+"redis.call('publish', KEYS[2], '1')\n"
+"redis.call('set', KEYS[3], 1, 'px', ARGV[3])\n"
+"redis.call('hdel', KEYS[1], ARGV[1])\n"
+"if redis.call('hlen', KEYS[1]) == 1 then\n"
+"  redis.call('del', KEYS[1])\n"
+"else\n"
+"  redis.call('hset', KEYS[1], 'mode', 'read')\n"
+"end\n"
+"return 1\n";
 
 /*
  * read/write reconcile: KEYS[1] lock, KEYS[2] channel; ARGV[1] the
@@ -328,11 +389,21 @@ static const char write_release_body[] =
  * count found (-1: none).
  */
 static const char rw_reconcile_body[] =
+"local mode = redis.call('hget', KEYS[1], 'mode')\n"
+"if mode == false then\n"
+"  if redis.call('exists', KEYS[1]) == 1 then\n"
+"    return redis.error_reply('RLOCKKIND exclusive')\n"
+"  end\n"
+"  return -1\n"
+"end\n"
 "local c = redis.call('hget', KEYS[1], ARGV[1])\n"
 "if not c then return -1 end\n"
 "c = tonumber(c)\n"
 "local t = tonumber(ARGV[2])\n"
 "if c > t then\n"
+"  if t <= 0 and (redis.call('hlen', KEYS[1]) <= 2 or ARGV[3] == 'w') then\n"
+"    redis.call('publish', KEYS[2], ARGV[3] == 'w' and '1' or '0')\n"
+"  end\n"
 "  if ARGV[3] == 'r' then\n"
 RW_TIMEOUT_BASE
 "    for k = c, math.max(t + 1, 1), -1 do\n"
@@ -345,10 +416,8 @@ RW_TIMEOUT_BASE
 "    redis.call('hdel', KEYS[1], ARGV[1])\n"
 "    if redis.call('hlen', KEYS[1]) <= 1 then\n"
 "      redis.call('del', KEYS[1])\n"
-"      redis.call('publish', KEYS[2], ARGV[3] == 'w' and '1' or '0')\n"
 "    elseif ARGV[3] == 'w' then\n"
 "      redis.call('hset', KEYS[1], 'mode', 'read')\n"
-"      redis.call('publish', KEYS[2], '1')\n"
 "    end\n"
 "  end\n"
 "end\n"
@@ -372,7 +441,10 @@ RW_TIMEOUT_BASE
  * ms), ARGV[5] '1' to queue when the lock cannot be taken, '0' not to.
  * The lock goes to the queue's head, or to anyone when nobody queues.  A
  * queued waiter that asks again is alive: its deadline is pushed out
- * (never in), so that only waiters that stopped asking expire.
+ * (never in) to where Redisson's queue puts it, its predecessor's deadline
+ * (the lock's expiry, at the head) plus its own wait, so that the chain
+ * of deadlines stays cumulative with Redisson waiters in it, and only
+ * waiters that stopped asking expire.  (No ZADD GT: Redis 6.0 lacks it.)
  * Returns {1, count}, {0, pttl}, or {2, mode} for a read/write lock.
  */
 static const char fair_acquire_body[] =
@@ -403,8 +475,19 @@ FAIR_DROP_STALE_HEADS("ARGV[4]")
 "if ARGV[5] ~= '1' then return {0, pttl} end\n"
 "local now = tonumber(ARGV[4])\n"
 "local wait = tonumber(ARGV[3])\n"
-"if redis.call('zscore', KEYS[3], ARGV[2]) then\n"
-"  redis.call('zadd', KEYS[3], 'GT', now + math.max(pttl, 0) + wait, ARGV[2])\n"
+"local mine = redis.call('zscore', KEYS[3], ARGV[2])\n"
+"if mine then\n"
+"  local prev = false\n"
+"  for _, q in ipairs(redis.call('lrange', KEYS[2], 0, -1)) do\n"
+"    if q == ARGV[2] then break end\n"
+"    prev = q\n"
+"  end\n"
+"  local want = now + math.max(pttl, 0) + wait\n"
+"  if prev then\n"
+"    local pd = redis.call('zscore', KEYS[3], prev)\n"
+"    if pd then want = tonumber(pd) + wait end\n"
+"  end\n"
+"  if want > tonumber(mine) then redis.call('zadd', KEYS[3], want, ARGV[2]) end\n"
 "  return {0, pttl}\n"
 "end\n"
 "local last = redis.call('lindex', KEYS[2], -1)\n"
@@ -422,25 +505,29 @@ FAIR_DROP_STALE_HEADS("ARGV[4]")
  * remaining holds (0: keep), ARGV[4] latch TTL ms, ARGV[5] now (epoch
  * ms), ARGV[6] the channel prefix redisson_lock__channel:{N}.  As the
  * exclusive release, but the last release tells only the queue's head, on
- * its own channel.
+ * its own channel (with nobody queued, the lock's channel, where waiters
+ * of the same name as an exclusive lock listen).
  */
 static const char fair_release_body[] =
 "local v = redis.call('get', KEYS[4])\n"
 "if v then return tonumber(v) end\n"
+REFUSE_RW_KEYS1
 FAIR_DROP_STALE_HEADS("ARGV[5]")
-"if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then return nil end\n"
-"local n = redis.call('hincrby', KEYS[1], ARGV[1], -tonumber(ARGV[2]))\n"
-"local r = 0\n"
+"local c = redis.call('hget', KEYS[1], ARGV[1])\n"
+"if not c then return nil end\n"
+"local n = tonumber(c) - tonumber(ARGV[2])\n"
 "if n > 0 then\n"
+"  redis.call('set', KEYS[4], 0, 'px', ARGV[4])\n"
+"  redis.call('hset', KEYS[1], ARGV[1], n)\n"
 "  if tonumber(ARGV[3]) > 0 then redis.call('pexpire', KEYS[1], ARGV[3]) end\n"
-"else\n"
-"  redis.call('del', KEYS[1])\n"
-"  local head = redis.call('lindex', KEYS[2], 0)\n"
-"  if head then redis.call('publish', ARGV[6] .. ':' .. head, '0') end\n"
-"  r = 1\n"
+"  return 0\n"
 "end\n"
-"redis.call('set', KEYS[4], r, 'px', ARGV[4])\n"
-"return r\n";
+"local head = redis.call('lindex', KEYS[2], 0)\n"
+"if head then redis.call('publish', ARGV[6] .. ':' .. head, '0')\n"
+"else redis.call('publish', ARGV[6], '0') end\n"
+"redis.call('set', KEYS[4], 1, 'px', ARGV[4])\n"
+"redis.call('del', KEYS[1])\n"
+"return 1\n";
 
 /*
  * fair give-up (a waiter stops waiting): KEYS[1] lock, KEYS[2] queue,

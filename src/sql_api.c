@@ -49,6 +49,12 @@ interval_ms(Interval *iv, const char *argname, const LockName *ln,
 						allow_zero ? "zero or positive" : "positive"),
 				 strcmp(argname, "lease") == 0 ?
 				 errhint("Give NULL for a lease renewed automatically while the lock is held.") : 0));
+	if (us > 0 && us < 1000.0 && !allow_zero)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s of lock \"%s\" is shorter than 1 millisecond",
+						argname, ln->name),
+				 errdetail("Redis counts leases in whole milliseconds.")));
 	if (us > (double) RLOCK_MAX_INTERVAL_MS * 1000.0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -88,15 +94,23 @@ wait_arg(FunctionCallInfo fcinfo, int argno, const LockName *ln)
 }
 
 /*
- * Does s look like a holder identity, "<uuid>:<number>"?  Such owner tokens
- * are refused: they would let a session act as another session of some
- * PostgreSQL server, or as a Redisson client thread.
+ * May s not be an owner token?  Tokens shaped like a holder identity,
+ * "<uuid>:..." (a session of some PostgreSQL server, a Redisson client
+ * thread, or the write field "<holder>:write" of a read/write lock), would
+ * let a caller act as another holder; "mode" is a read/write lock's own
+ * field, and a token ending in ":write" would name the write side of the
+ * owner before the colon.
  */
 static bool
-looks_like_holder(const char *s)
+reserved_owner(const char *s)
 {
+	size_t		len = strlen(s);
 	int			i;
 
+	if (strcmp(s, "mode") == 0)
+		return true;
+	if (len >= 6 && strcmp(s + len - 6, ":write") == 0)
+		return true;
 	for (i = 0; i < 36; i++)
 	{
 		bool		dash = (i == 8 || i == 13 || i == 18 || i == 23);
@@ -104,12 +118,7 @@ looks_like_holder(const char *s)
 		if (dash ? s[i] != '-' : !isxdigit((unsigned char) s[i]))
 			return false;
 	}
-	if (s[36] != ':' || s[37] == '\0')
-		return false;
-	for (i = 37; s[i]; i++)
-		if (!isdigit((unsigned char) s[i]))
-			return false;
-	return true;
+	return s[36] == ':';
 }
 
 /* The owner argument: NULL = this session; else a checked token. */
@@ -128,12 +137,12 @@ owner_arg(FunctionCallInfo fcinfo, int argno, const LockName *ln)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("owner of lock \"%s\" must be 1 to %d bytes long",
 						ln->name, RLOCK_MAX_OWNER_LEN)));
-	if (strcmp(owner, "mode") == 0 || looks_like_holder(owner))
+	if (reserved_owner(owner))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("owner \"%s\" of lock \"%s\" is reserved", owner,
 						ln->name),
-				 errdetail("\"mode\" and tokens of the form <uuid>:<number> are used by the lock protocol itself.")));
+				 errdetail("\"mode\", tokens ending in \":write\" and tokens of the form <uuid>:... name holders of the lock protocol itself.")));
 	return owner;
 }
 

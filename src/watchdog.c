@@ -1,17 +1,27 @@
 /*-------------------------------------------------------------------------
  *
  * watchdog.c
- *	  The "rlock watchdog" background worker: it renews, every third of
- *	  rlock.watchdog_timeout, the lease of every lock held without a lease
- *	  by any session of this server, and finds the locks that were lost.
+ *	  The "rlock watchdog" background worker: it renews the lease of every
+ *	  lock held without a lease by any session of this server, checks the
+ *	  locks held with a fixed lease, and finds the locks that were lost.
  *
- * Each cycle copies the locks to renew out of the shared registry (never
- * holding its LWLock across I/O), renews them with the renew script in
- * batches of RENEW_BATCH keys, all batches pipelined in one round trip, and
- * writes the outcome back: renewed_at for the locks Redis still had, state
- * "lost" (and a LOG line) for the others.  A lock taken between two cycles
- * is renewed by the next one, well within its lease: backends never wake
- * the worker (that would cost a signal per acquisition).
+ * Each cycle copies the locks out of the shared registry (never holding its
+ * LWLock across I/O) and first applies the fail-closed rule, which needs no
+ * round trip: a lock whose fixed lease ran out, or whose renewal has failed
+ * for so long that Redis may let it expire soon (registry_fail_closed_at:
+ * a fifth of its lease before the earliest moment it can expire), is lost.
+ * The rest are renewed, each with the lease it was taken with (a backend
+ * and the worker may have read rlock.watchdog_timeout at different times),
+ * or checked when their lease is fixed, with the renew script in batches of
+ * RENEW_BATCH keys, all batches pipelined in one round trip in which each
+ * reply gets its own deadline, so a large registry never times out as a
+ * whole and is never resent in a storm.  The outcome goes back to the
+ * registry: a later expiry for renewed locks, state "lost" (a LOG line,
+ * and a cancel with rlock.cancel_on_lost) for the others.  Cycles come
+ * every third of the shortest renewal lease, and sooner when a lock's
+ * fail-closed moment comes first.  A lock taken between two cycles is
+ * renewed by the next one, well within its lease: backends never wake the
+ * worker (that would cost a signal per acquisition).
  *
  * Redis failures are logged once per outage and retried with a growing
  * back-off; the worker never exits because of them (an exit would only
@@ -67,90 +77,141 @@ watchdog_register(void)
 }
 
 /*
- * One renewal cycle.  Returns false when Redis could not be reached (the
- * failure has been reported at elevel).
+ * One cycle.  Locks whose fixed lease ran out, or that could not be renewed
+ * for so long that they must count as lost (registry_fail_closed_at), are
+ * marked lost without asking Redis; the others are renewed (or, with a
+ * fixed lease, checked) in batches of RENEW_BATCH keys pipelined in one
+ * round trip, each batch with its own deadline.  Returns false when Redis
+ * could not be reached (reported at elevel).  Sets *next_due to when the
+ * next cycle is due: a third of the shortest renewal lease (or of
+ * rlock.watchdog_timeout), or sooner when a lock's deadline comes first.
  */
 static bool
-renew_cycle(RedisConn *conn, int elevel)
+renew_cycle(RedisConn *conn, int elevel, TimestampTz *next_due)
 {
 	RenewItem  *items;
 	int			n;
+	int			nask = 0;
 	int			nrenewed = 0;
 	TimestampTz start = GetCurrentTimestamp();
 	int			nbatches;
 	RedisCmd   *cmds;
 	redisReply **replies;
-	bool	   *held;
+	RenewOutcome *outcome;
+	int		   *ask;
 	const char *uuid = registry_instance_uuid();
-	TimestampTz now;
+	int64		period_ms = Max(rlock_watchdog_timeout_ms / 3, 1);
+	TimestampTz earliest = DT_NOEND;
+	bool		ok = true;
 
 	n = registry_renewal_snapshot(&items);
-	if (n == 0)
-		return true;
-
-	nbatches = (n + RENEW_BATCH - 1) / RENEW_BATCH;
-	cmds = palloc(nbatches * sizeof(RedisCmd));
-	for (int b = 0; b < nbatches; b++)
+	outcome = palloc0(Max(n, 1) * sizeof(RenewOutcome));
+	ask = palloc(Max(n, 1) * sizeof(int));
+	for (int i = 0; i < n; i++)
 	{
-		int			first = b * RENEW_BATCH;
-		int			count = Min(RENEW_BATCH, n - first);
+		TimestampTz lost_at = registry_fail_closed_at(items[i].renew_lease_ms,
+													  items[i].expires_at);
 
-		rcmd_script(&cmds[b], RLOCK_SCRIPT_RENEW, count);
-		for (int i = first; i < first + count; i++)
-			rcmd_str(&cmds[b], items[i].key);
-		rcmd_int(&cmds[b], rlock_watchdog_timeout_ms);
-		for (int i = first; i < first + count; i++)
+		if (items[i].expires_at != 0 && start >= lost_at)
 		{
-			/* the holder's field, and how to renew it */
-			rcmd_str(&cmds[b],
-					 lockname_holder_field(items[i].kind,
-										   psprintf("%s:%d", uuid, items[i].pid)));
-			rcmd_str(&cmds[b], items[i].kind == RLOCK_KIND_READ ? "r" : "x");
-		}
-	}
-
-	if (!rconn_run(conn, cmds, nbatches, &replies, elevel, NULL))
-	{
-		stats_count(RLOCK_STAT_RENEWAL_FAILURES);
-		return false;
-	}
-
-	now = GetCurrentTimestamp();
-	held = palloc0(n * sizeof(bool));
-	for (int b = 0; b < nbatches; b++)
-	{
-		redisReply *r = replies[b];
-		int			first = b * RENEW_BATCH;
-		int			count = Min(RENEW_BATCH, n - first);
-
-		if (r->type != REDIS_REPLY_ARRAY || r->elements != count)
-		{
-			/* an error reply: say so, and do not mark anything lost */
-			ereport(LOG,
-					(errmsg("rlock watchdog: unexpected reply to a renewal"),
-					 r->type == REDIS_REPLY_ERROR ?
-					 errdetail_internal("%s", r->str) : 0));
-			for (int i = first; i < first + count; i++)
-				held[i] = true;
+			/* no round trip needed to know this one is lost */
+			outcome[i] = items[i].renew_lease_ms > 0 ? RENEW_NOT_RENEWED :
+				RENEW_EXPIRED;
 			continue;
 		}
-		for (int i = 0; i < count; i++)
-			held[first + i] = (r->element[i]->type == REDIS_REPLY_INTEGER &&
-							   r->element[i]->integer == 1);
+		if (lost_at < earliest)
+			earliest = lost_at;
+		if (items[i].renew_lease_ms > 0)
+			period_ms = Min(period_ms, Max(items[i].renew_lease_ms / 3, 1));
+		else if (start - items[i].acquired_at <
+				 (TimestampTz) Max(rlock_watchdog_timeout_ms / 3, 1) * 1000)
+			continue;			/* a fixed lease is checked once it is older */
+		ask[nask++] = i;
 	}
-	registry_renewed(items, held, n, now, rlock_cancel_on_lost);
-	for (int i = 0; i < n; i++)
-		nrenewed += held[i] ? 1 : 0;
+
+	nbatches = (nask + RENEW_BATCH - 1) / RENEW_BATCH;
+	if (nbatches > 0)
+	{
+		cmds = palloc(nbatches * sizeof(RedisCmd));
+		for (int b = 0; b < nbatches; b++)
+		{
+			int			first = b * RENEW_BATCH;
+			int			count = Min(RENEW_BATCH, nask - first);
+
+			rcmd_script(&cmds[b], RLOCK_SCRIPT_RENEW, count);
+			for (int j = first; j < first + count; j++)
+				rcmd_str(&cmds[b], items[ask[j]].key);
+			for (int j = first; j < first + count; j++)
+			{
+				RenewItem  *it = &items[ask[j]];
+
+				/* the holder's field, how to renew it, and its lease */
+				rcmd_str(&cmds[b],
+						 lockname_holder_field(it->kind,
+											   psprintf("%s:%d", uuid, it->pid)));
+				rcmd_str(&cmds[b], it->renew_lease_ms == 0 ? "c" :
+						 it->kind == RLOCK_KIND_READ ? "r" : "x");
+				rcmd_int(&cmds[b], it->renew_lease_ms);
+			}
+		}
+
+		/* no answer after the first lock must count as lost is no answer */
+		rconn_set_deadline_cap(conn, earliest);
+		ok = rconn_run(conn, cmds, nbatches, &replies, elevel, NULL);
+		rconn_set_deadline_cap(conn, DT_NOEND);
+		if (!ok)
+		{
+			stats_count(RLOCK_STAT_RENEWAL_FAILURES);
+		}
+		else
+		{
+			for (int b = 0; b < nbatches; b++)
+			{
+				redisReply *r = replies[b];
+				int			first = b * RENEW_BATCH;
+				int			count = Min(RENEW_BATCH, nask - first);
+
+				if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 * count)
+				{
+					/* an error reply: say so; the fail-closed rule still runs */
+					ereport(LOG,
+							(errmsg("rlock watchdog: unexpected reply to a renewal"),
+							 r->type == REDIS_REPLY_ERROR ?
+							 errdetail_internal("%s", r->str) : 0));
+					ok = false;
+					continue;
+				}
+				for (int j = 0; j < count; j++)
+				{
+					bool		held = (r->element[2 * j]->type == REDIS_REPLY_INTEGER &&
+										r->element[2 * j]->integer > 0);
+
+					outcome[ask[first + j]] = held ? RENEW_HELD : RENEW_GONE;
+					if (held && items[ask[first + j]].renew_lease_ms > 0)
+						nrenewed++;
+				}
+			}
+		}
+	}
+	registry_renewed(items, outcome, n, start, rlock_cancel_on_lost);
+
+	*next_due = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), period_ms);
+	if (earliest < *next_due)
+		*next_due = earliest;
+	if (nbatches == 0)
+		return ok;
+
 	stats_add(RLOCK_STAT_RENEWALS, nrenewed);
 	stats_add(RLOCK_STAT_RENEWAL_BATCHES, nbatches);
-	stats_count(RLOCK_STAT_RENEWAL_CYCLES);
+	if (ok)
+		stats_count(RLOCK_STAT_RENEWAL_CYCLES);
 	stats_add_elapsed(RLOCK_STAT_RENEWAL_US, start);
 	ereport(DEBUG1,
-			(errmsg_internal("rlock watchdog: renewed %d of %d locks in %.1f ms (%d script calls, one round trip)",
+			(errmsg_internal("rlock watchdog: renewed %d of %d locks in %.1f ms (%d script calls, one round trip; %d fixed leases checked)",
 							 nrenewed, n,
 							 (double) (GetCurrentTimestamp() - start) / 1000.0,
-							 nbatches)));
-	return true;
+							 nbatches, nask - nrenewed)));
+	return ok;
 }
 
 void
@@ -169,6 +230,7 @@ rlock_watchdog_main(Datum arg)
 	pgstat_report_appname("rlock watchdog");
 
 	conn = rconn_create("rlock watchdog");
+	rconn_set_progress_deadlines(conn, true);
 	cycle_cxt = AllocSetContextCreate(TopMemoryContext, "rlock watchdog cycle",
 									  ALLOCSET_DEFAULT_SIZES);
 	ereport(LOG,
@@ -193,10 +255,11 @@ rlock_watchdog_main(Datum arg)
 		if (now >= next_cycle)
 		{
 			MemoryContext old = MemoryContextSwitchTo(cycle_cxt);
+			TimestampTz due;
 			bool		ok;
 
 			/* report the first failure of an outage at LOG, then quietly */
-			ok = renew_cycle(conn, failing ? DEBUG1 : LOG);
+			ok = renew_cycle(conn, failing ? DEBUG1 : LOG, &due);
 			MemoryContextSwitchTo(old);
 			MemoryContextReset(cycle_cxt);
 
@@ -207,14 +270,15 @@ rlock_watchdog_main(Datum arg)
 							(errmsg("rlock watchdog: Redis answers again, renewals resumed")));
 				failing = false;
 				backoff_ms = BACKOFF_MIN_MS;
-				next_cycle = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-														 Max(rlock_watchdog_timeout_ms / 3, 1));
+				next_cycle = due;
 			}
 			else
 			{
+				/* retry sooner than due, backing off, never in a storm */
 				failing = true;
-				next_cycle = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-														 Min(backoff_ms, Max(rlock_watchdog_timeout_ms / 3, 1)));
+				next_cycle = Min(due,
+								 TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+															 backoff_ms));
 				backoff_ms = Min(backoff_ms * 2, BACKOFF_MAX_MS);
 			}
 		}

@@ -60,8 +60,9 @@ is(q1($remote, "SELECT rlock_release('nightly')"), 't', 'and releases it');
 # ---- hand-off: a blocked waiter is woken by the release message ----
 
 # The holder's lease is a minute and a waiter never sleeps more than 5 s
-# between attempts without a message, so a wake-up within a second can only
-# come from the release message.
+# between attempts without a message: twenty wake-ups each within 3 s (a
+# margin for a loaded machine; they take milliseconds) can only come from
+# the release messages.
 my @latencies;
 for my $i (1 .. 20)
 {
@@ -93,7 +94,7 @@ my $median = $sorted[ int(@sorted / 2) ];
 my $max = $sorted[-1];
 diag(sprintf("hand-off latency over %d runs (release start to waiter's acquire return): median %.2f ms, max %.2f ms",
 		scalar(@sorted), $median, $max));
-cmp_ok($max, '<', 1000,
+cmp_ok($max, '<', 3000,
 	'every waiter was woken by the release message, not by a poll');
 
 # ---- a blocked waiter shows as an Extension wait in pg_stat_activity ----
@@ -121,8 +122,9 @@ my $t0 = time();
 $node1->safe_psql('postgres', "SELECT pg_terminate_backend($billing_pid)");
 my $out = $reporting->query_until(qr/\n/, '');
 my $waited = time() - $t0;
+note sprintf('the waiter got the lock %.3f s after the holder was terminated', $waited);
 cmp_ok($waited, '<', 10,
-	sprintf('the waiter got the lock %.3f s after the holder was terminated (lease: 1 minute)', $waited));
+	'the terminated holder\'s lock was freed at once, not when its lease (1 minute) ran out');
 ok(RlockTest::wait_until(sub { $redis->cli('EXISTS', 'term2') eq '0' }, 10),
 	'the terminated backend\'s other lock is gone from Redis');
 is(q1($reporting, "SELECT rlock_hold_count('visible'), rlock_release('visible')"),
@@ -139,8 +141,10 @@ $t0 = time();
 is(q1($remote, "SELECT rlock_acquire('orphan', '1 minute')"), '',
 	'a waiter on a lock whose holder died gets it');
 my $elapsed = time() - $t0;
-ok($elapsed > 1.0 && $elapsed < 4.5,
-	sprintf('... when the lease ran out (after %.2f s, lease 1.5 s)', $elapsed));
+# not before the lease ran out; and at its end, not at the waiter's next
+# 5 s recheck
+note sprintf('the waiter got it after %.2f s (lease 1.5 s)', $elapsed);
+ok($elapsed > 1.0 && $elapsed < 4.5, '... when the lease ran out');
 is(q1($remote, "SELECT rlock_release('orphan')"), 't', 'and releases it');
 
 # ---- session end releases session locks; owner locks outlive the session ----

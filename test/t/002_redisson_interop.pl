@@ -96,7 +96,8 @@ my $out = $s->query_until(qr/\|\d+\n/, '');
 my ($t_acq) = $out =~ /\|(\d+)\n/;
 my $latency_ms = ($t_acq / 1e6 - $t_rel) * 1000;
 diag(sprintf('Redisson release -> rlock waiter acquired: %.2f ms', $latency_ms));
-cmp_ok($latency_ms, '<', 1000,
+# without the message it would wait for its next recheck, up to 5 s
+cmp_ok($latency_ms, '<', 3000,
 	'the rlock waiter was woken by the release message (lease was 30 s)');
 my $holder = q1('SELECT rlock_holder_id()');
 is($redis->cli('HGET', 'orders', $holder), '1',
@@ -148,8 +149,9 @@ my $t0 = time();
 is(q1("SELECT rlock_acquire('expiring', '1 minute')"), '',
 	'rlock waits for it');
 my $waited = time() - $t0;
-ok($waited > 0.8 && $waited < 4.5,
-	sprintf('and gets it when the lease runs out (%.2f s)', $waited));
+# not before the lease ran out; and at its end, not at a 5 s recheck
+note sprintf('rlock got it after %.2f s (lease 1.2 s)', $waited);
+ok($waited > 0.8 && $waited < 4.5, 'and gets it when the lease runs out');
 is(q1("SELECT rlock_release('expiring')"), 't', 'released');
 
 $s->quit;

@@ -16,8 +16,10 @@ use Time::HiRes qw(time usleep);
 use RlockTest;
 
 my $redis = RlockTest::Redis->new;
-# a renewal cycle every 0.3 s
-my $node = RlockTest::new_node('stats', $redis, watchdog_timeout => '900ms');
+# watchdog_timeout 2 s: a renewal every 0.67 s, and almost a second of slack
+# before a lock not renewed counts as lost (at 4/5 of its lease), so that a
+# watchdog slowed down by a loaded machine loses nothing.
+my $node = RlockTest::new_node('stats', $redis, watchdog_timeout => '2s');
 
 my $a = $node->background_psql('postgres', on_error_stop => 0);
 my $b = $node->background_psql('postgres', on_error_stop => 0);

@@ -17,8 +17,11 @@ use Time::HiRes qw(time usleep);
 use RlockTest;
 
 my $redis = RlockTest::Redis->new;
-my $node1 = RlockTest::new_node('rw1', $redis, watchdog_timeout => '1s');
-my $node2 = RlockTest::new_node('rw2', $redis, watchdog_timeout => '1s');
+# watchdog_timeout 2 s: a renewal every 0.67 s, and almost a second of slack
+# before a lock not renewed counts as lost (at 4/5 of its lease), so that a
+# watchdog slowed down by a loaded machine loses nothing.
+my $node1 = RlockTest::new_node('rw1', $redis, watchdog_timeout => '2s');
+my $node2 = RlockTest::new_node('rw2', $redis, watchdog_timeout => '2s');
 
 my $s1 = $node1->background_psql('postgres', on_error_stop => 0);
 my $s2 = $node2->background_psql('postgres', on_error_stop => 0);
@@ -183,8 +186,11 @@ is(java_write_release('rwi'), '1', 'the Redisson client releases its write lock'
 finish($s1);
 finish($s2);
 my $woken = time() - $t0;
-cmp_ok($woken, '<', 1.0,
-	sprintf('its release ("1") woke both rlock readers, on two servers, at once (%.3f s)', $woken));
+# (a waiter not woken by a message retries at its next recheck, up to 5 s
+# later; these bounds leave a loaded machine room below that)
+note sprintf('both readers had the lock %.3f s after the release', $woken);
+cmp_ok($woken, '<', 3.0,
+	'its release ("1") woke both rlock readers, on two servers, at once');
 is( $node1->safe_psql('postgres',
 		"SELECT string_agg(kind || ':' || hold_count, ',') FROM rlock_status('rwi')"),
 	'read:1,read:1', 'both hold the read lock');
@@ -204,8 +210,8 @@ $t0 = time();
 is(java_read_release('rwi'), '1', 'the Redisson reader releases');
 finish($s3);
 $woken = time() - $t0;
-cmp_ok($woken, '<', 1.0,
-	sprintf('its release ("0") woke the rlock writer (%.3f s)', $woken));
+note sprintf('the writer had the lock %.3f s after the release', $woken);
+cmp_ok($woken, '<', 3.0, 'its release ("0") woke the rlock writer');
 is(java_read('rwi') ne '', 1, 'now the Redisson client cannot read');
 is(java_write('rwi') ne '', 1, 'nor write');
 q1($s3, "SELECT rlock_write_release('rwi')");
@@ -221,7 +227,8 @@ is($node2->safe_psql('postgres', "SELECT rlock_force_release('rw_force')"), 't',
 	'a superuser on the other server force-releases the read lock');
 finish($s3);
 $woken = time() - $t0;
-cmp_ok($woken, '<', 1.0, sprintf('the waiting writer is woken at once (%.3f s)', $woken));
+note sprintf('the writer had the lock %.3f s after the force release', $woken);
+cmp_ok($woken, '<', 3.0, 'the waiting writer is woken at once');
 my (undef, $ferr) = RlockTest::query_err($s1, "SELECT rlock_read_release('rw_force')");
 like($ferr, qr/was lost/, 'the reader is told its lock was lost');
 q1($s3, "SELECT rlock_write_release('rw_force')");
@@ -232,9 +239,9 @@ q1($s1, "SELECT rlock_read_acquire('rw_idle_r')");
 q1($s1, "SELECT rlock_read_acquire('rw_idle_r')");
 q1($s2, "SELECT rlock_write_acquire('rw_idle_w')");
 my $holder1 = q1($s1, 'SELECT rlock_holder_id()');
-sleep(4);    # 4 x watchdog_timeout
+sleep(6);    # 3 x watchdog_timeout
 is(q1($s3, "SELECT rlock_write_try_acquire('rw_idle_r', '1 minute'), rlock_read_try_acquire('rw_idle_w', '1 minute')"),
-	'f|f', 'after 4 x watchdog_timeout, idle read and write holds are still held');
+	'f|f', 'after 3 x watchdog_timeout, idle read and write holds are still held');
 for my $k (1, 2)
 {
 	cmp_ok($redis->cli('PTTL', "{rw_idle_r}:$holder1:rwlock_timeout:$k"), '>', 0,

@@ -17,7 +17,10 @@ use Time::HiRes qw(time usleep);
 use RlockTest;
 
 my $redis = RlockTest::Redis->new;
-my $node = RlockTest::new_node('fair', $redis, watchdog_timeout => '1s');
+# watchdog_timeout 2 s: a renewal every 0.67 s, and almost a second of slack
+# before a lock not renewed counts as lost (at 4/5 of its lease), so that a
+# watchdog slowed down by a loaded machine loses nothing.
+my $node = RlockTest::new_node('fair', $redis, watchdog_timeout => '2s');
 
 my $holder = $node->background_psql('postgres', on_error_stop => 0);
 my @w = map { $node->background_psql('postgres', on_error_stop => 0) } 1 .. 5;
@@ -78,8 +81,11 @@ my @t = map { got($_) } 0 .. 4;
 my $in_order = 1;
 $in_order &&= $t[$_] > $t[ $_ - 1 ] for 1 .. 4;
 ok($in_order, 'they got the lock in exactly that order');
-cmp_ok($t[4] - $t_rel, '<', 1.0,
-	sprintf('all five within %.3f s of the first release (each told on its own channel)', $t[4] - $t_rel));
+# (a waiter not told retries at its next recheck, up to 5 s later; these
+# bounds leave a loaded machine room below that)
+note sprintf('the fifth had the lock %.3f s after the first release', $t[4] - $t_rel);
+cmp_ok($t[4] - $t_rel, '<', 3.0,
+	'all five soon after the first release (each told on its own channel)');
 is($redis->cli('EXISTS', 'fq', 'redisson_lock_queue:{fq}', 'redisson_lock_timeout:{fq}'), '0',
 	'lock, queue and deadlines are gone');
 
@@ -99,8 +105,9 @@ for my $how ('cancel', 'terminate')
 	q1($holder, "SELECT rlock_fair_release('$lock')");
 	my $t1 = got(0);
 	my $t3 = got(2);
-	cmp_ok($t3 - $t1, '<', 0.1,
-		sprintf("$how: the third waiter got the lock %.1f ms after the first", ($t3 - $t1) * 1000));
+	note sprintf("$how: the third waiter got the lock %.1f ms after the first", ($t3 - $t1) * 1000);
+	cmp_ok($t3 - $t1, '<', 3.0,
+		"$how: the third waiter got the lock right after the first, not after a recheck");
 	if ($how eq 'terminate')
 	{
 		$w[1] = $node->background_psql('postgres', on_error_stop => 0);
@@ -201,7 +208,9 @@ is(java_acquire(), '', 'the Redisson waiter takes the lock at its turn');
 is(queue('fj'), 'w3', 'w3 is next');
 $t_rel = time();
 is($redis->eval($java_release, [@fkeys], '0', $java), '1', 'the Redisson client releases');
-cmp_ok(got(2) - $t_rel, '<', 1.0, 'which tells w3, who gets the lock');
+my $w3_after = got(2) - $t_rel;
+note sprintf('w3 had the lock %.3f s after the release', $w3_after);
+cmp_ok($w3_after, '<', 3.0, 'which tells w3, who gets the lock');
 $sub->kill_kill;
 
 # ---- rlock_force_release wakes the head of the queue ----
@@ -211,16 +220,18 @@ enqueue(0, 'f_force', 'w1');
 $t_rel = time();
 is($node->safe_psql('postgres', "SELECT rlock_force_release('f_force')"), 't',
 	'a superuser force-releases the fair lock');
-cmp_ok(got(0) - $t_rel, '<', 1.0, 'the head of the queue is woken and gets the lock at once');
+my $head_after = got(0) - $t_rel;
+note sprintf('the head of the queue had the lock %.3f s after the force release', $head_after);
+cmp_ok($head_after, '<', 3.0, 'the head of the queue is woken and gets the lock at once');
 my (undef, $ferr) = RlockTest::query_err($holder, "SELECT rlock_fair_release('f_force')");
 like($ferr, qr/was lost/, 'the former holder is told its lock was lost');
 
 # ---- an idle fair hold without a lease is renewed ----
 
 q1($holder, "SELECT rlock_fair_acquire('f_idle')");
-sleep(4);    # 4 x watchdog_timeout
+sleep(6);    # 3 x watchdog_timeout
 is(q1($w[3], "SELECT rlock_fair_try_acquire('f_idle', '1 minute')"),
-	'f', 'after 4 x watchdog_timeout the idle fair hold is still held');
+	'f', 'after 3 x watchdog_timeout the idle fair hold is still held');
 is(q1($holder, "SELECT rlock_fair_release('f_idle')"), 't', 'and released by its holder');
 
 $holder->quit;

@@ -1,0 +1,121 @@
+-- What keeps two holders from coexisting, single-session rules (the
+-- multi-session and fault cases are in test/t/014_safety.pl).
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS rlock;
+RESET client_min_messages;
+\set SHOW_CONTEXT never
+SELECT current_setting('rlock.redis_url') AS redis_url \gset
+\setenv RLOCK_REDIS_URL :redis_url
+
+-- ---- owner tokens never impersonate a holder ----
+-- the write field of this session's write lock: refused, the lock stays held
+-- (the messages name this session's holder id: only SQLSTATEs are shown)
+SELECT rlock_write_acquire('sf_w', '1 minute');
+\set VERBOSITY sqlstate
+SELECT rlock_release('sf_w', owner => rlock_holder_id() || ':write');
+SELECT rlock_write_release('sf_w', owner => rlock_holder_id());
+SELECT rlock_release('sf_w', owner => upper(rlock_holder_id()));
+\set VERBOSITY default
+SELECT rlock_hold_count('sf_w');
+SELECT rlock_write_release('sf_w');
+-- any <uuid>:... token, and tokens naming a write side, are refused
+SELECT rlock_acquire('sf_o', '1 minute', owner => '01234567-89ab-cdef-0123-456789abcdef:x');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_acquire('sf_o', '1 minute', owner => 'job-7:write');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_read_release('sf_o', owner => 'job-7:write');
+\echo :LAST_ERROR_SQLSTATE
+
+-- ---- a release never touches a lock of another kind ----
+SELECT rlock_read_acquire('sf_r', '1 minute', owner => 'job-1');
+SELECT rlock_release('sf_r', owner => 'job-1');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_fair_release('sf_r', owner => 'job-1');
+\echo :LAST_ERROR_SQLSTATE
+SELECT kind, hold_count FROM rlock_status('sf_r');
+SELECT rlock_read_release('sf_r', owner => 'job-1');
+SELECT rlock_acquire('sf_x', '1 minute', owner => 'job-2');
+SELECT rlock_read_release('sf_x', owner => 'job-2');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_write_release('sf_x', owner => 'job-2');
+\echo :LAST_ERROR_SQLSTATE
+SELECT kind, hold_count FROM rlock_status('sf_x');
+SELECT rlock_release('sf_x', owner => 'job-2');
+
+-- ---- rlock.watchdog_timeout is the server's, not a session's ----
+SET rlock.watchdog_timeout = '400ms';
+\echo :LAST_ERROR_SQLSTATE
+
+-- ---- the check before COMMIT requires enough lease to cover the commit ----
+CREATE TEMP TABLE guarded (v int);
+BEGIN;
+SELECT rlock_xact_acquire('sf_c', '1 hour');
+INSERT INTO guarded VALUES (1);
+\! redis-cli -u "$RLOCK_REDIS_URL" PEXPIRE sf_c 300 > /dev/null
+\set VERBOSITY terse
+COMMIT;
+\set VERBOSITY default
+SELECT count(*) AS committed_rows FROM guarded;
+-- a lock renewed by the watchdog is extended by the check instead
+BEGIN;
+SELECT rlock_xact_acquire('sf_c2');
+INSERT INTO guarded VALUES (2);
+\! redis-cli -u "$RLOCK_REDIS_URL" PEXPIRE sf_c2 300 > /dev/null
+COMMIT;
+SELECT array_agg(v) AS committed_rows FROM guarded;
+
+-- ---- DISCARD ALL releases the session's locks, as it does advisory locks ----
+SELECT rlock_acquire('sf_d1', '1 minute'), rlock_acquire('sf_d2'), rlock_read_acquire('sf_d3');
+DISCARD ALL;
+\set SHOW_CONTEXT never
+SELECT rlock_is_locked('sf_d1') AS d1, rlock_is_locked('sf_d2') AS d2,
+       rlock_is_locked('sf_d3') AS d3;
+SELECT count(*) AS registered FROM rlock_locks WHERE pid = pg_backend_pid();
+
+-- ---- a fenced acquisition that cannot get a token takes nothing ----
+\! redis-cli -u "$RLOCK_REDIS_URL" SET 'redisson_lock_token:{sf_f}' not-a-number > /dev/null
+SELECT rlock_fenced_acquire('sf_f', '1 minute');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_is_locked('sf_f') AS left_locked;
+SELECT rlock_fenced_token('sf_f');
+\echo :LAST_ERROR_SQLSTATE
+\! redis-cli -u "$RLOCK_REDIS_URL" SET 'redisson_lock_token:{sf_f}' 9223372036854775807 > /dev/null
+SELECT rlock_fenced_try_acquire('sf_f', '1 minute');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_is_locked('sf_f') AS left_locked;
+\! redis-cli -u "$RLOCK_REDIS_URL" DEL 'redisson_lock_token:{sf_f}' > /dev/null
+\! redis-cli -u "$RLOCK_REDIS_URL" HSET 'redisson_lock_token:{sf_f}' a 1 > /dev/null
+SELECT rlock_fenced_acquire('sf_f', '1 minute');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_is_locked('sf_f') AS left_locked;
+\! redis-cli -u "$RLOCK_REDIS_URL" DEL 'redisson_lock_token:{sf_f}' > /dev/null
+\! redis-cli -u "$RLOCK_REDIS_URL" SET 'redisson_lock_token:{sf_f}' 41 > /dev/null
+SELECT rlock_fenced_acquire('sf_f', '1 minute') AS token;
+SELECT rlock_release('sf_f');
+
+-- ---- names that collide with the keys rlock derives are refused ----
+SELECT rlock_acquire('redisson_lock_token:{sf_v}', '1 minute');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_try_acquire('redisson_lock_queue:{sf_v}', '1 minute');
+\echo :LAST_ERROR_SQLSTATE
+\set VERBOSITY sqlstate
+SELECT rlock_is_locked('{sf_v}:' || rlock_holder_id() || ':rwlock_timeout:1');
+\set VERBOSITY default
+SET rlock.key_prefix = 'redisson_rwlock:';
+SELECT rlock_acquire('sf_v', '1 minute');
+\echo :LAST_ERROR_SQLSTATE
+RESET rlock.key_prefix;
+
+-- ---- small ones ----
+-- a lease below one millisecond
+SELECT rlock_acquire('sf_l', '0.5 ms');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_try_acquire('sf_l', '1 ms'), rlock_release('sf_l');
+-- an invalid rlock.redis_url is refused without showing it (or its password)
+ALTER SYSTEM SET rlock.redis_url = 'http://user:s3cret@example.com';
+\echo :LAST_ERROR_SQLSTATE
+-- rlock_locks.database is a proper name
+SELECT rlock_acquire('sf_n', '1 minute');
+SELECT database = current_database() AS same_db, pg_typeof(database)
+  FROM rlock_locks WHERE pid = pg_backend_pid() AND name = 'sf_n';
+SELECT rlock_release('sf_n');

@@ -1,0 +1,268 @@
+/*-------------------------------------------------------------------------
+ *
+ * holds_xact.c
+ *	  When the holds of holds.c end: the transaction, subtransaction and
+ *	  backend-exit callbacks, the check before COMMIT, DISCARD ALL, and the
+ *	  clean-ups an ERROR left to do in Redis.
+ *
+ * These paths follow PostgreSQL's rules for what runs at transaction end:
+ *
+ *	- Before COMMIT (XACT_EVENT_PRE_COMMIT, interrupts still allowed) the
+ *	  transaction-level locks are checked in one round trip
+ *	  (rlock.verify_on_commit): each must still be held and have enough
+ *	  lease left to cover the commit, COMMIT_MIN_LEASE_MS; a lock renewed by
+ *	  the watchdog is extended by the same script, a fixed lease is not.
+ *	  An ERROR there rolls the transaction back, which is what it is for.
+ *	- At COMMIT, ROLLBACK, rollback to savepoint and exit, interrupts are
+ *	  held and an ERROR would become a PANIC (for a transaction with an
+ *	  xid) or be lost: nothing here may ERROR, problems are WARNINGs, and
+ *	  every round trip is capped (connection.c, RLOCK_UNINTERRUPTIBLE_CAP_MS)
+ *	  whatever rlock.command_timeout says.
+ *	- No Redis I/O happens inside PG_CATCH or PG_FINALLY: code that is
+ *	  interrupted there records what Redis must still be told (a fair waiter
+ *	  leaving its queue, a waiter leaving its channel) with holds_on_abort's
+ *	  functions, which run from the abort paths below, at exit, and before
+ *	  the next rlock call.
+ *	- DISCARD ALL releases the session's locks, as it releases advisory
+ *	  locks: connection poolers rely on it to hand a clean backend on.
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "storage/ipc.h"
+#include "tcop/utility.h"
+#include "utils/timestamp.h"
+
+#include "holds.h"
+#include "registry.h"
+#include "scripts.h"
+
+/*
+ * The lease a transaction-level lock must have left, after the check before
+ * COMMIT, for the commit to finish inside it.  A fixed constant: no
+ * setting a user controls may shrink a safety margin.  A commit that
+ * stalls longer (a synchronous standby, a stopped server) can still outlive
+ * the lease; fencing tokens close that window.
+ */
+#define COMMIT_MIN_LEASE_MS		1000
+
+#define MAX_CLEANUPS			4
+
+static HoldsCleanupFn cleanups[MAX_CLEANUPS];
+static int	ncleanups = 0;
+static bool callbacks_registered = false;
+
+static ProcessUtility_hook_type prev_ProcessUtility = NULL;
+
+/*
+ * Register fn to run from the abort paths, at exit and before the next
+ * rlock call (once is enough; later calls with the same fn are ignored).
+ */
+void
+holds_on_abort(HoldsCleanupFn fn)
+{
+	for (int i = 0; i < ncleanups; i++)
+		if (cleanups[i] == fn)
+			return;
+	if (ncleanups >= MAX_CLEANUPS)
+		elog(ERROR, "too many rlock clean-up functions");
+	cleanups[ncleanups++] = fn;
+}
+
+/* Run every registered clean-up (each does nothing when it has nothing). */
+void
+holds_run_cleanups(void)
+{
+	for (int i = 0; i < ncleanups; i++)
+		cleanups[i] ();
+}
+
+/*
+ * Before COMMIT: check in one round trip that Redis still has every lock
+ * held at transaction level, with enough lease left to cover the commit
+ * (see COMMIT_MIN_LEASE_MS).  An ERROR here rolls the transaction back.
+ */
+static void
+verify_xact_holds(void)
+{
+	HeldLock  **hs;
+	RedisCmd	cmd;
+	redisReply *r;
+	const char *holder = rlock_backend_holder();
+	TimestampTz sent_at;
+	TimestampTz now;
+	int			n;
+
+	if (!rlock_verify_on_commit || !holds_any_xact())
+		return;
+	holds_settle();
+	n = holds_xact_snapshot(&hs);
+	if (n == 0)
+		return;
+	for (int i = 0; i < n; i++)
+	{
+		if (registry_is_lost(hs[i]->key, hs[i]->kind))
+			holds_lost_at_commit(hs[i],
+								 "It expired, was force-released, Redis restarted, or it could not be renewed in time while the transaction held it; the transaction is rolled back.");
+	}
+
+	rcmd_script(&cmd, RLOCK_SCRIPT_RENEW, n);
+	for (int i = 0; i < n; i++)
+		rcmd_str(&cmd, hs[i]->key);
+	for (int i = 0; i < n; i++)
+	{
+		HeldLock   *h = hs[i];
+
+		rcmd_str(&cmd, lockname_holder_field(h->kind, holder));
+		rcmd_str(&cmd, h->renew_lease_ms == 0 ? "c" :
+				 h->kind == RLOCK_KIND_READ ? "r" : "x");
+		rcmd_int(&cmd, h->renew_lease_ms);
+	}
+	sent_at = GetCurrentTimestamp();
+	r = rconn_run1(rconn_backend(), &cmd, n == 1 ? hs[0]->key : NULL);
+	now = GetCurrentTimestamp();
+	if (r->type == REDIS_REPLY_ERROR)
+		rconn_reply_error(r, ERROR, n == 1 ? hs[0]->key : NULL);
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 * n)
+		rconn_unexpected_reply(r, NULL);
+	for (int i = 0; i < n; i++)
+	{
+		redisReply *c = r->element[2 * i];
+		redisReply *t = r->element[2 * i + 1];
+		int64		left;
+
+		if (c->type != REDIS_REPLY_INTEGER || t->type != REDIS_REPLY_INTEGER)
+			rconn_unexpected_reply(r, hs[i]->key);
+		if (c->integer < holds_total(hs[i]))
+			holds_lost_at_commit(hs[i],
+								 "It expired, was force-released, or Redis restarted while the transaction held it; the transaction is rolled back.");
+
+		/* what is left for sure: Redis measured it somewhere in the trip */
+		left = t->integer - (now - sent_at) / 1000;
+		if (t->integer >= 0 && left < COMMIT_MIN_LEASE_MS)
+			holds_lost_at_commit(hs[i],
+								 psprintf("Its lease had %lld ms left, less than the %d ms a commit is given; the transaction is rolled back.",
+										  (long long) Max(left, 0),
+										  COMMIT_MIN_LEASE_MS));
+		if (hs[i]->renew_lease_ms > 0)
+			holds_renewed_at_commit(hs[i],
+									sent_at + hs[i]->renew_lease_ms * 1000);
+	}
+}
+
+static void
+holds_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_PRE_COMMIT:
+			verify_xact_holds();
+			break;
+		case XACT_EVENT_PRE_PREPARE:
+			if (holds_any_xact())
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot PREPARE a transaction that holds rlock transaction-level locks")));
+			break;
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+			holds_end_xact(InvalidSubTransactionId);
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			holds_run_cleanups();
+			holds_end_xact(InvalidSubTransactionId);
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+holds_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					   SubTransactionId parentSubid, void *arg)
+{
+	switch (event)
+	{
+		case SUBXACT_EVENT_ABORT_SUB:
+			holds_run_cleanups();
+			holds_end_xact(mySubid);
+			break;
+		case SUBXACT_EVENT_COMMIT_SUB:
+			holds_subxact_commit(mySubid, parentSubid);
+			break;
+		default:
+			break;
+	}
+}
+
+/* Backend exit: release everything this session holds. */
+static void
+holds_exit_callback(int code, Datum arg)
+{
+	holds_run_cleanups();
+	holds_release_everything(false);
+	registry_remove_backend();
+}
+
+/* Called when the held-lock table is created. */
+void
+holds_register_callbacks(void)
+{
+	if (callbacks_registered)
+		return;
+	RegisterXactCallback(holds_xact_callback, NULL);
+	RegisterSubXactCallback(holds_subxact_callback, NULL);
+	before_shmem_exit(holds_exit_callback, (Datum) 0);
+	callbacks_registered = true;
+}
+
+/*
+ * DISCARD ALL: after PostgreSQL has done its part (it refuses to run in a
+ * transaction block, so only session-level holds can remain), release
+ * the session's locks.
+ */
+static void
+rlock_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
+#if PG_VERSION_NUM >= 140000
+					 bool readOnlyTree,
+#endif
+					 ProcessUtilityContext context, ParamListInfo params,
+					 QueryEnvironment *queryEnv, DestReceiver *dest,
+					 QueryCompletion *qc)
+{
+	Node	   *parsetree = pstmt->utilityStmt;
+	bool		discard_all = IsA(parsetree, DiscardStmt) &&
+		((DiscardStmt *) parsetree)->target == DISCARD_ALL;
+
+	if (prev_ProcessUtility)
+		prev_ProcessUtility(pstmt, queryString,
+#if PG_VERSION_NUM >= 140000
+							readOnlyTree,
+#endif
+							context, params, queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString,
+#if PG_VERSION_NUM >= 140000
+								readOnlyTree,
+#endif
+								context, params, queryEnv, dest, qc);
+
+	if (discard_all)
+	{
+		holds_run_cleanups();
+		holds_release_everything(true);
+	}
+}
+
+void
+holds_install_hooks(void)
+{
+	prev_ProcessUtility = ProcessUtility_hook;
+	ProcessUtility_hook = rlock_ProcessUtility;
+}

@@ -1,0 +1,289 @@
+/*-------------------------------------------------------------------------
+ *
+ * url.c
+ *	  rlock.redis_url: parsing redis://[user[:password]@]host[:port][/db],
+ *	  and keeping the password out of sight.
+ *
+ * The password must never show: not in SHOW or pg_settings (whose
+ * reset_val and boot_val pg_read_all_settings members can read), not in
+ * the postmaster's "parameter changed" LOG line on reload, not in the
+ * error about an invalid value.  PostgreSQL prints and stores the value a
+ * check hook leaves in *newval, so the check hook here replaces the
+ * password in the value by asterisks and hands the real URL to the assign
+ * hook as the setting's "extra"; connections use rlock_redis_conf, never
+ * the GUC's string.  An invalid value's error carries its own message, so
+ * PostgreSQL does not quote the value either.
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <errno.h>
+#include <limits.h>
+
+#include "url.h"
+
+/* What the GUC shows instead of a password. */
+#define PASSWORD_MASK	"********"
+
+/*
+ * GUC values and extras are malloc'd before PostgreSQL 16, and allocated
+ * with guc_malloc (in the GUC memory context) since.
+ */
+#if PG_VERSION_NUM >= 160000
+#define url_guc_malloc(size)	guc_malloc(LOG, (size))
+#define url_guc_free(ptr)		guc_free(ptr)
+#else
+#define url_guc_malloc(size)	malloc(size)
+#define url_guc_free(ptr)		free(ptr)
+#endif
+
+const RedisUrlConf *rlock_redis_conf = NULL;
+
+static int
+hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Copy [s, s+len) into dst, decoding %XX escapes. */
+static bool
+copy_decoded(char *dst, size_t dstsize, const char *s, size_t len)
+{
+	size_t		o = 0;
+
+	for (size_t i = 0; i < len; i++)
+	{
+		char		c = s[i];
+
+		if (c == '%')
+		{
+			int			h,
+						l;
+
+			if (i + 2 >= len)
+				return false;
+			h = hexval(s[i + 1]);
+			l = hexval(s[i + 2]);
+			if (h < 0 || l < 0)
+				return false;
+			c = (char) (h * 16 + l);
+			i += 2;
+		}
+		if (o + 1 >= dstsize)
+			return false;
+		dst[o++] = c;
+	}
+	dst[o] = '\0';
+	return true;
+}
+
+/*
+ * Parse redis://[user[:password]@]host[:port][/db].  On failure sets
+ * *errmsg to a palloc'd description (which never contains the password).
+ */
+bool
+rconn_parse_url(const char *url, RedisUrl *out, char **errmsg)
+{
+	const char *p;
+	const char *at;
+	const char *hostend;
+	const char *slash;
+
+	memset(out, 0, sizeof(*out));
+	out->port = 6379;
+	out->db = 0;
+
+	if (url == NULL || strncmp(url, "redis://", 8) != 0)
+	{
+		*errmsg = pstrdup("the URL must start with \"redis://\"");
+		return false;
+	}
+	p = url + 8;
+	slash = strchr(p, '/');
+	at = strrchr(p, '@');
+	if (at != NULL && slash != NULL && at > slash)
+		at = NULL;
+	if (at != NULL)
+	{
+		const char *colon = memchr(p, ':', at - p);
+
+		if (colon != NULL)
+		{
+			if (!copy_decoded(out->user, sizeof(out->user), p, colon - p) ||
+				!copy_decoded(out->password, sizeof(out->password),
+							  colon + 1, at - colon - 1))
+			{
+				*errmsg = pstrdup("the user or password in the URL is invalid");
+				return false;
+			}
+		}
+		else if (!copy_decoded(out->user, sizeof(out->user), p, at - p))
+		{
+			*errmsg = pstrdup("the user in the URL is invalid");
+			return false;
+		}
+		p = at + 1;
+	}
+
+	/* host: name, IPv4 address, or [IPv6 address] */
+	if (*p == '[')
+	{
+		const char *close = strchr(p, ']');
+
+		if (close == NULL || close - p - 1 <= 0 ||
+			close - p - 1 >= (int) sizeof(out->host))
+		{
+			*errmsg = pstrdup("the IPv6 address in the URL is invalid");
+			return false;
+		}
+		memcpy(out->host, p + 1, close - p - 1);
+		out->host[close - p - 1] = '\0';
+		hostend = close + 1;
+	}
+	else
+	{
+		hostend = p;
+		while (*hostend && *hostend != ':' && *hostend != '/')
+			hostend++;
+		if (hostend == p || hostend - p >= (int) sizeof(out->host))
+		{
+			*errmsg = pstrdup("the URL has no valid host");
+			return false;
+		}
+		memcpy(out->host, p, hostend - p);
+		out->host[hostend - p] = '\0';
+	}
+	p = hostend;
+
+	if (*p == ':')
+	{
+		char	   *end;
+		long		port;
+
+		errno = 0;
+		port = strtol(p + 1, &end, 10);
+		if (end == p + 1 || errno != 0 || port < 1 || port > 65535 ||
+			(*end != '\0' && *end != '/'))
+		{
+			*errmsg = pstrdup("the port in the URL is invalid");
+			return false;
+		}
+		out->port = (int) port;
+		p = end;
+	}
+	if (*p == '/')
+	{
+		char	   *end;
+		long		db;
+
+		p++;
+		if (*p != '\0')
+		{
+			errno = 0;
+			db = strtol(p, &end, 10);
+			if (end == p || *end != '\0' || errno != 0 || db < 0 ||
+				db > INT_MAX)
+			{
+				*errmsg = pstrdup("the database number in the URL is invalid");
+				return false;
+			}
+			out->db = (int) db;
+		}
+	}
+	else if (*p != '\0')
+	{
+		*errmsg = pstrdup("the URL has trailing characters after the host");
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Where the password of url is, if it has one: [*start, *end).  The
+ * userinfo is what precedes the last '@' before the path.
+ */
+static bool
+find_password(const char *url, const char **start, const char **end)
+{
+	const char *p = strstr(url, "://");
+	const char *slash;
+	const char *at;
+	const char *colon;
+
+	if (p == NULL)
+		return false;
+	p += 3;
+	slash = strchr(p, '/');
+	at = NULL;
+	for (const char *q = p; *q && (slash == NULL || q < slash); q++)
+		if (*q == '@')
+			at = q;
+	if (at == NULL)
+		return false;
+	colon = memchr(p, ':', at - p);
+	if (colon == NULL)
+		return false;
+	*start = colon + 1;
+	*end = at;
+	return true;
+}
+
+bool
+rlock_check_redis_url(char **newval, void **extra, GucSource source)
+{
+	RedisUrl	url;
+	char	   *err = NULL;
+	RedisUrlConf *conf;
+	const char *pw_start;
+	const char *pw_end;
+	size_t		len;
+
+	if (*newval == NULL || !rconn_parse_url(*newval, &url, &err))
+	{
+		/* our own message: PostgreSQL would quote the value, password and all */
+		GUC_check_errmsg("invalid value for parameter \"rlock.redis_url\"");
+		GUC_check_errdetail("Invalid Redis URL: %s.", err ? err : "no value");
+		GUC_check_errhint("The form is redis://[user[:password]@]host[:port][/db].");
+		return false;
+	}
+
+	len = strlen(*newval);
+	conf = url_guc_malloc(offsetof(RedisUrlConf, full) + len + 1);
+	if (conf == NULL)
+		return false;
+	conf->url = url;
+	memcpy(conf->full, *newval, len + 1);
+	*extra = conf;
+
+	/* what the setting shows: the URL with its password masked */
+	if (find_password(*newval, &pw_start, &pw_end) && pw_end > pw_start)
+	{
+		size_t		head = pw_start - *newval;
+		size_t		tail = strlen(pw_end);
+		char	   *masked = url_guc_malloc(head + strlen(PASSWORD_MASK) + tail + 1);
+
+		if (masked == NULL)
+			return false;
+		memcpy(masked, *newval, head);
+		memcpy(masked + head, PASSWORD_MASK, strlen(PASSWORD_MASK));
+		memcpy(masked + head + strlen(PASSWORD_MASK), pw_end, tail + 1);
+		url_guc_free(*newval);
+		*newval = masked;
+	}
+	return true;
+}
+
+void
+rlock_assign_redis_url(const char *newval, void *extra)
+{
+	rlock_redis_conf = (const RedisUrlConf *) extra;
+}
