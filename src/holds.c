@@ -898,8 +898,10 @@ holds_end_xact(SubTransactionId subid)
 		if (levels > 0 || (h->uncertain && h->settle_at_end))
 			batch_add(items, &n, h, levels, false);
 	}
-	for (int i = 0; i < n; i++)
-		items[i].h->settle_at_end = false;
+	/* tried at a top-level end: from now on the next rlock call settles it */
+	if (subid == InvalidSubTransactionId)
+		for (int i = 0; i < n; i++)
+			items[i].h->settle_at_end = false;
 	/* items lives in batch_cxt, which run_batch resets */
 	run_batch(items, n, WARNING);
 }

@@ -197,7 +197,8 @@ rconn_reply_error(redisReply *reply, int elevel, const char *what)
 		sqlstate = ERRCODE_INVALID_PASSWORD;
 		msg = "Redis rejected the credentials of rlock.redis_url%s";
 	}
-	else if (rconn_reply_is(reply, "NOPERM"))
+	else if (rconn_reply_is(reply, "NOPERM") ||
+			 strstr(reply->str, "can't run this command") != NULL)
 	{
 		sqlstate = ERRCODE_INSUFFICIENT_PRIVILEGE;
 		msg = "the Redis user of rlock.redis_url lacks a permission%s";

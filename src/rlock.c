@@ -96,7 +96,7 @@ _PG_init(void)
 							   PGC_SIGHUP,
 							   GUC_SUPERUSER_ONLY,
 							   rlock_check_redis_url, rlock_assign_redis_url,
-							   NULL);
+							   rlock_show_redis_url);
 
 	DefineCustomStringVariable("rlock.key_prefix",
 							   "Prefix of every lock's Redis key.",

@@ -24,6 +24,20 @@
 #include "scripts.h"
 
 /*
+ * Lua: PUBLISH, which a Redis ACL may refuse; a release publishes before it
+ * writes anything, so a refusal is returned as the script's error with
+ * nothing changed, worded as Redis 7.2 words NOPERM (Redis 7.0 does not
+ * name the command for a script) so that the hint can name it.
+ */
+#define PUBLISH_OR_REFUSE(ch, msg) \
+"do\n" \
+"  local pr = redis.pcall('publish', " ch ", " msg ")\n" \
+"  if type(pr) == 'table' and pr.err then\n" \
+"    return redis.error_reply('NOPERM this user has no permissions to run the \\'publish\\' command (channel ' .. " ch " .. '): ' .. pr.err)\n" \
+"  end\n" \
+"end\n"
+
+/*
  * Lua: the name of the lock's fair-lock queue, redisson_lock_queue:{N}
  * (Redisson's prefixName rule), in "fairq".  Other kinds refuse a name
  * whose queue exists: fair waiters are queued on it.
@@ -112,7 +126,7 @@ REFUSE_RW_KEYS1
 "  if tonumber(ARGV[2]) > 0 then redis.call('pexpire', KEYS[1], ARGV[2]) end\n"
 "  return 0\n"
 "end\n"
-"redis.call('publish', KEYS[2], ARGV[1])\n"
+PUBLISH_OR_REFUSE("KEYS[2]", "ARGV[1]")
 "local head = redis.call('lindex', KEYS[4], 0)\n"
 "if head then redis.call('publish', KEYS[2] .. ':' .. head, ARGV[1]) end\n"
 "redis.call('set', KEYS[3], 1, 'px', ARGV[5])\n"
@@ -335,7 +349,9 @@ RW_TIMEOUT_BASE
 "end\n"
 "local r = 1\n"
 "if others > 0 and (maxttl > 0 or mode == 'write') then r = 0 end\n"
-"if r == 1 then redis.call('publish', KEYS[2], '0') end\n"
+"if r == 1 then\n"
+PUBLISH_OR_REFUSE("KEYS[2]", "'0'")
+"end\n"
 "redis.call('set', KEYS[3], r, 'px', ARGV[3])\n"
 "for k = c, math.max(n + 1, 1), -1 do\n"
 "  redis.call('del', base .. ':' .. ARGV[1] .. ':rwlock_timeout:' .. k)\n"
@@ -372,7 +388,7 @@ REFUSE_NON_RW_KEYS1
 "  if tonumber(ARGV[4]) > 0 then redis.call('pexpire', KEYS[1], ARGV[4]) end\n"
 "  return 0\n"
 "end\n"
-"redis.call('publish', KEYS[2], '1')\n"
+PUBLISH_OR_REFUSE("KEYS[2]", "'1'")
 "redis.call('set', KEYS[3], 1, 'px', ARGV[3])\n"
 "redis.call('hdel', KEYS[1], ARGV[1])\n"
 "if redis.call('hlen', KEYS[1]) == 1 then\n"
@@ -423,11 +439,15 @@ RW_TIMEOUT_BASE
 "end\n"
 "return c\n";
 
-/* Lua: drop queue heads whose deadline (ZSET KEYS[3]) is before ARGV[now]. */
-#define FAIR_DROP_STALE_HEADS(now) \
+/*
+ * Lua: drop queue heads whose deadline (ZSET KEYS[3]) is before ARGV[now],
+ * but never "self", the waiter running the script: it is alive, and
+ * refreshes its deadline instead.
+ */
+#define FAIR_DROP_STALE_HEADS(now, self) \
 "while true do\n" \
 "  local h = redis.call('lindex', KEYS[2], 0)\n" \
-"  if h == false then break end\n" \
+"  if h == false or h == " self " then break end\n" \
 "  local d = tonumber(redis.call('zscore', KEYS[3], h))\n" \
 "  if d ~= nil and d > tonumber(" now ") then break end\n" \
 "  redis.call('zrem', KEYS[3], h)\n" \
@@ -448,7 +468,7 @@ RW_TIMEOUT_BASE
  * Returns {1, count}, {0, pttl}, or {2, mode} for a read/write lock.
  */
 static const char fair_acquire_body[] =
-FAIR_DROP_STALE_HEADS("ARGV[4]")
+FAIR_DROP_STALE_HEADS("ARGV[4]", "ARGV[2]")
 "if redis.call('hexists', KEYS[1], 'mode') == 1 then\n"
 "  return {2, redis.call('hget', KEYS[1], 'mode')}\n"
 "end\n"
@@ -512,7 +532,7 @@ static const char fair_release_body[] =
 "local v = redis.call('get', KEYS[4])\n"
 "if v then return tonumber(v) end\n"
 REFUSE_RW_KEYS1
-FAIR_DROP_STALE_HEADS("ARGV[5]")
+FAIR_DROP_STALE_HEADS("ARGV[5]", "false")
 "local c = redis.call('hget', KEYS[1], ARGV[1])\n"
 "if not c then return nil end\n"
 "local n = tonumber(c) - tonumber(ARGV[2])\n"
@@ -523,8 +543,9 @@ FAIR_DROP_STALE_HEADS("ARGV[5]")
 "  return 0\n"
 "end\n"
 "local head = redis.call('lindex', KEYS[2], 0)\n"
-"if head then redis.call('publish', ARGV[6] .. ':' .. head, '0')\n"
-"else redis.call('publish', ARGV[6], '0') end\n"
+"local ch = ARGV[6]\n"
+"if head then ch = ARGV[6] .. ':' .. head end\n"
+PUBLISH_OR_REFUSE("ch", "'0'")
 "redis.call('set', KEYS[4], 1, 'px', ARGV[4])\n"
 "redis.call('del', KEYS[1])\n"
 "return 1\n";

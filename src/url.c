@@ -7,12 +7,18 @@
  * The password must never show: not in SHOW or pg_settings (whose
  * reset_val and boot_val pg_read_all_settings members can read), not in
  * the postmaster's "parameter changed" LOG line on reload, not in the
- * error about an invalid value.  PostgreSQL prints and stores the value a
- * check hook leaves in *newval, so the check hook here replaces the
- * password in the value by asterisks and hands the real URL to the assign
- * hook as the setting's "extra"; connections use rlock_redis_conf, never
+ * error about an invalid value.  PostgreSQL stores and compares the value
+ * a check hook leaves in *newval, and on reload logs the raw value from the
+ * configuration file whenever the stored one changed.  So the check hook
+ * stores the same placeholder, URL_PLACEHOLDER, for every URL (the stored
+ * value never changes, so PostgreSQL never logs the raw one) and hands the
+ * real URL to the assign hook as the setting's "extra"; the show hook
+ * displays the URL with its password masked, the assign hook logs changes
+ * (masked) in the postmaster, and connections use rlock_redis_conf, never
  * the GUC's string.  An invalid value's error carries its own message, so
- * PostgreSQL does not quote the value either.
+ * PostgreSQL does not quote the value either.  A process that receives the
+ * placeholder itself (a parallel worker restoring its leader's settings)
+ * keeps the URL it inherited from the postmaster.
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -23,10 +29,16 @@
 #include <errno.h>
 #include <limits.h>
 
+#include "miscadmin.h"
+#include "utils/memutils.h"
+
 #include "url.h"
 
-/* What the GUC shows instead of a password. */
+/* What SHOW shows instead of a password. */
 #define PASSWORD_MASK	"********"
+
+/* What the GUC variable holds, whatever the URL. */
+#define URL_PLACEHOLDER	"(rlock.redis_url: see SHOW)"
 
 /*
  * GUC values and extras are malloc'd before PostgreSQL 16, and allocated
@@ -237,15 +249,54 @@ find_password(const char *url, const char **start, const char **end)
 	return true;
 }
 
+/* url with its password (if any) masked, palloc'd. */
+static char *
+mask_password(const char *url)
+{
+	const char *pw_start;
+	const char *pw_end;
+
+	if (find_password(url, &pw_start, &pw_end) && pw_end > pw_start)
+		return psprintf("%.*s%s%s", (int) (pw_start - url), url,
+						PASSWORD_MASK, pw_end);
+	return pstrdup(url);
+}
+
+static RedisUrlConf *
+new_conf(const RedisUrl *url, const char *full)
+{
+	size_t		len = strlen(full);
+	RedisUrlConf *conf = url_guc_malloc(offsetof(RedisUrlConf, full) + len + 1);
+
+	if (conf == NULL)
+		return NULL;
+	conf->url = *url;
+	memcpy(conf->full, full, len + 1);
+	return conf;
+}
+
 bool
 rlock_check_redis_url(char **newval, void **extra, GucSource source)
 {
 	RedisUrl	url;
 	char	   *err = NULL;
 	RedisUrlConf *conf;
-	const char *pw_start;
-	const char *pw_end;
-	size_t		len;
+	char	   *placeholder;
+
+	if (*newval != NULL && strcmp(*newval, URL_PLACEHOLDER) == 0)
+	{
+		/* a parallel worker restoring its leader's settings */
+		if (rlock_redis_conf == NULL)
+		{
+			GUC_check_errmsg("invalid value for parameter \"rlock.redis_url\"");
+			return false;
+		}
+		conf = new_conf(&rlock_redis_conf->url, rlock_redis_conf->full);
+		if (conf == NULL)
+			return false;
+		*extra = conf;
+		return true;
+	}
 
 	if (*newval == NULL || !rconn_parse_url(*newval, &url, &err))
 	{
@@ -256,34 +307,45 @@ rlock_check_redis_url(char **newval, void **extra, GucSource source)
 		return false;
 	}
 
-	len = strlen(*newval);
-	conf = url_guc_malloc(offsetof(RedisUrlConf, full) + len + 1);
+	conf = new_conf(&url, *newval);
 	if (conf == NULL)
 		return false;
-	conf->url = url;
-	memcpy(conf->full, *newval, len + 1);
 	*extra = conf;
 
-	/* what the setting shows: the URL with its password masked */
-	if (find_password(*newval, &pw_start, &pw_end) && pw_end > pw_start)
-	{
-		size_t		head = pw_start - *newval;
-		size_t		tail = strlen(pw_end);
-		char	   *masked = url_guc_malloc(head + strlen(PASSWORD_MASK) + tail + 1);
-
-		if (masked == NULL)
-			return false;
-		memcpy(masked, *newval, head);
-		memcpy(masked + head, PASSWORD_MASK, strlen(PASSWORD_MASK));
-		memcpy(masked + head + strlen(PASSWORD_MASK), pw_end, tail + 1);
-		url_guc_free(*newval);
-		*newval = masked;
-	}
+	placeholder = url_guc_malloc(strlen(URL_PLACEHOLDER) + 1);
+	if (placeholder == NULL)
+		return false;
+	strcpy(placeholder, URL_PLACEHOLDER);
+	url_guc_free(*newval);
+	*newval = placeholder;
 	return true;
 }
 
 void
 rlock_assign_redis_url(const char *newval, void *extra)
 {
-	rlock_redis_conf = (const RedisUrlConf *) extra;
+	const RedisUrlConf *conf = (const RedisUrlConf *) extra;
+
+	/* PostgreSQL cannot log the change (it never sees one): do it here */
+	if (!IsUnderPostmaster && rlock_redis_conf != NULL && conf != NULL &&
+		strcmp(rlock_redis_conf->full, conf->full) != 0)
+		ereport(LOG,
+				(errmsg("parameter \"rlock.redis_url\" changed to \"%s\"",
+						mask_password(conf->full))));
+	rlock_redis_conf = conf;
+}
+
+/* SHOW rlock.redis_url: the URL with its password masked. */
+const char *
+rlock_show_redis_url(void)
+{
+	static char *shown = NULL;
+
+	if (rlock_redis_conf == NULL)
+		return "";
+	if (shown != NULL)
+		pfree(shown);
+	shown = MemoryContextStrdup(TopMemoryContext,
+								mask_password(rlock_redis_conf->full));
+	return shown;
 }

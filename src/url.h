@@ -41,5 +41,6 @@ extern bool rconn_parse_url(const char *url, RedisUrl *out, char **errmsg);
 extern bool rlock_check_redis_url(char **newval, void **extra,
 								  GucSource source);
 extern void rlock_assign_redis_url(const char *newval, void *extra);
+extern const char *rlock_show_redis_url(void);
 
 #endif							/* RLOCK_URL_H */
