@@ -26,6 +26,13 @@
  * Scripts run by EVALSHA; a NOSCRIPT reply makes us send the body with
  * EVAL, which also loads it into the server's script cache.
  *
+ * Around it: command.c builds commands, pubsub.c listens on the subscriber
+ * connection, resolve.c resolves host names, url.c owns rlock.redis_url
+ * and redis_error.c words failures; connection_int.h is the inside they
+ * share.  Round trips that cannot be interrupted (interrupts held at
+ * COMMIT, ROLLBACK and in error clean-up, or the process exiting) are
+ * capped at RLOCK_UNINTERRUPTIBLE_CAP_MS whatever the settings say.
+ *
  * Copyright (c) 2026, rlock developers
  *
  *-------------------------------------------------------------------------
@@ -47,121 +54,20 @@
 #include "utils/timestamp.h"
 
 #include "connection.h"
+#include "connection_int.h"
 #include "resolve.h"
 #include "rlock.h"
 #include "scripts.h"
 #include "stats.h"
 
-struct RedisConn
-{
-	const char *label;			/* for messages: "rlock", "rlock watchdog" */
-	redisContext *ctx;			/* NULL when not connected */
-	WaitEventSet *wes;			/* latch, postmaster death and the socket */
-	int			sockpos;		/* position of the socket in wes */
-	uint32		sockevents;		/* events the socket entry waits for now */
-	bool		busy;			/* a round trip is in progress */
-	bool		proven;			/* completed a round trip since connecting */
-	bool		subscribed;		/* may be subscribed to some channel */
-	bool		connected_before;	/* a connection was established once */
-	char	   *url;			/* rlock.redis_url this connection was made
-								 * for (malloc'd) */
-	char		addr[300];		/* host:port, for messages */
-
-	/* replies of the last round trip, owned by the connection */
-	redisReply **replies;
-	int			nreplies;
-	int			maxreplies;
-
-	/* failure details of the last failed round trip */
-	RconnFailure failure;
-	char		errdetail[256];
-
-	/*
-	 * With progress deadlines, each reply of a pipeline gets its own
-	 * command_timeout, so that a long pipeline that keeps answering is not
-	 * cut off (the watchdog's renewals).
-	 */
-	bool		progress_deadlines;
-	TimestampTz deadline_cap;	/* no round trip waits past this (0: none) */
-
-	/* keys to DEL in front of the next round trip (malloc'd) */
-	char	  **deferred_del;
-	int			ndeferred;
-	int			maxdeferred;
-};
 
 static RedisConn *backend_conn = NULL;
 static RedisConn *backend_sub = NULL;
 
-static void rconn_free_replies(RedisConn *conn);
 static bool rconn_connect(RedisConn *conn);
 static bool rconn_exchange(RedisConn *conn, RedisCmd *cmds, int ncmds,
 						   TimestampTz deadline);
-static void rconn_report(RedisConn *conn, int elevel, const char *what);
 static void drop_deferred(RedisConn *conn);
-static TimestampTz round_trip_deadline(RedisConn *conn, int timeout_ms);
-static void set_failure(RedisConn *conn, RconnFailure f, const char *detail);
-
-/* ----------------------------------------------------------------
- * Commands
- * ----------------------------------------------------------------
- */
-
-void
-rcmd_init(RedisCmd *cmd)
-{
-	cmd->argc = 0;
-	cmd->maxargs = RCMD_INLINE_ARGS;
-	cmd->argv = cmd->inline_argv;
-	cmd->argvlen = cmd->inline_len;
-	cmd->script = NULL;
-	cmd->nnum = 0;
-}
-
-void
-rcmd_arg(RedisCmd *cmd, const char *s, size_t len)
-{
-	if (cmd->argc >= cmd->maxargs)
-	{
-		int			newmax = cmd->maxargs * 2;
-		const char **argv = palloc(newmax * sizeof(char *));
-		size_t	   *lens = palloc(newmax * sizeof(size_t));
-
-		memcpy(argv, cmd->argv, cmd->argc * sizeof(char *));
-		memcpy(lens, cmd->argvlen, cmd->argc * sizeof(size_t));
-		if (cmd->argv != cmd->inline_argv)
-		{
-			pfree(cmd->argv);
-			pfree(cmd->argvlen);
-		}
-		cmd->argv = argv;
-		cmd->argvlen = lens;
-		cmd->maxargs = newmax;
-	}
-	cmd->argv[cmd->argc] = s;
-	cmd->argvlen[cmd->argc] = len;
-	cmd->argc++;
-}
-
-void
-rcmd_str(RedisCmd *cmd, const char *s)
-{
-	rcmd_arg(cmd, s, strlen(s));
-}
-
-void
-rcmd_int(RedisCmd *cmd, int64 v)
-{
-	char	   *buf;
-	int			len;
-
-	if (cmd->nnum < RCMD_NUMBUFS)
-		buf = cmd->numbuf[cmd->nnum++];
-	else
-		buf = palloc(24);
-	len = snprintf(buf, 24, INT64_FORMAT, v);
-	rcmd_arg(cmd, buf, len);
-}
 
 /* ----------------------------------------------------------------
  * Connection objects
@@ -196,7 +102,7 @@ rconn_backend_subscriber(void)
 	return backend_sub;
 }
 
-static void
+void
 rconn_free_replies(RedisConn *conn)
 {
 	for (int i = 0; i < conn->nreplies; i++)
@@ -236,7 +142,7 @@ rconn_discard(RedisConn *conn)
 }
 
 /* Close a connection whose round trip failed, keeping why for reporting. */
-static void
+void
 rconn_discard_failed(RedisConn *conn)
 {
 	RconnFailure f = conn->failure;
@@ -244,7 +150,7 @@ rconn_discard_failed(RedisConn *conn)
 
 	strlcpy(detail, conn->errdetail, sizeof(detail));
 	rconn_discard(conn);
-	set_failure(conn, f, detail);
+	rconn_set_failure(conn, f, detail);
 }
 
 /* ----------------------------------------------------------------
@@ -260,7 +166,7 @@ rconn_discard_failed(RedisConn *conn)
  * *latch_woken).  Returns true when the socket is ready, false on timeout,
  * on such a wake-up, or when the postmaster died during process exit.
  */
-static bool
+bool
 rconn_wait(RedisConn *conn, uint32 events, TimestampTz deadline,
 		   bool *latch_woken)
 {
@@ -317,8 +223,8 @@ rconn_wait(RedisConn *conn, uint32 events, TimestampTz deadline,
  * ----------------------------------------------------------------
  */
 
-static void
-set_failure(RedisConn *conn, RconnFailure f, const char *detail)
+void
+rconn_set_failure(RedisConn *conn, RconnFailure f, const char *detail)
 {
 	conn->failure = f;
 	strlcpy(conn->errdetail, detail ? detail : "", sizeof(conn->errdetail));
@@ -347,7 +253,7 @@ rconn_connect(RedisConn *conn)
 	if (rlock_redis_conf == NULL)
 	{
 		snprintf(conn->addr, sizeof(conn->addr), "(no rlock.redis_url)");
-		set_failure(conn, RF_CONNECT, NULL);
+		rconn_set_failure(conn, RF_CONNECT, NULL);
 		return false;
 	}
 	url = &rlock_redis_conf->url;
@@ -360,19 +266,19 @@ rconn_connect(RedisConn *conn)
 	/* name resolution, bounded by the same deadline and interruptible */
 	if (!resolve_host(url->host, deadline, ip, sizeof(ip), &timed_out, &err))
 	{
-		set_failure(conn, timed_out ? RF_CONNECT_TIMEOUT : RF_RESOLVE, err);
+		rconn_set_failure(conn, timed_out ? RF_CONNECT_TIMEOUT : RF_RESOLVE, err);
 		return false;
 	}
 
 	if (!AcquireExternalFD())
 	{
-		set_failure(conn, RF_NOFD, NULL);
+		rconn_set_failure(conn, RF_NOFD, NULL);
 		return false;
 	}
 	ctx = redisConnectNonBlock(ip, url->port);
 	if (ctx == NULL || ctx->err)
 	{
-		set_failure(conn, RF_CONNECT, ctx ? ctx->errstr : "out of memory");
+		rconn_set_failure(conn, RF_CONNECT, ctx ? ctx->errstr : "out of memory");
 		if (ctx)
 			redisFree(ctx);
 		ReleaseExternalFD();
@@ -402,7 +308,7 @@ rconn_connect(RedisConn *conn)
 	if (!rconn_wait(conn, WL_SOCKET_WRITEABLE, deadline, NULL))
 	{
 		rconn_discard(conn);
-		set_failure(conn, RF_CONNECT_TIMEOUT, NULL);
+		rconn_set_failure(conn, RF_CONNECT_TIMEOUT, NULL);
 		return false;
 	}
 	if (getsockopt(ctx->fd, SOL_SOCKET, SO_ERROR, &soerr, &solen) < 0)
@@ -410,7 +316,7 @@ rconn_connect(RedisConn *conn)
 	if (soerr != 0)
 	{
 		rconn_discard(conn);
-		set_failure(conn, RF_CONNECT, strerror(soerr));
+		rconn_set_failure(conn, RF_CONNECT, strerror(soerr));
 		return false;
 	}
 
@@ -452,7 +358,7 @@ rconn_connect(RedisConn *conn)
 
 				strlcpy(detail, r->str, sizeof(detail));
 				rconn_discard(conn);
-				set_failure(conn, is_auth ? RF_AUTH : RF_SELECT, detail);
+				rconn_set_failure(conn, is_auth ? RF_AUTH : RF_SELECT, detail);
 				return false;
 			}
 		}
@@ -470,8 +376,8 @@ rconn_connect(RedisConn *conn)
  * ----------------------------------------------------------------
  */
 
-static bool
-append_command(RedisConn *conn, RedisCmd *cmd, bool as_eval)
+bool
+rconn_append_command(RedisConn *conn, RedisCmd *cmd, bool as_eval)
 {
 	const char *argv0[2];
 	size_t		len0[2];
@@ -508,8 +414,8 @@ append_command(RedisConn *conn, RedisCmd *cmd, bool as_eval)
  * Write everything buffered, waiting for the socket as needed.  Every call
  * starts one round trip (its replies are read next).
  */
-static bool
-flush_output(RedisConn *conn, TimestampTz deadline)
+bool
+rconn_flush_output(RedisConn *conn, TimestampTz deadline)
 {
 	int			done = 0;
 
@@ -519,22 +425,22 @@ flush_output(RedisConn *conn, TimestampTz deadline)
 	{
 		if (redisBufferWrite(conn->ctx, &done) == REDIS_ERR)
 		{
-			set_failure(conn, RF_LOST, conn->ctx->errstr);
+			rconn_set_failure(conn, RF_LOST, conn->ctx->errstr);
 			return false;
 		}
 		if (done)
 			return true;
 		if (!rconn_wait(conn, WL_SOCKET_WRITEABLE, deadline, NULL))
 		{
-			set_failure(conn, RF_TIMEOUT, NULL);
+			rconn_set_failure(conn, RF_TIMEOUT, NULL);
 			return false;
 		}
 	}
 }
 
 /* Read one reply, waiting for the socket as needed. */
-static bool
-read_reply(RedisConn *conn, TimestampTz deadline, redisReply **reply)
+bool
+rconn_read_reply(RedisConn *conn, TimestampTz deadline, redisReply **reply)
 {
 	for (;;)
 	{
@@ -542,7 +448,7 @@ read_reply(RedisConn *conn, TimestampTz deadline, redisReply **reply)
 
 		if (redisGetReplyFromReader(conn->ctx, &r) == REDIS_ERR)
 		{
-			set_failure(conn, RF_PROTOCOL, conn->ctx->errstr);
+			rconn_set_failure(conn, RF_PROTOCOL, conn->ctx->errstr);
 			return false;
 		}
 		if (r != NULL)
@@ -552,12 +458,12 @@ read_reply(RedisConn *conn, TimestampTz deadline, redisReply **reply)
 		}
 		if (!rconn_wait(conn, WL_SOCKET_READABLE, deadline, NULL))
 		{
-			set_failure(conn, RF_TIMEOUT, NULL);
+			rconn_set_failure(conn, RF_TIMEOUT, NULL);
 			return false;
 		}
 		if (redisBufferRead(conn->ctx) == REDIS_ERR)
 		{
-			set_failure(conn, RF_LOST, conn->ctx->errstr);
+			rconn_set_failure(conn, RF_LOST, conn->ctx->errstr);
 			return false;
 		}
 	}
@@ -613,7 +519,7 @@ rconn_exchange(RedisConn *conn, RedisCmd *cmds, int ncmds,
 		rcmd_str(&del, "DEL");
 		for (int i = 0; i < conn->ndeferred; i++)
 			rcmd_str(&del, conn->deferred_del[i]);
-		deferred = append_command(conn, &del, false);
+		deferred = rconn_append_command(conn, &del, false);
 		if (del.argv != del.inline_argv)
 		{
 			pfree(del.argv);
@@ -623,31 +529,31 @@ rconn_exchange(RedisConn *conn, RedisCmd *cmds, int ncmds,
 	}
 	for (int i = 0; i < ncmds; i++)
 	{
-		if (!append_command(conn, &cmds[i], false))
+		if (!rconn_append_command(conn, &cmds[i], false))
 		{
-			set_failure(conn, RF_LOST, "out of memory");
+			rconn_set_failure(conn, RF_LOST, "out of memory");
 			return false;
 		}
 	}
-	if (!flush_output(conn, deadline))
+	if (!rconn_flush_output(conn, deadline))
 		return false;
 	if (deferred)
 	{
 		redisReply *r;
 
-		if (!read_reply(conn, deadline, &r))
+		if (!rconn_read_reply(conn, deadline, &r))
 			return false;
 		freeReplyObject(r);		/* a failed DEL only leaves a latch to expire */
 	}
 	for (int i = 0; i < ncmds; i++)
 	{
-		if (!read_reply(conn, deadline, &conn->replies[i]))
+		if (!rconn_read_reply(conn, deadline, &conn->replies[i]))
 			return false;
 		conn->nreplies = i + 1;
 		if (cmds[i].script != NULL && is_noscript(conn->replies[i]))
 			nmissing++;
 		if (conn->progress_deadlines)
-			deadline = round_trip_deadline(conn, rconn_command_timeout_ms());
+			deadline = rconn_round_trip_deadline(conn, rconn_command_timeout_ms());
 	}
 
 	/* Load scripts the server did not know, by running them with EVAL. */
@@ -656,13 +562,13 @@ rconn_exchange(RedisConn *conn, RedisCmd *cmds, int ncmds,
 		for (int i = 0; i < ncmds; i++)
 		{
 			if (cmds[i].script != NULL && is_noscript(conn->replies[i]) &&
-				!append_command(conn, &cmds[i], true))
+				!rconn_append_command(conn, &cmds[i], true))
 			{
-				set_failure(conn, RF_LOST, "out of memory");
+				rconn_set_failure(conn, RF_LOST, "out of memory");
 				return false;
 			}
 		}
-		if (!flush_output(conn, deadline))
+		if (!rconn_flush_output(conn, deadline))
 			return false;
 		for (int i = 0; i < ncmds; i++)
 		{
@@ -670,12 +576,12 @@ rconn_exchange(RedisConn *conn, RedisCmd *cmds, int ncmds,
 
 			if (cmds[i].script == NULL || !is_noscript(conn->replies[i]))
 				continue;
-			if (!read_reply(conn, deadline, &r))
+			if (!rconn_read_reply(conn, deadline, &r))
 				return false;
 			freeReplyObject(conn->replies[i]);
 			conn->replies[i] = r;
 			if (conn->progress_deadlines)
-				deadline = round_trip_deadline(conn, rconn_command_timeout_ms());
+				deadline = rconn_round_trip_deadline(conn, rconn_command_timeout_ms());
 		}
 	}
 
@@ -688,7 +594,7 @@ rconn_exchange(RedisConn *conn, RedisCmd *cmds, int ncmds,
 /*
  * Make sure conn is connected to the current rlock.redis_url and idle.
  */
-static bool
+bool
 rconn_ensure(RedisConn *conn)
 {
 	if (conn->ctx != NULL &&
@@ -752,8 +658,8 @@ rconn_set_deadline_cap(RedisConn *conn, TimestampTz cap)
 }
 
 /* A round trip's deadline: timeout_ms from now, within the cap. */
-static TimestampTz
-round_trip_deadline(RedisConn *conn, int timeout_ms)
+TimestampTz
+rconn_round_trip_deadline(RedisConn *conn, int timeout_ms)
 {
 	TimestampTz d = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 												timeout_ms);
@@ -821,7 +727,7 @@ rconn_run(RedisConn *conn, RedisCmd *cmds, int ncmds,
 			break;
 		was_proven = conn->proven;
 		if (rconn_exchange(conn, cmds, ncmds,
-						   round_trip_deadline(conn, rconn_command_timeout_ms())))
+						   rconn_round_trip_deadline(conn, rconn_command_timeout_ms())))
 		{
 			*replies = conn->replies;
 			return true;
@@ -853,166 +759,10 @@ rconn_run1(RedisConn *conn, RedisCmd *cmd, const char *what)
 }
 
 /* Report why conn's last round trip failed (redis_error.c words it). */
-static void
+void
 rconn_report(RedisConn *conn, int elevel, const char *what)
 {
 	rconn_report_failure(conn->failure, conn->addr, conn->errdetail, elevel,
 						 what);
 }
 
-/* ----------------------------------------------------------------
- * Publish/subscribe
- * ----------------------------------------------------------------
- */
-
-static bool
-is_push(redisReply *r, const char *kind, const char *channel)
-{
-	if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
-		r->element[0]->type != REDIS_REPLY_STRING ||
-		strcmp(r->element[0]->str, kind) != 0)
-		return false;
-	if (channel == NULL)
-		return true;
-	return r->element[1]->type == REDIS_REPLY_STRING &&
-		strcmp(r->element[1]->str, channel) == 0;
-}
-
-/*
- * Subscribe the subscriber connection to channel (and to nothing else).
- * Reconnects as needed; ERROR on failure.  Messages of channels we were
- * subscribed to before are skipped.
- */
-void
-rconn_subscribe(RedisConn *sub, const char *channel, const char *what)
-{
-	RedisCmd	cmds[2];
-	int			n = 0;
-	TimestampTz deadline;
-
-	for (int attempt = 0;; attempt++)
-	{
-		bool		ok;
-
-		if (!rconn_ensure(sub))
-		{
-			rconn_report(sub, ERROR, what);
-		}
-		n = 0;
-		if (sub->subscribed)
-		{
-			rcmd_init(&cmds[n]);
-			rcmd_str(&cmds[n], "UNSUBSCRIBE");
-			n++;
-		}
-		rcmd_init(&cmds[n]);
-		rcmd_str(&cmds[n], "SUBSCRIBE");
-		rcmd_str(&cmds[n], channel);
-		n++;
-
-		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-											   rconn_command_timeout_ms());
-		rconn_free_replies(sub);
-		sub->busy = true;
-		sub->subscribed = true;
-		ok = true;
-		for (int i = 0; i < n && ok; i++)
-			ok = append_command(sub, &cmds[i], false);
-		if (!ok)
-			set_failure(sub, RF_LOST, "out of memory");
-		ok = ok && flush_output(sub, deadline);
-		while (ok)
-		{
-			redisReply *r;
-
-			ok = read_reply(sub, deadline, &r);
-			if (!ok)
-				break;
-			if (is_push(r, "subscribe", channel))
-			{
-				freeReplyObject(r);
-				sub->busy = false;
-				sub->proven = true;
-				return;
-			}
-			if (r->type == REDIS_REPLY_ERROR)
-			{
-				/* e.g. NOPERM for the channel: report it as such */
-				redisReply	copy = *r;
-
-				copy.str = pnstrdup(r->str, r->len);
-				freeReplyObject(r);
-				rconn_discard(sub);
-				rconn_reply_error(&copy, ERROR, what);
-			}
-			freeReplyObject(r);
-		}
-		if (sub->failure == RF_LOST && sub->proven && attempt == 0)
-		{
-			rconn_discard(sub);
-			continue;
-		}
-		rconn_discard_failed(sub);
-		rconn_report(sub, ERROR, what);
-	}
-}
-
-/*
- * Wait for a message on the subscribed channel until deadline.
- * Returns 1 when a message arrived, 2 when the process latch was set
- * (another waiter of this server passed the turn on, waitqueue.c), 0 on
- * timeout, -1 when the connection failed (it is then discarded; the caller
- * resubscribes).
- */
-int
-rconn_wait_message(RedisConn *sub, TimestampTz deadline)
-{
-	bool		latch_woken = false;
-
-	if (sub->ctx == NULL)
-		return -1;
-	for (;;)
-	{
-		void	   *r = NULL;
-
-		if (redisGetReplyFromReader(sub->ctx, &r) == REDIS_ERR)
-		{
-			rconn_discard(sub);
-			return -1;
-		}
-		if (r != NULL)
-		{
-			bool		msg = is_push((redisReply *) r, "message", NULL);
-
-			freeReplyObject(r);
-			if (msg)
-				return 1;
-			continue;
-		}
-		if (!rconn_wait(sub, WL_SOCKET_READABLE, deadline, &latch_woken))
-			return latch_woken ? 2 : 0;
-		if (redisBufferRead(sub->ctx) == REDIS_ERR)
-		{
-			rconn_discard(sub);
-			return -1;
-		}
-	}
-}
-
-/*
- * Ask to leave the channel without waiting for the answer; the next
- * subscription skips whatever arrives meanwhile.  Never throws.
- */
-void
-rconn_unsubscribe_nowait(RedisConn *sub)
-{
-	int			done = 0;
-	const char *argv[1] = {"UNSUBSCRIBE"};
-	size_t		len[1] = {11};
-
-	if (sub->ctx == NULL || sub->busy || sub->ctx->err)
-		return;
-	if (redisAppendCommandArgv(sub->ctx, 1, argv, len) != REDIS_OK ||
-		redisBufferWrite(sub->ctx, &done) == REDIS_ERR)
-		rconn_discard(sub);
-}

@@ -50,18 +50,18 @@
 #include "utils/memutils.h"
 
 #include "holds.h"
+#include "holds_int.h"
 #include "lock_exclusive.h"
 #include "lock_fair.h"
 #include "lock_rw.h"
 #include "registry.h"
 #include "stats.h"
 
-static HTAB *held_locks = NULL;
+HTAB	   *holds_table = NULL;
 static MemoryContext batch_cxt = NULL;
-static int	n_uncertain = 0;	/* entries with uncertain set */
-static int	n_with_xact = 0;	/* entries with xact_count > 0 */
+int			holds_n_uncertain = 0;	/* entries with uncertain set */
+int			holds_n_with_xact = 0;	/* entries with xact_count > 0 */
 
-static void holds_drop_if_unused(HeldLock *h);
 
 static const RlockKindOps *
 kind_ops(RlockKind kind)
@@ -126,7 +126,7 @@ holds_init(void)
 	ctl.match = held_tag_match;
 	ctl.keycopy = held_tag_copy;
 	ctl.hcxt = TopMemoryContext;
-	held_locks = hash_create("rlock held locks", 64, &ctl,
+	holds_table = hash_create("rlock held locks", 64, &ctl,
 							 HASH_ELEM | HASH_FUNCTION | HASH_COMPARE |
 							 HASH_KEYCOPY | HASH_CONTEXT);
 	batch_cxt = AllocSetContextCreate(TopMemoryContext, "rlock batch",
@@ -146,10 +146,10 @@ holds_find(const char *key, RlockKind kind)
 {
 	HeldLock	tag;
 
-	if (held_locks == NULL)
+	if (holds_table == NULL)
 		return NULL;
 	make_tag(&tag, key, kind);
-	return hash_search(held_locks, &tag, HASH_FIND, NULL);
+	return hash_search(holds_table, &tag, HASH_FIND, NULL);
 }
 
 /*
@@ -183,10 +183,10 @@ holds_enter(const char *key, RlockKind kind)
 	HeldLock   *h;
 	bool		found;
 
-	if (held_locks == NULL)
+	if (holds_table == NULL)
 		holds_init();
 	make_tag(&tag, key, kind);
-	h = hash_search(held_locks, &tag, HASH_ENTER, &found);
+	h = hash_search(holds_table, &tag, HASH_ENTER, &found);
 	if (!found)
 	{
 		h->session_count = 0;
@@ -207,8 +207,8 @@ holds_enter(const char *key, RlockKind kind)
  * Publish h's holds in the shared registry (rlock_locks, the watchdog).
  * Returns false when a first hold finds the registry full.
  */
-static bool
-sync_registry(HeldLock *h)
+bool
+holds_sync_registry(HeldLock *h)
 {
 	return registry_sync(h->key, h->kind, h->session_count, h->xact_count,
 						 h->lease_ms,
@@ -216,26 +216,26 @@ sync_registry(HeldLock *h)
 						 h->expires_at);
 }
 
-static void
-set_uncertain(HeldLock *h, bool uncertain)
+void
+holds_set_uncertain(HeldLock *h, bool uncertain)
 {
 	if (h->uncertain != uncertain)
-		n_uncertain += uncertain ? 1 : -1;
+		holds_n_uncertain += uncertain ? 1 : -1;
 	h->uncertain = uncertain;
 	h->settle_at_end = uncertain;
 }
 
-static void
-clear_xact(HeldLock *h)
+void
+holds_clear_xact(HeldLock *h)
 {
 	if (h->xact_count > 0)
-		n_with_xact--;
+		holds_n_with_xact--;
 	h->xact_count = 0;
 	h->nxact = 0;
 }
 
 /* Remove an entry that holds nothing and is not uncertain. */
-static void
+void
 holds_drop_if_unused(HeldLock *h)
 {
 	if (holds_total(h) > 0 || h->uncertain)
@@ -243,17 +243,17 @@ holds_drop_if_unused(HeldLock *h)
 	if (h->xact)
 		pfree(h->xact);
 	registry_remove(h->key, h->kind);
-	hash_search(held_locks, h, HASH_REMOVE, NULL);
+	hash_search(holds_table, h, HASH_REMOVE, NULL);
 }
 
 /* The lock is gone in Redis: forget every hold of it. */
 void
 holds_forget(HeldLock *h)
 {
-	clear_xact(h);
+	holds_clear_xact(h);
 	h->session_count = 0;
 	h->renew_lease_ms = 0;
-	set_uncertain(h, false);
+	holds_set_uncertain(h, false);
 	holds_drop_if_unused(h);
 }
 
@@ -262,14 +262,14 @@ holds_forget(HeldLock *h)
  * (the fail-closed rule, a lease run out a moment ago): forget every hold
  * and have Redis forget them too, at the next reconcile.
  */
-static void
-forget_and_reconcile(HeldLock *h)
+void
+holds_forget_and_reconcile(HeldLock *h)
 {
-	clear_xact(h);
+	holds_clear_xact(h);
 	h->session_count = 0;
 	h->renew_lease_ms = 0;
 	registry_remove(h->key, h->kind);
-	set_uncertain(h, true);
+	holds_set_uncertain(h, true);
 }
 
 static void
@@ -291,7 +291,7 @@ static void
 holds_add(HeldLock *h, const HoldRequest *req, int redis_count,
 		  const char *name)
 {
-	set_uncertain(h, false);
+	holds_set_uncertain(h, false);
 	if (redis_count < holds_total(h) + 1)
 	{
 		/* Redis had forgotten our earlier holds: they were lost. */
@@ -299,7 +299,7 @@ holds_add(HeldLock *h, const HoldRequest *req, int redis_count,
 			stats_count(RLOCK_STAT_LOCKS_LOST);
 		report_lost(name, psprintf("Redis no longer knew %d earlier hold(s); it expired or was released by someone else.",
 								   holds_total(h)));
-		clear_xact(h);
+		holds_clear_xact(h);
 		h->session_count = 0;
 		h->renew_lease_ms = 0;
 	}
@@ -329,7 +329,7 @@ holds_add(HeldLock *h, const HoldRequest *req, int redis_count,
 			h->nxact++;
 		}
 		if (h->xact_count == 0)
-			n_with_xact++;
+			holds_n_with_xact++;
 		h->xact_count++;
 	}
 	if (req->watchdog)
@@ -337,7 +337,7 @@ holds_add(HeldLock *h, const HoldRequest *req, int redis_count,
 	h->lease_ms = req->lease_ms;
 	h->expires_at = req->sent_at + req->lease_ms * 1000;
 
-	if (!sync_registry(h))
+	if (!holds_sync_registry(h))
 	{
 		/*
 		 * The registry is full: give the hold back (the reconcile lowers
@@ -352,9 +352,9 @@ holds_add(HeldLock *h, const HoldRequest *req, int redis_count,
 				h->nxact--;
 			h->xact_count--;
 			if (h->xact_count == 0)
-				n_with_xact--;
+				holds_n_with_xact--;
 		}
-		set_uncertain(h, true);
+		holds_set_uncertain(h, true);
 		holds_settle();
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
@@ -367,7 +367,7 @@ holds_add(HeldLock *h, const HoldRequest *req, int redis_count,
 	/* A replayed acquire left a surplus: bring Redis back to our count. */
 	if (redis_count > holds_total(h))
 	{
-		set_uncertain(h, true);
+		holds_set_uncertain(h, true);
 		holds_settle();
 	}
 }
@@ -384,7 +384,7 @@ holds_check_lost(HeldLock *h, const char *name)
 	if (holds_total(h) == 0 || !registry_is_lost(h->key, h->kind))
 		return false;
 	report_lost(name, "It expired, was force-released, Redis restarted, or it could not be renewed in time.");
-	forget_and_reconcile(h);
+	holds_forget_and_reconcile(h);
 	return true;
 }
 
@@ -406,14 +406,6 @@ keep_lease(HeldLock *h)
  * ----------------------------------------------------------------
  */
 
-typedef struct BatchItem
-{
-	HeldLock   *h;
-	int			levels;			/* > 0: release that many holds; 0: reconcile
-								 * Redis's count down to ours */
-	bool		session;		/* the levels were session-level holds */
-	const char *latch;			/* the release's unlock latch */
-} BatchItem;
 
 /*
  * Tell Redis about holds already removed from our table, in one round trip.
@@ -425,8 +417,8 @@ typedef struct BatchItem
  * otherwise (transaction end, exit) it is a WARNING and the entry stays
  * uncertain.  Returns the number of items whose lock was still held.
  */
-static int
-run_batch(BatchItem *items, int n, int elevel)
+int
+holds_run_batch(BatchItem *items, int n, int elevel)
 {
 	MemoryContext oldcxt;
 	RedisCmd   *cmds;
@@ -471,7 +463,7 @@ run_batch(BatchItem *items, int n, int elevel)
 	{
 		bool		retry = items[i].h->settle_at_end || elevel >= ERROR;
 
-		set_uncertain(items[i].h, true);
+		holds_set_uncertain(items[i].h, true);
 		items[i].h->settle_at_end = retry;
 	}
 
@@ -486,7 +478,7 @@ run_batch(BatchItem *items, int n, int elevel)
 
 		if (r == NULL)
 		{
-			(void) sync_registry(h);
+			(void) holds_sync_registry(h);
 			continue;			/* stays uncertain */
 		}
 		if (r->type == REDIS_REPLY_ERROR && !rconn_reply_is(r, "RLOCKKIND"))
@@ -495,7 +487,7 @@ run_batch(BatchItem *items, int n, int elevel)
 			{
 				/* the release did not happen: the holds are still ours */
 				h->session_count += items[i].levels;
-				set_uncertain(h, false);
+				holds_set_uncertain(h, false);
 				if (failed == NULL)
 				{
 					oldcxt = MemoryContextSwitchTo(batch_cxt);
@@ -508,7 +500,7 @@ run_batch(BatchItem *items, int n, int elevel)
 			}
 			else
 				rconn_reply_error(r, WARNING, h->key);
-			(void) sync_registry(h);
+			(void) holds_sync_registry(h);
 			continue;
 		}
 		if (items[i].levels > 0)
@@ -534,8 +526,8 @@ run_batch(BatchItem *items, int n, int elevel)
 			if (keep_lease(h) > 0)
 				h->expires_at = sent_at + keep_lease(h) * 1000;
 		}
-		set_uncertain(h, false);
-		(void) sync_registry(h);
+		holds_set_uncertain(h, false);
+		(void) holds_sync_registry(h);
 		holds_drop_if_unused(h);
 	}
 	if (failed != NULL)
@@ -545,20 +537,20 @@ run_batch(BatchItem *items, int n, int elevel)
 }
 
 /*
- * Room for one item per entry of the table, in batch_cxt: run_batch frees it
+ * Room for one item per entry of the table, in batch_cxt: holds_run_batch frees it
  * (even when it fails, at the next batch).
  */
-static BatchItem *
-batch_items(void)
+BatchItem *
+holds_batch_items(void)
 {
 	return MemoryContextAlloc(batch_cxt,
-							  Max(1, hash_get_num_entries(held_locks)) *
+							  Max(1, hash_get_num_entries(holds_table)) *
 							  sizeof(BatchItem));
 }
 
 /* Add an item for h: release "levels", or reconcile if h is uncertain. */
-static inline void
-batch_add(BatchItem *items, int *n, HeldLock *h, int levels, bool session)
+void
+holds_batch_add(BatchItem *items, int *n, HeldLock *h, int levels, bool session)
 {
 	items[*n].h = h;
 	items[*n].levels = h->uncertain ? 0 : levels;
@@ -580,16 +572,16 @@ holds_settle(void)
 	int			n = 0;
 
 	holds_run_cleanups();
-	if (n_uncertain == 0 || held_locks == NULL)
+	if (holds_n_uncertain == 0 || holds_table == NULL)
 		return;
-	items = batch_items();
-	hash_seq_init(&seq, held_locks);
+	items = holds_batch_items();
+	hash_seq_init(&seq, holds_table);
 	while ((h = hash_seq_search(&seq)) != NULL)
 	{
 		if (h->uncertain)
-			batch_add(items, &n, h, 0, false);
+			holds_batch_add(items, &n, h, 0, false);
 	}
-	run_batch(items, n, ERROR);
+	holds_run_batch(items, n, ERROR);
 }
 
 /*
@@ -610,7 +602,7 @@ holds_run_acquire(const LockName *ln, RlockKind kind, HoldRequest *req,
 	if (req->track)
 	{
 		h = holds_enter(ln->key, kind);
-		set_uncertain(h, true);
+		holds_set_uncertain(h, true);
 	}
 	req->sent_at = GetCurrentTimestamp();
 	r = rconn_run1(rconn_backend(), cmd, ln->name);
@@ -619,7 +611,7 @@ holds_run_acquire(const LockName *ln, RlockKind kind, HoldRequest *req,
 		/* every script checks before it writes: nothing was granted */
 		if (h)
 		{
-			set_uncertain(h, false);
+			holds_set_uncertain(h, false);
 			holds_drop_if_unused(h);
 		}
 		rconn_reply_error(r, ERROR, ln->name);
@@ -650,7 +642,7 @@ holds_run_acquire(const LockName *ln, RlockKind kind, HoldRequest *req,
 	}
 	else if (h)
 	{
-		set_uncertain(h, false);
+		holds_set_uncertain(h, false);
 		holds_drop_if_unused(h);
 	}
 	return res;
@@ -800,8 +792,8 @@ holds_release(const LockName *ln, RlockKind kind, const char *owner)
 		int			n = 0;
 
 		h->session_count--;
-		batch_add(&item, &n, h, 1, true);
-		return run_batch(&item, n, ERROR) == 1;
+		holds_batch_add(&item, &n, h, 1, true);
+		return holds_run_batch(&item, n, ERROR) == 1;
 	}
 }
 
@@ -817,11 +809,11 @@ holds_release_all_session(void)
 	BatchItem  *items;
 	int			n = 0;
 
-	if (held_locks == NULL || hash_get_num_entries(held_locks) == 0)
+	if (holds_table == NULL || hash_get_num_entries(holds_table) == 0)
 		return 0;
 	holds_settle();
-	items = batch_items();
-	hash_seq_init(&seq, held_locks);
+	items = holds_batch_items();
+	hash_seq_init(&seq, holds_table);
 	while ((h = hash_seq_search(&seq)) != NULL)
 	{
 		int			levels = h->session_count;
@@ -832,201 +824,13 @@ holds_release_all_session(void)
 		{
 			report_lost(h->key, "It expired, was force-released, Redis restarted, or it could not be renewed in time.");
 			h->session_count = 0;
-			set_uncertain(h, true);
-			batch_add(items, &n, h, 0, false);
+			holds_set_uncertain(h, true);
+			holds_batch_add(items, &n, h, 0, false);
 			continue;
 		}
 		h->session_count = 0;
-		batch_add(items, &n, h, levels, true);
+		holds_batch_add(items, &n, h, levels, true);
 	}
-	return run_batch(items, n, ERROR);
+	return holds_run_batch(items, n, ERROR);
 }
 
-/* ----------------------------------------------------------------
- * For the transaction and exit paths (holds_xact.c)
- * ----------------------------------------------------------------
- */
-
-/*
- * End transaction-level holds: all of them (subid == InvalidSubTransactionId)
- * or those of one aborted subtransaction; and reconcile every uncertain
- * entry (an acquire interrupted in flight, even in a subtransaction that
- * rolled back, must never stay in Redis unknown to us).  Called with
- * interrupts held, so failures are WARNINGs.
- */
-void
-holds_end_xact(SubTransactionId subid)
-{
-	HASH_SEQ_STATUS seq;
-	HeldLock   *h;
-	BatchItem  *items;
-	int			n = 0;
-
-	if (held_locks == NULL || (n_with_xact == 0 && n_uncertain == 0))
-		return;
-
-	items = batch_items();
-	hash_seq_init(&seq, held_locks);
-	while ((h = hash_seq_search(&seq)) != NULL)
-	{
-		int			levels = 0;
-
-		if (subid == InvalidSubTransactionId)
-		{
-			levels = h->xact_count;
-			clear_xact(h);
-		}
-		else
-		{
-			/* the holds of that subtransaction are the innermost ones */
-			while (h->nxact > 0 && h->xact[h->nxact - 1].subid == subid)
-			{
-				levels += h->xact[h->nxact - 1].count;
-				h->nxact--;
-			}
-			h->xact_count -= levels;
-			if (levels > 0 && h->xact_count == 0)
-				n_with_xact--;
-		}
-
-		/*
-		 * An entry left uncertain is reconciled at the end of the
-		 * transaction that left it so, once: while Redis cannot be reached,
-		 * later transactions do not each wait for it (the next rlock call
-		 * settles it, or fails).
-		 */
-		if (levels > 0 || (h->uncertain && h->settle_at_end))
-			batch_add(items, &n, h, levels, false);
-	}
-	/* tried at a top-level end: from now on the next rlock call settles it */
-	if (subid == InvalidSubTransactionId)
-		for (int i = 0; i < n; i++)
-			items[i].h->settle_at_end = false;
-	/* items lives in batch_cxt, which run_batch resets */
-	run_batch(items, n, WARNING);
-}
-
-/* A subtransaction committed: its parent now owns its holds. */
-void
-holds_subxact_commit(SubTransactionId subid, SubTransactionId parent)
-{
-	HASH_SEQ_STATUS seq;
-	HeldLock   *h;
-
-	if (held_locks == NULL || n_with_xact == 0)
-		return;
-	hash_seq_init(&seq, held_locks);
-	while ((h = hash_seq_search(&seq)) != NULL)
-	{
-		if (h->nxact == 0 || h->xact[h->nxact - 1].subid != subid)
-			continue;
-		if (h->nxact >= 2 && h->xact[h->nxact - 2].subid == parent)
-		{
-			h->xact[h->nxact - 2].count += h->xact[h->nxact - 1].count;
-			h->nxact--;
-		}
-		else
-			h->xact[h->nxact - 1].subid = parent;
-	}
-}
-
-/*
- * Release every hold (session_only: only session-level ones, as DISCARD
- * ALL does outside a transaction) in one round trip, reconciling uncertain
- * entries.  Failures are WARNINGs; whatever Redis could not be told is
- * forgotten anyway, so that nothing renews it and its lease ends it.
- */
-void
-holds_release_everything(bool session_only)
-{
-	HASH_SEQ_STATUS seq;
-	HeldLock   *h;
-	BatchItem  *items;
-	int			n = 0;
-
-	if (held_locks == NULL || hash_get_num_entries(held_locks) == 0)
-		return;
-	items = batch_items();
-	hash_seq_init(&seq, held_locks);
-	while ((h = hash_seq_search(&seq)) != NULL)
-	{
-		int			levels = session_only ? h->session_count : holds_total(h);
-
-		if (!session_only)
-			clear_xact(h);
-		h->session_count = 0;
-		if (levels > 0 || h->uncertain)
-			batch_add(items, &n, h, levels, false);
-	}
-	run_batch(items, n, WARNING);
-
-	/* what Redis could not be told about: stop believing in it */
-	hash_seq_init(&seq, held_locks);
-	while ((h = hash_seq_search(&seq)) != NULL)
-	{
-		if (h->session_count == 0 && (h->uncertain || h->xact_count == 0))
-		{
-			h->renew_lease_ms = 0;
-			set_uncertain(h, false);
-			holds_drop_if_unused(h);
-		}
-	}
-}
-
-bool
-holds_any_xact(void)
-{
-	return held_locks != NULL && n_with_xact > 0;
-}
-
-/* The entries with transaction-level holds (palloc'd array). */
-int
-holds_xact_snapshot(HeldLock ***hs)
-{
-	HASH_SEQ_STATUS seq;
-	HeldLock   *h;
-	int			n = 0;
-
-	*hs = palloc(Max(1, n_with_xact) * sizeof(HeldLock *));
-	if (held_locks == NULL)
-		return 0;
-	hash_seq_init(&seq, held_locks);
-	while ((h = hash_seq_search(&seq)) != NULL)
-	{
-		if (h->xact_count > 0)
-			(*hs)[n++] = h;
-	}
-	return n;
-}
-
-/*
- * The check before COMMIT found h lost, or with too little lease left to
- * cover the commit: forget it (Redis too, at the next reconcile) and
- * refuse the COMMIT.
- */
-void
-holds_lost_at_commit(HeldLock *h, const char *why)
-{
-	char	   *key = pstrdup(h->key);
-
-	if (!registry_is_lost(h->key, h->kind))
-		stats_count(RLOCK_STAT_LOCKS_LOST);
-	forget_and_reconcile(h);
-	ereport(ERROR,
-			(errcode(ERRCODE_TRANSACTION_ROLLBACK),
-			 errmsg("cannot commit: lock \"%s\" held by this transaction was lost",
-					key),
-			 errdetail("%s", why),
-			 errhint("Writes guarded by a lost lock are never committed (rlock.verify_on_commit).")));
-}
-
-/* The check before COMMIT extended h's lease. */
-void
-holds_renewed_at_commit(HeldLock *h, TimestampTz expires_at)
-{
-	if (expires_at > h->expires_at)
-	{
-		h->expires_at = expires_at;
-		(void) sync_registry(h);
-	}
-}

@@ -121,16 +121,6 @@ extern bool holds_release(const LockName *ln, RlockKind kind,
 extern void holds_forget(HeldLock *h);
 extern int	holds_release_all_session(void);
 
-/* holds.c: for the transaction and exit paths (holds_xact.c) */
-extern void holds_end_xact(SubTransactionId subid);
-extern void holds_subxact_commit(SubTransactionId subid,
-								 SubTransactionId parent);
-extern void holds_release_everything(bool session_only);
-extern int	holds_xact_snapshot(HeldLock ***hs);
-extern bool holds_any_xact(void);
-extern void holds_lost_at_commit(HeldLock *h, const char *why);
-extern void holds_renewed_at_commit(HeldLock *h, TimestampTz expires_at);
-
 /* holds_xact.c */
 extern void holds_register_callbacks(void);
 extern void holds_install_hooks(void);

@@ -39,8 +39,10 @@
 #include "utils/timestamp.h"
 
 #include "holds.h"
+#include "holds_int.h"
 #include "registry.h"
 #include "scripts.h"
+#include "stats.h"
 
 /*
  * The lease a transaction-level lock must have left, after the check before
@@ -81,6 +83,200 @@ holds_run_cleanups(void)
 	for (int i = 0; i < ncleanups; i++)
 		cleanups[i] ();
 }
+
+/* ----------------------------------------------------------------
+ * Ending holds
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * End transaction-level holds: all of them (subid == InvalidSubTransactionId)
+ * or those of one aborted subtransaction; and reconcile every uncertain
+ * entry (an acquire interrupted in flight, even in a subtransaction that
+ * rolled back, must never stay in Redis unknown to us).  Called with
+ * interrupts held, so failures are WARNINGs.
+ */
+static void
+holds_end_xact(SubTransactionId subid)
+{
+	HASH_SEQ_STATUS seq;
+	HeldLock   *h;
+	BatchItem  *items;
+	int			n = 0;
+
+	if (holds_table == NULL || (holds_n_with_xact == 0 && holds_n_uncertain == 0))
+		return;
+
+	items = holds_batch_items();
+	hash_seq_init(&seq, holds_table);
+	while ((h = hash_seq_search(&seq)) != NULL)
+	{
+		int			levels = 0;
+
+		if (subid == InvalidSubTransactionId)
+		{
+			levels = h->xact_count;
+			holds_clear_xact(h);
+		}
+		else
+		{
+			/* the holds of that subtransaction are the innermost ones */
+			while (h->nxact > 0 && h->xact[h->nxact - 1].subid == subid)
+			{
+				levels += h->xact[h->nxact - 1].count;
+				h->nxact--;
+			}
+			h->xact_count -= levels;
+			if (levels > 0 && h->xact_count == 0)
+				holds_n_with_xact--;
+		}
+
+		/*
+		 * An entry left uncertain is reconciled at the end of the
+		 * transaction that left it so, once: while Redis cannot be reached,
+		 * later transactions do not each wait for it (the next rlock call
+		 * settles it, or fails).
+		 */
+		if (levels > 0 || (h->uncertain && h->settle_at_end))
+			holds_batch_add(items, &n, h, levels, false);
+	}
+	/* tried at a top-level end: from now on the next rlock call settles it */
+	if (subid == InvalidSubTransactionId)
+		for (int i = 0; i < n; i++)
+			items[i].h->settle_at_end = false;
+	/* items lives in batch_cxt, which holds_run_batch resets */
+	holds_run_batch(items, n, WARNING);
+}
+
+/* A subtransaction committed: its parent now owns its holds. */
+static void
+holds_subxact_commit(SubTransactionId subid, SubTransactionId parent)
+{
+	HASH_SEQ_STATUS seq;
+	HeldLock   *h;
+
+	if (holds_table == NULL || holds_n_with_xact == 0)
+		return;
+	hash_seq_init(&seq, holds_table);
+	while ((h = hash_seq_search(&seq)) != NULL)
+	{
+		if (h->nxact == 0 || h->xact[h->nxact - 1].subid != subid)
+			continue;
+		if (h->nxact >= 2 && h->xact[h->nxact - 2].subid == parent)
+		{
+			h->xact[h->nxact - 2].count += h->xact[h->nxact - 1].count;
+			h->nxact--;
+		}
+		else
+			h->xact[h->nxact - 1].subid = parent;
+	}
+}
+
+/*
+ * Release every hold (session_only: only session-level ones, as DISCARD
+ * ALL does outside a transaction) in one round trip, reconciling uncertain
+ * entries.  Failures are WARNINGs; whatever Redis could not be told is
+ * forgotten anyway, so that nothing renews it and its lease ends it.
+ */
+static void
+holds_release_everything(bool session_only)
+{
+	HASH_SEQ_STATUS seq;
+	HeldLock   *h;
+	BatchItem  *items;
+	int			n = 0;
+
+	if (holds_table == NULL || hash_get_num_entries(holds_table) == 0)
+		return;
+	items = holds_batch_items();
+	hash_seq_init(&seq, holds_table);
+	while ((h = hash_seq_search(&seq)) != NULL)
+	{
+		int			levels = session_only ? h->session_count : holds_total(h);
+
+		if (!session_only)
+			holds_clear_xact(h);
+		h->session_count = 0;
+		if (levels > 0 || h->uncertain)
+			holds_batch_add(items, &n, h, levels, false);
+	}
+	holds_run_batch(items, n, WARNING);
+
+	/* what Redis could not be told about: stop believing in it */
+	hash_seq_init(&seq, holds_table);
+	while ((h = hash_seq_search(&seq)) != NULL)
+	{
+		if (h->session_count == 0 && (h->uncertain || h->xact_count == 0))
+		{
+			h->renew_lease_ms = 0;
+			holds_set_uncertain(h, false);
+			holds_drop_if_unused(h);
+		}
+	}
+}
+
+static bool
+holds_any_xact(void)
+{
+	return holds_table != NULL && holds_n_with_xact > 0;
+}
+
+/* The entries with transaction-level holds (palloc'd array). */
+static int
+holds_xact_snapshot(HeldLock ***hs)
+{
+	HASH_SEQ_STATUS seq;
+	HeldLock   *h;
+	int			n = 0;
+
+	*hs = palloc(Max(1, holds_n_with_xact) * sizeof(HeldLock *));
+	if (holds_table == NULL)
+		return 0;
+	hash_seq_init(&seq, holds_table);
+	while ((h = hash_seq_search(&seq)) != NULL)
+	{
+		if (h->xact_count > 0)
+			(*hs)[n++] = h;
+	}
+	return n;
+}
+
+/*
+ * The check before COMMIT found h lost, or with too little lease left to
+ * cover the commit: forget it (Redis too, at the next reconcile) and
+ * refuse the COMMIT.
+ */
+static void
+holds_lost_at_commit(HeldLock *h, const char *why)
+{
+	char	   *key = pstrdup(h->key);
+
+	if (!registry_is_lost(h->key, h->kind))
+		stats_count(RLOCK_STAT_LOCKS_LOST);
+	holds_forget_and_reconcile(h);
+	ereport(ERROR,
+			(errcode(ERRCODE_TRANSACTION_ROLLBACK),
+			 errmsg("cannot commit: lock \"%s\" held by this transaction was lost",
+					key),
+			 errdetail("%s", why),
+			 errhint("Writes guarded by a lost lock are never committed (rlock.verify_on_commit).")));
+}
+
+/* The check before COMMIT extended h's lease. */
+static void
+holds_renewed_at_commit(HeldLock *h, TimestampTz expires_at)
+{
+	if (expires_at > h->expires_at)
+	{
+		h->expires_at = expires_at;
+		(void) holds_sync_registry(h);
+	}
+}
+
+/* ----------------------------------------------------------------
+ * The callbacks
+ * ----------------------------------------------------------------
+ */
 
 /*
  * Before COMMIT: check in one round trip that Redis still has every lock

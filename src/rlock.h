@@ -16,11 +16,18 @@
  *	lock_fair.c		 the fair lock (Redisson RedissonFairLock)
  *	lock_wait.c		 how a blocked acquisition waits, for every lock kind
  *	waitqueue.c		 shared memory: which of this server's waiters tries next
- *	holds.c			 backend-local table of what this session holds, and the
- *					 transaction, subtransaction and exit callbacks
+ *	holds.c			 backend-local table of what this session holds:
+ *					 acquisitions and releases of every kind
+ *	holds_xact.c	 when holds end: transaction, subtransaction and exit
+ *					 callbacks, the check before COMMIT, DISCARD ALL
  *	lockname.c		 lock names: validation, prefixing, Redisson's derived keys
  *	scripts.c		 the Lua scripts and their SHA1 digests
  *	connection.c	 every Redis round trip and the one interruptible wait
+ *	command.c		 building Redis commands
+ *	pubsub.c		 listening for release messages
+ *	resolve.c		 host names resolved within a deadline
+ *	url.c			 rlock.redis_url, its password kept out of sight
+ *	redis_error.c	 failures and error replies as ERRORs with SQLSTATEs
  *	registry.c		 shared memory: instance identity, registry of held locks
  *	stats.c			 shared-memory activity counters (rlock_stats)
  *	watchdog.c		 the background worker that renews leases

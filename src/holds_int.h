@@ -1,0 +1,42 @@
+/*-------------------------------------------------------------------------
+ *
+ * holds_int.h
+ *	  The inside of the held-lock table, shared by holds.c (the table,
+ *	  acquisitions and releases) and holds_xact.c (when holds end) only.
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RLOCK_HOLDS_INT_H
+#define RLOCK_HOLDS_INT_H
+
+#include "utils/hsearch.h"
+
+#include "holds.h"
+
+/* One lock in a batch: one pipelined round trip for many locks. */
+typedef struct BatchItem
+{
+	HeldLock   *h;
+	int			levels;			/* > 0: release that many holds; 0: reconcile
+								 * Redis's count down to ours */
+	bool		session;		/* the levels were session-level holds */
+	const char *latch;			/* the release's unlock latch */
+} BatchItem;
+
+extern HTAB *holds_table;
+extern int	holds_n_uncertain;
+extern int	holds_n_with_xact;
+
+extern void holds_set_uncertain(HeldLock *h, bool uncertain);
+extern void holds_clear_xact(HeldLock *h);
+extern bool holds_sync_registry(HeldLock *h);
+extern void holds_drop_if_unused(HeldLock *h);
+extern void holds_forget_and_reconcile(HeldLock *h);
+extern BatchItem *holds_batch_items(void);
+extern void holds_batch_add(BatchItem *items, int *n, HeldLock *h, int levels,
+							bool session);
+extern int	holds_run_batch(BatchItem *items, int n, int elevel);
+
+#endif							/* RLOCK_HOLDS_INT_H */
