@@ -102,9 +102,13 @@ q1($h, "SELECT rlock_release('wq')");
 ok(RlockTest::wait_until(sub { finished($w[0]) }, 10), 'the first waiter gets the lock');
 usleep(300_000);
 my $rt = session_round_trips(@rt0);
-# the release, the first waiter's attempt, and the two rlock_stats reads
-# (which are no Redis round trips): 4 waiters retrying would make it 5+
-cmp_ok($rt, '<=', 3, "one release cost $rt Redis round trips, not one per waiting session");
+# The release and the first waiter's attempt (the rlock_stats reads are no
+# Redis round trips), plus at most one refused attempt: the second waiter
+# may read the same release message only after the first one took the lock
+# and left the queue, and then finds itself first (waitqueue.c cannot tell
+# a message already used from a new one).  4 waiters all retrying would
+# make it 6.
+cmp_ok($rt, '<=', 4, "one release cost $rt Redis round trips, not one per waiting session");
 is(scalar(grep { finished($_) } @w[1 .. 3]), 0, 'the others still wait, without having tried');
 collect($w[0]);
 
