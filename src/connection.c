@@ -26,10 +26,10 @@
  * Scripts run by EVALSHA; a NOSCRIPT reply makes us send the body with
  * EVAL, which also loads it into the server's script cache.
  *
- * Around it: command.c builds commands, pubsub.c listens on the subscriber
- * connection, resolve.c resolves host names, url.c owns rlock.redis_url
- * and redis_error.c words failures; connection_int.h is the inside they
- * share.  Round trips that cannot be interrupted (interrupts held at
+ * Around it: connection_command.c builds commands, connection_pubsub.c
+ * listens on the subscriber connection, connection_error.c words failures,
+ * resolve.c resolves host names and url.c owns rlock.redis_url;
+ * connection_int.h is the inside they share.  Round trips that cannot be interrupted (interrupts held at
  * COMMIT, ROLLBACK and in error clean-up, or the process exiting) are
  * capped at RLOCK_UNINTERRUPTIBLE_CAP_MS whatever the settings say.
  *
@@ -758,7 +758,7 @@ rconn_run1(RedisConn *conn, RedisCmd *cmd, const char *what)
 	return replies[0];
 }
 
-/* Report why conn's last round trip failed (redis_error.c words it). */
+/* Report why conn's last round trip failed (connection_error.c words it). */
 void
 rconn_report(RedisConn *conn, int elevel, const char *what)
 {

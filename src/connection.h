@@ -85,7 +85,7 @@ extern bool rconn_run(RedisConn *conn, RedisCmd *cmds, int ncmds,
 					  redisReply ***replies, int elevel, const char *what);
 extern redisReply *rconn_run1(RedisConn *conn, RedisCmd *cmd, const char *what);
 
-/* Replies and failures (redis_error.c). */
+/* Replies and failures (connection_error.c). */
 extern void rconn_reply_error(redisReply *reply, int elevel, const char *what);
 extern void rconn_unexpected_reply(redisReply *reply, const char *what);
 extern bool rconn_reply_is(const redisReply *reply, const char *code);

@@ -2,8 +2,8 @@
  *
  * connection_int.h
  *	  The inside of a Redis connection, for the files of the connection
- *	  layer only (connection.c, pubsub.c): nothing above it sees hiredis
- *	  state or the wait primitive.
+ *	  layer only (connection.c, connection_pubsub.c): nothing above it sees
+ *	  hiredis state or the wait primitive.
  *
  * Copyright (c) 2026, rlock developers
  *

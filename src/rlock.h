@@ -23,11 +23,11 @@
  *	lockname.c		 lock names: validation, prefixing, Redisson's derived keys
  *	scripts.c		 the Lua scripts and their SHA1 digests
  *	connection.c	 every Redis round trip and the one interruptible wait
- *	command.c		 building Redis commands
- *	pubsub.c		 listening for release messages
+ *	connection_command.c	building Redis commands
+ *	connection_pubsub.c	 listening for release messages
  *	resolve.c		 host names resolved within a deadline
  *	url.c			 rlock.redis_url, its password kept out of sight
- *	redis_error.c	 failures and error replies as ERRORs with SQLSTATEs
+ *	connection_error.c	 failures and error replies as ERRORs with SQLSTATEs
  *	registry.c		 shared memory: instance identity, registry of held locks
  *	stats.c			 shared-memory activity counters (rlock_stats)
  *	watchdog.c		 the background worker that renews leases

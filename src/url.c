@@ -10,14 +10,14 @@
  * error about an invalid value.  PostgreSQL stores and compares the value
  * a check hook leaves in *newval, and on reload logs the raw value from the
  * configuration file whenever the stored one changed.  So the check hook
- * stores the same placeholder, URL_PLACEHOLDER, for every URL (the stored
+ * stores the same stand-in, URL_STORED_VALUE, for every URL (the stored
  * value never changes, so PostgreSQL never logs the raw one) and hands the
  * real URL to the assign hook as the setting's "extra"; the show hook
  * displays the URL with its password masked, the assign hook logs changes
  * (masked) in the postmaster, and connections use rlock_redis_conf, never
  * the GUC's string.  An invalid value's error carries its own message, so
  * PostgreSQL does not quote the value either.  A process that receives the
- * placeholder itself (a parallel worker restoring its leader's settings)
+ * stand-in itself (a parallel worker restoring its leader's settings)
  * keeps the URL it inherited from the postmaster.
  *
  * Copyright (c) 2026, rlock developers
@@ -38,7 +38,7 @@
 #define PASSWORD_MASK	"********"
 
 /* What the GUC variable holds, whatever the URL. */
-#define URL_PLACEHOLDER	"(rlock.redis_url: see SHOW)"
+#define URL_STORED_VALUE	"(rlock.redis_url: see SHOW)"
 
 /*
  * GUC values and extras are malloc'd before PostgreSQL 16, and allocated
@@ -281,9 +281,9 @@ rlock_check_redis_url(char **newval, void **extra, GucSource source)
 	RedisUrl	url;
 	char	   *err = NULL;
 	RedisUrlConf *conf;
-	char	   *placeholder;
+	char	   *stored;
 
-	if (*newval != NULL && strcmp(*newval, URL_PLACEHOLDER) == 0)
+	if (*newval != NULL && strcmp(*newval, URL_STORED_VALUE) == 0)
 	{
 		/* a parallel worker restoring its leader's settings */
 		if (rlock_redis_conf == NULL)
@@ -312,12 +312,12 @@ rlock_check_redis_url(char **newval, void **extra, GucSource source)
 		return false;
 	*extra = conf;
 
-	placeholder = url_guc_malloc(strlen(URL_PLACEHOLDER) + 1);
-	if (placeholder == NULL)
+	stored = url_guc_malloc(strlen(URL_STORED_VALUE) + 1);
+	if (stored == NULL)
 		return false;
-	strcpy(placeholder, URL_PLACEHOLDER);
+	strcpy(stored, URL_STORED_VALUE);
 	url_guc_free(*newval);
-	*newval = placeholder;
+	*newval = stored;
 	return true;
 }
 

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * pubsub.c
+ * connection_pubsub.c
  *	  Publish/subscribe on the backend's subscriber connection: how a
  *	  waiter listens for release messages (lock_wait.c) with the same
  *	  interruptible wait as every round trip.

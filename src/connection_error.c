@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * redis_error.c
+ * connection_error.c
  *	  How rlock words what went wrong with Redis: failed round trips
  *	  (refused, timed out, lost, rejected credentials) and error replies,
  *	  each with its SQLSTATE, the lock it concerns and a hint.

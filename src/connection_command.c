@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * command.c
+ * connection_command.c
  *	  Building Redis commands as argument vectors (RedisCmd), for every
  *	  caller of the connection layer.  Arguments are not copied; numbers are
  *	  formatted into the command's own buffers.
