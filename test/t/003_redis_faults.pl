@@ -18,16 +18,6 @@ my $redis = RlockTest::Redis->new(args => [ '--enable-debug-command', 'yes' ]);
 my $node = RlockTest::new_node('faults', $redis);
 my $s = $node->background_psql('postgres', on_error_stop => 0);
 
-# Run SQL in $s; returns (stdout, stderr, SQLSTATE of the last statement).
-sub run_sql
-{
-	my ($sess, $sql) = @_;
-	my ($out, $err) =
-	  RlockTest::query_err($sess, "$sql\n;\n\\echo sqlstate=:SQLSTATE");
-	my ($state) = $out =~ /sqlstate=(\w+)/;
-	$out =~ s/\n?sqlstate=\w+//;
-	return ($out, $err, $state);
-}
 
 # Start DEBUG SLEEP $secs in the background and return once Redis is busy
 # in it (a PING gets no answer within 0.3 s), so that the next call surely
@@ -53,12 +43,12 @@ my ($out, $err, $state, $t0, $elapsed);
 
 # ---- Redis stopped ----
 
-($out) = run_sql($s, "SELECT rlock_acquire('kept', '1 minute')");
-run_sql($s, "SET rlock.connect_timeout = '500ms'");
+($out) = RlockTest::run_sql($s, "SELECT rlock_acquire('kept', '1 minute')");
+RlockTest::run_sql($s, "SET rlock.connect_timeout = '500ms'");
 $redis->stop;
 
 $t0 = time();
-($out, $err, $state) = run_sql($s, "SELECT rlock_try_acquire('down', '10s')");
+($out, $err, $state) = RlockTest::run_sql($s, "SELECT rlock_try_acquire('down', '10s')");
 $elapsed = time() - $t0;
 like($state, qr/^080(01|06)$/, "Redis down: SQLSTATE $state");
 like($err, qr/ERROR:  (could not connect to|lost connection to) Redis at 127\.0\.0\.1:\d+ for lock "down"/,
@@ -67,34 +57,34 @@ like($err, qr/HINT:.*rlock\.redis_url/, 'the hint names rlock.redis_url');
 note sprintf('the error came after %.3f s', $elapsed);
 cmp_ok($elapsed, '<', 0.5 + 2.5, 'within connect_timeout + margin');
 
-($out, $err, $state) = run_sql($s, 'SELECT rlock_ping()');
+($out, $err, $state) = RlockTest::run_sql($s, 'SELECT rlock_ping()');
 is($state, '08001', 'rlock_ping fails with 08001 while Redis is down');
-($out, $err, $state) = run_sql($s, 'SELECT 40 + 2');
+($out, $err, $state) = RlockTest::run_sql($s, 'SELECT 40 + 2');
 is($out, '42', 'the session stays usable');
 
 # Redis comes back empty, as after a restart without persistence.
 $redis->start;
-($out, $err, $state) = run_sql($s, "SELECT rlock_try_acquire('down', '10s')");
+($out, $err, $state) = RlockTest::run_sql($s, "SELECT rlock_try_acquire('down', '10s')");
 is($out, 't', 'after Redis is back the next call works, no reconnect by hand');
 is($err, '', 'without any error');
-($out, $err) = run_sql($s, "SELECT rlock_release('kept')");
+($out, $err) = RlockTest::run_sql($s, "SELECT rlock_release('kept')");
 is($out, 'f', 'a lock held before the restart is reported lost on release');
 like($err, qr/WARNING:  lock "kept" was lost/, 'with a WARNING naming it');
-($out) = run_sql($s, "SELECT rlock_release('down')");
+($out) = RlockTest::run_sql($s, "SELECT rlock_release('down')");
 is($out, 't', 'release works');
 
 # A restart while the session is idle: the broken connection is replaced.
 $redis->stop;
 $redis->start;
-($out, $err, $state) = run_sql($s, "SELECT rlock_try_acquire('again', '10s'), rlock_release('again')");
+($out, $err, $state) = RlockTest::run_sql($s, "SELECT rlock_try_acquire('again', '10s'), rlock_release('again')");
 is("$out/$err", 't|t/', 'a restart between calls goes unnoticed');
 
 # ---- Redis slow: command_timeout, and an acquire interrupted in flight ----
 
-run_sql($s, "SET rlock.command_timeout = '300ms'");
+RlockTest::run_sql($s, "SET rlock.command_timeout = '300ms'");
 my $sleeper = redis_sleep(5);
 $t0 = time();
-($out, $err, $state) = run_sql($s, "SELECT rlock_try_acquire('slow', '1 minute')");
+($out, $err, $state) = RlockTest::run_sql($s, "SELECT rlock_try_acquire('slow', '1 minute')");
 $elapsed = time() - $t0;
 is($state, '08006', 'Redis not answering: SQLSTATE 08006');
 like($err, qr/Redis at 127\.0\.0\.1:\d+ did not answer in time for lock "slow"/,
@@ -110,24 +100,24 @@ ok( RlockTest::wait_until(
 	'Redis answers again');
 # The timed-out script may still have run once Redis woke up.  The next
 # call reconciles: whatever it granted is taken back.
-($out, $err, $state) = run_sql($s,
+($out, $err, $state) = RlockTest::run_sql($s,
 	"SELECT rlock_is_locked('slow'), rlock_hold_count('slow')");
 is($out, 'f|0', 'the interrupted acquire left no hold behind');
 is($redis->cli('EXISTS', 'slow'), '0', 'and nothing in Redis');
 
 # The same with statement_timeout interrupting the round trip.
-run_sql($s, "SET rlock.command_timeout = '10s'");
-run_sql($s, "SET statement_timeout = '200ms'");
+RlockTest::run_sql($s, "SET rlock.command_timeout = '10s'");
+RlockTest::run_sql($s, "SET statement_timeout = '200ms'");
 $sleeper = redis_sleep(3);
-($out, $err, $state) = run_sql($s, "SELECT rlock_acquire('slow2', '1 minute')");
+($out, $err, $state) = RlockTest::run_sql($s, "SELECT rlock_acquire('slow2', '1 minute')");
 is($state, '57014', 'statement_timeout interrupts a Redis round trip');
-run_sql($s, 'RESET statement_timeout');
+RlockTest::run_sql($s, 'RESET statement_timeout');
 $sleeper->finish;
-($out, $err, $state) = run_sql($s,
+($out, $err, $state) = RlockTest::run_sql($s,
 	"SELECT rlock_is_locked('slow2'), rlock_hold_count('slow2')");
 is($out, 'f|0', 'the cancelled acquire left no hold behind');
 is($redis->cli('EXISTS', 'slow2'), '0', 'and nothing in Redis');
-($out, $err) = run_sql($s, "SELECT rlock_try_acquire('slow2', '1 minute'), rlock_hold_count('slow2'), rlock_release('slow2')");
+($out, $err) = RlockTest::run_sql($s, "SELECT rlock_try_acquire('slow2', '1 minute'), rlock_hold_count('slow2'), rlock_release('slow2')");
 is("$out/$err", 't|1|t/', 'the session then locks normally');
 $s->quit;
 
@@ -150,18 +140,18 @@ sub set_url
 set_url("redis://default:wrongpw\@127.0.0.1:$port/0",
 	"redis://default:********\@127.0.0.1:$port/0");
 $s = $node->background_psql('postgres', on_error_stop => 0);
-($out, $err, $state) = run_sql($s, "SELECT rlock_try_acquire('auth', '10s')");
+($out, $err, $state) = RlockTest::run_sql($s, "SELECT rlock_try_acquire('auth', '10s')");
 is($state, '28P01', 'a wrong password: SQLSTATE 28P01');
 like($err, qr/rejected the credentials of rlock\.redis_url for lock "auth"/,
 	'the error says the credentials were rejected');
 unlike($err, qr/wrongpw/, 'without showing the password');
-($out) = run_sql($s, 'SHOW rlock.redis_url');
+($out) = RlockTest::run_sql($s, 'SHOW rlock.redis_url');
 unlike($out, qr/wrongpw/, 'SHOW hides the password');
 $s->quit;
 
 set_url("redis://127.0.0.1:$port/0", "redis://127.0.0.1:$port/0");
 $s = $node->background_psql('postgres', on_error_stop => 0);
-($out, $err, $state) = run_sql($s, "SELECT rlock_try_acquire('auth', '10s')");
+($out, $err, $state) = RlockTest::run_sql($s, "SELECT rlock_try_acquire('auth', '10s')");
 is($state, '28000', 'no password for a Redis that needs one: SQLSTATE 28000');
 like($err, qr/Redis requires authentication for lock "auth"/,
 	'the error says Redis requires authentication');
@@ -170,14 +160,14 @@ like($err, qr/Redis requires authentication for lock "auth"/,
 set_url("redis://:sekret\@127.0.0.1:$port/0",
 	"redis://:********\@127.0.0.1:$port/0");
 usleep(100_000);
-($out, $err, $state) = run_sql($s, "SELECT rlock_try_acquire('auth', '10s'), rlock_release('auth')");
+($out, $err, $state) = RlockTest::run_sql($s, "SELECT rlock_try_acquire('auth', '10s'), rlock_release('auth')");
 is("$out/$err", 't|t/', 'after a reload with the right password the same session works');
 $s->quit;
 
 set_url("redis://:sekret\@127.0.0.1:$port/99",
 	"redis://:********\@127.0.0.1:$port/99");
 $s = $node->background_psql('postgres', on_error_stop => 0);
-($out, $err, $state) = run_sql($s, "SELECT rlock_try_acquire('db', '10s')");
+($out, $err, $state) = RlockTest::run_sql($s, "SELECT rlock_try_acquire('db', '10s')");
 is($state, '08001', 'a database number Redis does not have: SQLSTATE 08001');
 like($err, qr/rejected the database number of rlock\.redis_url for lock "db"/,
 	'the error says the database number was rejected');
@@ -186,7 +176,7 @@ $s->quit;
 set_url("redis://:sekret\@127.0.0.1:$port/3",
 	"redis://:********\@127.0.0.1:$port/3");
 $s = $node->background_psql('postgres', on_error_stop => 0);
-($out, $err) = run_sql($s, "SELECT rlock_try_acquire('db', '10s')");
+($out, $err) = RlockTest::run_sql($s, "SELECT rlock_try_acquire('db', '10s')");
 is($out, 't', 'with database 3 the lock is taken');
 is($secured->cli('-n', '3', 'EXISTS', 'db'), '1', 'in Redis database 3');
 is($secured->cli('-n', '0', 'EXISTS', 'db'), '0', 'not in database 0');
@@ -201,15 +191,15 @@ $plain->append_conf('postgresql.conf',
 $plain->start;
 $plain->safe_psql('postgres', 'CREATE EXTENSION rlock');
 $s = $plain->background_psql('postgres', on_error_stop => 0);
-($out, $err, $state) = run_sql($s, "SELECT rlock_acquire('np')");
+($out, $err, $state) = RlockTest::run_sql($s, "SELECT rlock_acquire('np')");
 is($state, '55000', 'not preloaded: a NULL lease (automatic renewal) is refused');
 like($err, qr/HINT:  Add rlock to shared_preload_libraries/,
 	'the hint says to preload rlock');
-($out, $err, $state) = run_sql($s, 'SELECT * FROM rlock_locks');
+($out, $err, $state) = RlockTest::run_sql($s, 'SELECT * FROM rlock_locks');
 is($state, '55000', 'not preloaded: rlock_locks is refused');
 like($err, qr/HINT:  Add rlock to shared_preload_libraries/,
 	'the hint says to preload rlock');
-($out, $err) = run_sql($s, "SELECT rlock_try_acquire('np', '10s'), rlock_release('np')");
+($out, $err) = RlockTest::run_sql($s, "SELECT rlock_try_acquire('np', '10s'), rlock_release('np')");
 is("$out/$err", 't|t/', 'locks with a lease work without preloading');
 $s->quit;
 

@@ -28,17 +28,6 @@ my $node = RlockTest::new_node('link', $proxy, watchdog_timeout => '15s',
 my $s = $node->background_psql('postgres', on_error_stop => 0);
 my $other = $node->background_psql('postgres', on_error_stop => 0);
 
-# Run SQL in a session; returns (stdout, stderr, SQLSTATE of the last
-# statement).
-sub run_sql
-{
-	my ($sess, $sql) = @_;
-	my ($out, $err) =
-	  RlockTest::query_err($sess, "$sql\n;\n\\echo sqlstate=:SQLSTATE");
-	my ($state) = $out =~ /sqlstate=(\w+)/;
-	$out =~ s/\n?sqlstate=\w+//;
-	return ($out, $err, $state);
-}
 
 # Generous bound on a call that must fail within command_timeout (300 ms):
 # well under the 5 s and more a hanging call would take, with room for a
@@ -49,19 +38,19 @@ my ($out, $err, $state, $t0, $elapsed);
 
 is($node->safe_psql('postgres', "SHOW rlock.redis_url"), $proxy->url,
 	'the node reaches Redis through the proxy');
-run_sql($s, "SET rlock.command_timeout = '300ms'");
-run_sql($s, "SET rlock.connect_timeout = '500ms'");
-($out, $err) = run_sql($s, 'SELECT rlock_ping() IS NOT NULL');
+RlockTest::run_sql($s, "SET rlock.command_timeout = '300ms'");
+RlockTest::run_sql($s, "SET rlock.connect_timeout = '500ms'");
+($out, $err) = RlockTest::run_sql($s, 'SELECT rlock_ping() IS NOT NULL');
 is("$out/$err", 't/', 'rlock_ping works through the proxy');
 
 # ---- a stalled link: a silent partition ----
 
-($out, $err) = run_sql($s, "SELECT rlock_acquire('kept', '1 minute')");
+($out, $err) = RlockTest::run_sql($s, "SELECT rlock_acquire('kept', '1 minute')");
 is($err, '', 'a lock is taken before the partition');
 $proxy->stall;
 
 $t0 = time();
-($out, $err, $state) = run_sql($s, 'SELECT rlock_ping()');
+($out, $err, $state) = RlockTest::run_sql($s, 'SELECT rlock_ping()');
 $elapsed = time() - $t0;
 is($state, '08006', 'stalled link: rlock_ping fails with SQLSTATE 08006');
 like($err, qr/ERROR:  Redis at 127\.0\.0\.1:\d+ did not answer in time/,
@@ -72,7 +61,7 @@ note sprintf('rlock_ping failed after %.3f s', $elapsed);
 cmp_ok($elapsed, '<', $BOUND, 'within command_timeout, not hanging');
 
 $t0 = time();
-($out, $err, $state) = run_sql($s, "SELECT rlock_try_acquire('x', '10s')");
+($out, $err, $state) = RlockTest::run_sql($s, "SELECT rlock_try_acquire('x', '10s')");
 $elapsed = time() - $t0;
 is($state, '08006', 'stalled link: rlock_try_acquire fails with SQLSTATE 08006');
 like($err, qr/ERROR:  Redis at 127\.0\.0\.1:\d+ did not answer in time for lock "x"/,
@@ -80,19 +69,19 @@ like($err, qr/ERROR:  Redis at 127\.0\.0\.1:\d+ did not answer in time for lock 
 note sprintf('rlock_try_acquire failed after %.3f s', $elapsed);
 cmp_ok($elapsed, '<', $BOUND, 'within command_timeout, not hanging');
 
-($out, $err, $state) = run_sql($s, 'SELECT 40 + 2');
+($out, $err, $state) = RlockTest::run_sql($s, 'SELECT 40 + 2');
 is("$out/$err", '42/', 'the session stays usable during the partition');
 
 $proxy->resume;
-($out, $err, $state) = run_sql($s, 'SELECT rlock_ping() IS NOT NULL');
+($out, $err, $state) = RlockTest::run_sql($s, 'SELECT rlock_ping() IS NOT NULL');
 # (the acquire of "x" and the clean-up after it were held, not dropped:
 # they reach Redis now, in an order nothing guarantees, so "x" may be held
 # by this session's holder id until its 10 s lease ends)
 is("$out/$err", 't/', 'after the link is back, the next call works');
-($out, $err) = run_sql($s,
+($out, $err) = RlockTest::run_sql($s,
 	"SELECT rlock_try_acquire('y', '10s'), rlock_hold_count('y'), rlock_release('y')");
 is("$out/$err", 't|1|t/', 'and locks work again');
-($out, $err) = run_sql($s, "SELECT rlock_hold_count('kept')");
+($out, $err) = RlockTest::run_sql($s, "SELECT rlock_hold_count('kept')");
 is("$out/$err", '1/', 'the lock taken before the partition is still held');
 
 # ---- replies lost: the command ran, its answer never came ----
@@ -104,7 +93,7 @@ ok(RlockTest::wait_until(sub { $events->pump_nb; $$evout =~ /subscribe/ }, 10),
 	'a client watches the key of lock "unanswered"');
 $proxy->stall_replies;
 $t0 = time();
-($out, $err, $state) = run_sql($s, "SELECT rlock_try_acquire('unanswered', '1 minute')");
+($out, $err, $state) = RlockTest::run_sql($s, "SELECT rlock_try_acquire('unanswered', '1 minute')");
 $elapsed = time() - $t0;
 is($state, '08006', 'replies held: SQLSTATE 08006');
 like($err, qr/did not answer in time for lock "unanswered"/, 'Redis did not answer in time');
@@ -116,10 +105,10 @@ ok( RlockTest::wait_until(
 $events->kill_kill;
 is($redis->cli('EXISTS', 'unanswered'), '0', 'nothing is left in Redis');
 $proxy->resume;
-($out, $err) = run_sql($s,
+($out, $err) = RlockTest::run_sql($s,
 	"SELECT rlock_is_held('unanswered'), rlock_hold_count('unanswered'), rlock_is_locked('unanswered')");
 is("$out/$err", 'f|0|f/', 'the session holds nothing after the link is back');
-($out, $err) = run_sql($other, "SELECT rlock_try_acquire('unanswered', '1 minute'), rlock_release('unanswered')");
+($out, $err) = RlockTest::run_sql($other, "SELECT rlock_try_acquire('unanswered', '1 minute'), rlock_release('unanswered')");
 is("$out/$err", 't|t/', 'another session takes that lock at once');
 
 # ---- a cut connection ----
@@ -127,29 +116,29 @@ is("$out/$err", 't|t/', 'another session takes that lock at once');
 for my $how ('FIN', 'RST')
 {
 	# both sessions are connected and idle
-	run_sql($_, 'SELECT rlock_ping()') for $s, $other;
+	RlockTest::run_sql($_, 'SELECT rlock_ping()') for $s, $other;
 	my $closed = $proxy->cut(reset => $how eq 'RST');
 	cmp_ok($closed, '>=', 2, "cut ($how) closed $closed connections");
-	($out, $err, $state) = run_sql($s,
+	($out, $err, $state) = RlockTest::run_sql($s,
 		"SELECT rlock_try_acquire('after_cut', '10s'), rlock_release('after_cut')");
 	is("$out/$err", 't|t/',
 		"cut ($how): an idle session's next call reconnects by itself, without an error");
-	($out, $err) = run_sql($other, "SELECT rlock_try_acquire('kept', '1 minute')");
+	($out, $err) = RlockTest::run_sql($other, "SELECT rlock_try_acquire('kept', '1 minute')");
 	is("$out/$err", 'f/', "cut ($how): the lock held across the cut stays held");
 }
-($out, $err) = run_sql($s, "SELECT rlock_release('kept')");
+($out, $err) = RlockTest::run_sql($s, "SELECT rlock_release('kept')");
 is("$out/$err", 't/', 'and its holder releases it, without a warning');
 
 # ---- a waiter whose connections are cut ----
 
-run_sql($other, "SELECT rlock_acquire('w', '1 minute')");
+RlockTest::run_sql($other, "SELECT rlock_acquire('w', '1 minute')");
 $s->query_until(qr/waiting\n/,
 	"\\echo waiting\nSELECT rlock_acquire('w', '1 minute');\n\\echo sqlstate=:SQLSTATE\n");
 RlockTest::wait_for_rlock_waiters($node, 'postgres', 1, "%rlock_acquire('w'%");
 $proxy->cut;
 usleep(300_000);
 $t0 = time();
-run_sql($other, "SELECT rlock_release('w')");
+RlockTest::run_sql($other, "SELECT rlock_release('w')");
 my $done = RlockTest::wait_until(
 	sub { $s->{run}->pump_nb; $s->{stdout} =~ /sqlstate=\w+/ }, 20);
 $elapsed = time() - $t0;
@@ -161,7 +150,7 @@ is($wstate, '00000', 'a waiter whose connections were cut gets the lock when it 
 # notice at its next recheck, 5 s later
 cmp_ok($elapsed, '<', $BOUND, 'woken by the release message, not by a recheck');
 $s->{stdout} = $s->{stderr} = '';
-($out, $err) = run_sql($s, "SELECT rlock_hold_count('w'), rlock_release('w')");
+($out, $err) = RlockTest::run_sql($s, "SELECT rlock_hold_count('w'), rlock_release('w')");
 is("$out/$err", '1|t/', 'it holds the lock once and releases it');
 
 # ---- refused connections ----
@@ -169,7 +158,7 @@ is("$out/$err", '1|t/', 'it holds the lock once and releases it');
 $proxy->refuse;
 $proxy->cut;
 $t0 = time();
-($out, $err, $state) = run_sql($s, "SELECT rlock_try_acquire('refused', '10s')");
+($out, $err, $state) = RlockTest::run_sql($s, "SELECT rlock_try_acquire('refused', '10s')");
 $elapsed = time() - $t0;
 is($state, '08001', 'connection refused: SQLSTATE 08001');
 like($err, qr/ERROR:  could not connect to Redis at 127\.0\.0\.1:\d+ for lock "refused"/,
@@ -177,12 +166,12 @@ like($err, qr/ERROR:  could not connect to Redis at 127\.0\.0\.1:\d+ for lock "r
 note sprintf('failed after %.3f s', $elapsed);
 cmp_ok($elapsed, '<', $BOUND, 'at once');
 $proxy->accept;
-($out, $err) = run_sql($s, "SELECT rlock_try_acquire('refused', '10s'), rlock_release('refused')");
+($out, $err) = RlockTest::run_sql($s, "SELECT rlock_try_acquire('refused', '10s'), rlock_release('refused')");
 is("$out/$err", 't|t/', 'once connections are accepted again, the next call works');
 
 # ---- a lock without a lease outlives a partition shorter than its lease ----
 
-($out, $err) = run_sql($s, "SELECT rlock_acquire('nolease')");
+($out, $err) = RlockTest::run_sql($s, "SELECT rlock_acquire('nolease')");
 my $holder = RlockTest::holder_of($s);
 my $failures0 = $node->safe_psql('postgres', 'SELECT renewal_failures FROM rlock_stats');
 $proxy->stall;
@@ -204,7 +193,7 @@ note 'renewals that failed during the partition: '
 is($redis->cli('HGET', 'nolease', $holder), '1', 'it is still held in Redis');
 is($node->safe_psql('postgres', "SELECT state FROM rlock_locks WHERE name = 'nolease'"),
 	'held', 'and rlock_locks says held');
-($out, $err) = run_sql($s, "SELECT rlock_release('nolease')");
+($out, $err) = RlockTest::run_sql($s, "SELECT rlock_release('nolease')");
 is("$out/$err", 't/', 'its holder releases it');
 
 $s->quit;

@@ -49,16 +49,6 @@ my $redis = RlockTest::Redis->new(args => [ '--bind', '127.0.0.1', '-::1' ]);
 my $port = $redis->port;
 my $node = RlockTest::new_node('resolve', $redis);
 
-# Run SQL in $s; returns (stdout, stderr, SQLSTATE of the last statement).
-sub run_sql
-{
-	my ($sess, $sql) = @_;
-	my ($out, $err) =
-	  RlockTest::query_err($sess, "$sql\n;\n\\echo sqlstate=:SQLSTATE");
-	my ($state) = $out =~ /sqlstate=(\w+)/;
-	$out =~ s/\n?sqlstate=\w+//;
-	return ($out, $err, $state);
-}
 
 # Point the server at a URL, reload, wait until new sessions see it.
 sub set_url
@@ -98,7 +88,7 @@ sub wait_activity
 
 my ($out, $err, $state, $elapsed);
 my $s = $node->background_psql('postgres', on_error_stop => 0);
-($out, $err, $state) = run_sql($s, 'SELECT rlock_ping() IS NOT NULL');
+($out, $err, $state) = RlockTest::run_sql($s, 'SELECT rlock_ping() IS NOT NULL');
 is("$out/$err", 't/', 'rlock_ping works with a numeric address');
 $s->quit;
 
@@ -106,11 +96,11 @@ $s->quit;
 
 set_url("redis://$slow:$port/0");
 $s = $node->background_psql('postgres', on_error_stop => 0);
-run_sql($s, "SET rlock.connect_timeout = '500ms'");
+RlockTest::run_sql($s, "SET rlock.connect_timeout = '500ms'");
 for my $try (1 .. 2)
 {
 	$t0 = time();
-	($out, $err, $state) = run_sql($s, 'SELECT rlock_ping()');
+	($out, $err, $state) = RlockTest::run_sql($s, 'SELECT rlock_ping()');
 	$elapsed = time() - $t0;
 	is($state, '08001', "unresolvable host, try $try: SQLSTATE 08001");
 	like($err, qr/ERROR:  .*Redis at \Q$slow\E:$port/,
@@ -119,12 +109,12 @@ for my $try (1 .. 2)
 		sprintf('try %d: it came within connect_timeout + margin (%.3f s), not after the resolver gave up',
 			$try, $elapsed));
 }
-($out, $err) = run_sql($s, 'SELECT 40 + 2');
+($out, $err) = RlockTest::run_sql($s, 'SELECT 40 + 2');
 is("$out/$err", '42/', 'the session stays usable');
 
 # ---- cancel, statement_timeout and termination end the wait ----
 
-run_sql($s, "SET rlock.connect_timeout = '1min'");
+RlockTest::run_sql($s, "SET rlock.connect_timeout = '1min'");
 my $pid = start_sql($s, 'SELECT rlock_ping()');
 ok(wait_activity($pid, "state = 'active' AND query LIKE 'SELECT rlock_ping()%'", 10),
 	'rlock_ping is running');
@@ -140,20 +130,20 @@ like($s->{stderr}, qr/canceling statement due to user request/,
 cmp_ok($elapsed, '<', 1.5,
 	sprintf('at once (%.3f s), with connect_timeout 1 min', $elapsed));
 
-run_sql($s, "SET statement_timeout = '300ms'");
+RlockTest::run_sql($s, "SET statement_timeout = '300ms'");
 $t0 = time();
-($out, $err, $state) = run_sql($s, 'SELECT rlock_ping()');
+($out, $err, $state) = RlockTest::run_sql($s, 'SELECT rlock_ping()');
 $elapsed = time() - $t0;
 is($state, '57014', 'statement_timeout ends the resolution wait');
 cmp_ok($elapsed, '<', 0.3 + 1.2,
 	sprintf('within statement_timeout + margin (%.3f s)', $elapsed));
-run_sql($s, 'RESET statement_timeout');
-($out, $err) = run_sql($s, 'SELECT 40 + 2');
+RlockTest::run_sql($s, 'RESET statement_timeout');
+($out, $err) = RlockTest::run_sql($s, 'SELECT 40 + 2');
 is("$out/$err", '42/', 'the session stays usable');
 $s->quit;
 
 my $victim = $node->background_psql('postgres', on_error_stop => 0);
-run_sql($victim, "SET rlock.connect_timeout = '1min'");
+RlockTest::run_sql($victim, "SET rlock.connect_timeout = '1min'");
 $pid = start_sql($victim, 'SELECT rlock_ping()');
 ok( wait_activity($pid, "wait_event_type = 'Extension'", 5),
 	'another session waits resolving the host');
@@ -174,9 +164,9 @@ eval { $victim->quit; };
 
 set_url("redis://localhost:$port/0");
 $s = $node->background_psql('postgres', on_error_stop => 0);
-($out, $err, $state) = run_sql($s, 'SELECT rlock_ping() IS NOT NULL');
+($out, $err, $state) = RlockTest::run_sql($s, 'SELECT rlock_ping() IS NOT NULL');
 is("$out/$err", 't/', 'rlock_ping works with a host name that resolves (localhost)');
-($out, $err) = run_sql($s,
+($out, $err) = RlockTest::run_sql($s,
 	"SELECT rlock_try_acquire('resolved', '10s'), rlock_release('resolved')");
 is("$out/$err", 't|t/', 'and locks work through it');
 $s->quit;

@@ -31,60 +31,8 @@ sub q1
 }
 
 # Redisson's fair acquire (queueing) and release, from PROTOCOL.md.
-my $java_acquire = <<'LUA';
-while true do
-  local first = redis.call('lindex', KEYS[2], 0)
-  if first == false then break end
-  local timeout = tonumber(redis.call('zscore', KEYS[3], first))
-  if timeout <= tonumber(ARGV[4]) then
-    redis.call('zrem', KEYS[3], first)
-    redis.call('lpop', KEYS[2])
-  else break end
-end
-if (redis.call('exists', KEYS[1]) == 0) and ((redis.call('exists', KEYS[2]) == 0)
-    or (redis.call('lindex', KEYS[2], 0) == ARGV[2])) then
-  redis.call('lpop', KEYS[2])
-  redis.call('zrem', KEYS[3], ARGV[2])
-  local keys = redis.call('zrange', KEYS[3], 0, -1)
-  for i = 1, #keys, 1 do
-    redis.call('zincrby', KEYS[3], -tonumber(ARGV[3]), keys[i])
-  end
-  redis.call('hset', KEYS[1], ARGV[2], 1)
-  redis.call('pexpire', KEYS[1], ARGV[1])
-  return nil
-end
-if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-  redis.call('hincrby', KEYS[1], ARGV[2], 1)
-  redis.call('pexpire', KEYS[1], ARGV[1])
-  return nil
-end
-local timeout = redis.call('zscore', KEYS[3], ARGV[2])
-if timeout ~= false then
-  return timeout - tonumber(ARGV[3]) - tonumber(ARGV[4])
-end
-local lastThreadId = redis.call('lindex', KEYS[2], -1)
-local ttl
-if lastThreadId ~= false and lastThreadId ~= ARGV[2] then
-  ttl = tonumber(redis.call('zscore', KEYS[3], lastThreadId)) - tonumber(ARGV[4])
-else
-  ttl = redis.call('pttl', KEYS[1])
-end
-local timeout = ttl + tonumber(ARGV[3]) + tonumber(ARGV[4])
-if redis.call('zadd', KEYS[3], timeout, ARGV[2]) == 1 then
-  redis.call('rpush', KEYS[2], ARGV[2])
-end
-return ttl
-LUA
-my $java_release = <<'LUA';
-if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return nil end
-if redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then return 0 end
-redis.call('del', KEYS[1])
-local next = redis.call('lindex', KEYS[2], 0)
-if next ~= false then
-  redis.call('publish', KEYS[4] .. ':' .. next, ARGV[1])
-end
-return 1
-LUA
+my $java_acquire = $RlockTest::Redisson::fair_acquire;
+my $java_release = $RlockTest::Redisson::fair_release;
 my @fkeys = ('fc', 'redisson_lock_queue:{fc}', 'redisson_lock_timeout:{fc}',
 	'redisson_lock__channel:{fc}');
 my $j1 = '5e4d3c2b-1a09-4f8e-9d7c-6b5a4f3e2d1c:71';
