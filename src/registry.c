@@ -282,7 +282,6 @@ registry_sync(const char *key, RlockKind kind, int session_count,
 		e->acquired_at = GetCurrentTimestamp();
 		e->renewed_at = 0;
 		e->state = REGISTRY_HELD;
-		e->lost_reason = LOST_NONE;
 	}
 	e->session_count = session_count;
 	e->xact_count = xact_count;
@@ -517,8 +516,6 @@ registry_renewed(RenewItem *items, const RenewOutcome *outcome, int n,
 			continue;
 		}
 		e->state = REGISTRY_LOST;
-		e->lost_reason = outcome[i] == RENEW_GONE ? LOST_GONE :
-			outcome[i] == RENEW_EXPIRED ? LOST_LEASE_RAN_OUT : LOST_NOT_RENEWED;
 		lost_pids[nlost++] = e->pid;
 		report[i] = true;
 	}

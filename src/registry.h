@@ -22,15 +22,6 @@ typedef enum RegistryState
 	REGISTRY_LOST
 } RegistryState;
 
-/* Why a lock was found lost (for the LOG line). */
-typedef enum RegistryLostReason
-{
-	LOST_NONE = 0,
-	LOST_GONE,					/* Redis no longer had it */
-	LOST_LEASE_RAN_OUT,			/* its fixed lease ran out */
-	LOST_NOT_RENEWED			/* renewal failed for too long: fail closed */
-} RegistryLostReason;
-
 /* A registered lock (the hash entry). */
 typedef struct RegistryEntry
 {
@@ -41,7 +32,6 @@ typedef struct RegistryEntry
 
 	Oid			dboid;
 	RegistryState state;
-	RegistryLostReason lost_reason;
 	int			session_count;
 	int			xact_count;
 	int64		lease_ms;		/* lease of the last acquisition */
