@@ -68,6 +68,8 @@ static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 void
 holds_on_abort(HoldsCleanupFn fn)
 {
+	/* a wait for an owner token may come before any held-lock table */
+	holds_register_callbacks();
 	for (int i = 0; i < ncleanups; i++)
 		if (cleanups[i] == fn)
 			return;
@@ -406,7 +408,7 @@ holds_exit_callback(int code, Datum arg)
 	registry_remove_backend();
 }
 
-/* Called when the held-lock table is created. */
+/* Called when the held-lock table is created, and by holds_on_abort. */
 void
 holds_register_callbacks(void)
 {
