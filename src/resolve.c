@@ -37,7 +37,7 @@
  * starting another.
  *
  * glibc >= 2.34 has getaddrinfo_a in libc itself; older versions need
- * -lanl (libanl.so remains as an empty stub in newer ones).
+ * -lanl (newer ones keep libanl.so as an empty library).
  *
  * Copyright (c) 2026, rlock developers
  *
