@@ -89,11 +89,46 @@ SET rlock.key_prefix = 'x';
 \echo :LAST_ERROR_SQLSTATE
 SET rlock.redis_url = 'redis://10.0.0.1:6379/0';
 \echo :LAST_ERROR_SQLSTATE
+-- the password file and the client key are superuser-only; TLS settings
+-- server-wide (the wording of the SHOW error differs between versions)
+\set VERBOSITY sqlstate
+SHOW rlock.redis_password_file;
+SHOW rlock.tls_key_file;
+\set VERBOSITY default
+SET rlock.tls_verify = 'none';
+\echo :LAST_ERROR_SQLSTATE
+SET rlock.tls_ca_file = '/tmp/evil-ca.pem';
+\echo :LAST_ERROR_SQLSTATE
+SET rlock.redis_password_file = '/tmp/x';
+\echo :LAST_ERROR_SQLSTATE
+-- the idle timeout is the user's own
+SET rlock.connection_idle_timeout = '5min';
+SHOW rlock.connection_idle_timeout;
+RESET rlock.connection_idle_timeout;
 RESET ROLE;
 DROP ROLE rlock_err_user;
 SET rlock.redis_url = 'redis://10.0.0.1:6379/0';
 \echo :LAST_ERROR_SQLSTATE
 ALTER SYSTEM SET rlock.redis_url = 'http://example.com';
 \echo :LAST_ERROR_SQLSTATE
+-- unix:// and rediss:// forms
+ALTER SYSTEM SET rlock.redis_url = 'unix://';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET rlock.redis_url = 'unix://relative/redis.sock';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET rlock.redis_url = 'unix:///tmp/redis.sock?database=1';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET rlock.redis_url = 'unix:///tmp/redis.sock?db=x';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET rlock.redis_url = 'rediss://:pw@[::1';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET rlock.tls_verify = 'sometimes';
+\echo :LAST_ERROR_SQLSTATE
+-- valid forms are accepted (not applied: no reload)
+ALTER SYSTEM SET rlock.redis_url = 'unix://:pw@/tmp/redis.sock?db=3';
+ALTER SYSTEM SET rlock.redis_url = 'rediss://user:pw@redis.example.com:6380/2';
+ALTER SYSTEM SET rlock.tls_verify = 'ca';
+ALTER SYSTEM RESET rlock.redis_url;
+ALTER SYSTEM RESET rlock.tls_verify;
 ALTER SYSTEM SET rlock.connect_timeout = 0;
 \echo :LAST_ERROR_SQLSTATE

@@ -1,37 +1,40 @@
 /*-------------------------------------------------------------------------
  *
  * connection.c
- *	  Redis connections: every round trip rlock makes, and the one
- *	  interruptible wait primitive.
+ *	  Redis connections: a backend-local pool of them, keyed by node and
+ *	  use, each connected on first use, checked before every round trip and
+ *	  closed when idle.
  *
- * This file owns all I/O with Redis, as postgres_fdw's connection.c owns its
- * connections.  hiredis is used only as a protocol encoder/decoder over a
- * non-blocking socket: we never call a blocking hiredis function.  Every
- * wait goes through rconn_wait(), which sleeps on the socket and the
- * process latch with a deadline, so cancel, statement_timeout, lock_timeout
- * and backend termination interrupt it, and rlock.connect_timeout /
- * rlock.command_timeout bound it.
+ * This file and the connection_*.c beside it own all I/O with Redis, as
+ * postgres_fdw's connection.c owns its connections.  A connection sits on
+ * a transport of our own (transport.c: a non-blocking TCP or Unix socket,
+ * TLS in transport_tls.c); hiredis only parses replies.  Every wait goes
+ * through the one wait primitive (connection_exchange.c), which sleeps on
+ * the sockets and the process latch with a deadline, so cancel,
+ * statement_timeout, lock_timeout and backend termination interrupt it, and
+ * rlock.connect_timeout / rlock.command_timeout bound it.
  *
- * A backend has (at most) two connections, created on first use: one for
- * commands and scripts, and one that waiters subscribe on (a subscribed
- * RESP2 connection cannot run commands).  The watchdog worker creates its
- * own.  A connection left with a command in flight (an interrupt arrived
- * mid round trip) is "busy" and is discarded on its next use, because its
- * pending reply would be mistaken for the next one.  A failure on a
- * connection that had worked before (Redis restarted, idle connection
- * closed) is retried once on a fresh connection, as postgres_fdw does; all
- * rlock scripts are safe to replay (release carries a request id latch,
- * acquire reports the resulting hold count).
+ * A process has, per Redis node, at most one connection for commands and
+ * scripts and one that waiters subscribe on (a subscribed RESP2 connection
+ * cannot run commands).  Connections are made on first use, remember the
+ * settings generation they were made with (a reload that changes how to
+ * reach Redis makes them reconnect), and are closed at a transaction end
+ * once unused for rlock.connection_idle_timeout, or when their node is no
+ * longer the configured one.  A connection left with a command in flight
+ * (an interrupt arrived mid round trip) is "busy" and is discarded on its
+ * next use, because its pending reply would be mistaken for the next one.
+ * A failure on a connection that had worked before (Redis restarted, idle
+ * connection closed) is retried once on a fresh connection, as postgres_fdw
+ * does; all rlock scripts are safe to replay (release carries a request id
+ * latch, acquire reports the resulting hold count).
  *
- * Scripts run by EVALSHA; a NOSCRIPT reply makes us send the body with
- * EVAL, which also loads it into the server's script cache.
- *
- * Around it: connection_command.c builds commands, connection_pubsub.c
- * listens on the subscriber connection, connection_error.c words failures,
- * resolve.c resolves host names and url.c owns rlock.redis_url;
- * connection_int.h is the inside they share.  Round trips that cannot be interrupted (interrupts held at
- * COMMIT, ROLLBACK and in error clean-up, or the process exiting) are
- * capped at RLOCK_UNINTERRUPTIBLE_CAP_MS whatever the settings say.
+ * Connecting: the host name is resolved within the deadline (resolve.c),
+ * the socket connects and TLS shakes hands without blocking, then AUTH (the
+ * password of the URL, else of rlock.redis_password_file) and SELECT go out
+ * pipelined, all within rlock.connect_timeout; CLIENT SETNAME rlock:<pid>
+ * goes in front of the first commands (over TLS: with AUTH and SELECT).  Round trips that cannot be interrupted (interrupts
+ * held at COMMIT, ROLLBACK and in error clean-up, or the process exiting)
+ * are capped at RLOCK_UNINTERRUPTIBLE_CAP_MS whatever the settings say.
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -40,12 +43,12 @@
 #include "postgres.h"
 
 #include <errno.h>
-#include <limits.h>
+#include <fcntl.h>
 #include <netdb.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "access/xact.h"
 #include "miscadmin.h"
 #include "storage/fd.h"
 #include "storage/ipc.h"
@@ -53,89 +56,178 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
 #include "connection.h"
 #include "connection_int.h"
 #include "resolve.h"
 #include "rlock.h"
-#include "scripts.h"
 #include "stats.h"
 
+uint64		rconn_settings_generation = 1;
 
+/* The pool: every connection this process made, never freed. */
+static RedisConn **pool = NULL;
+static int	npool = 0;
+static int	maxpool = 0;
+static const char *process_label = "rlock";
+static bool xact_callback_registered = false;
+
+/* rconn_backend()'s answers, valid for one settings generation */
 static RedisConn *backend_conn = NULL;
 static RedisConn *backend_sub = NULL;
+static uint64 backend_generation = 0;
 
-static bool rconn_connect(RedisConn *conn);
-static bool rconn_exchange(RedisConn *conn, RedisCmd *cmds, int ncmds,
-						   TimestampTz deadline);
-static void drop_deferred(RedisConn *conn);
+static void connection_xact_callback(XactEvent event, void *arg);
 
 /* ----------------------------------------------------------------
- * Connection objects
+ * Settings
  * ----------------------------------------------------------------
  */
 
-RedisConn *
-rconn_create(const char *label)
+/* Assign hooks of the settings that say how to reach Redis. */
+void
+rconn_assign_string_setting(const char *newval, void *extra)
 {
-	RedisConn  *conn;
+	rconn_settings_generation++;
+}
 
-	conn = MemoryContextAllocZero(TopMemoryContext, sizeof(RedisConn));
-	conn->label = label;
+void
+rconn_assign_enum_setting(int newval, void *extra)
+{
+	rconn_settings_generation++;
+}
+
+/* ----------------------------------------------------------------
+ * The pool
+ * ----------------------------------------------------------------
+ */
+
+static void
+node_key(const RedisUrl *node, RconnRole role, char *buf, size_t size)
+{
+	snprintf(buf, size, "%d|%s|%d|%s|%d|%d", (int) node->scheme, node->host,
+			 node->port, node->user, node->db, (int) role);
+}
+
+/* The connection of this process to node for role (created, not connected). */
+RedisConn *
+rconn_get(const RedisUrl *node, RconnRole role)
+{
+	char		key[sizeof(((RedisConn *) NULL)->key)];
+	RedisConn  *conn = NULL;
+
+	node_key(node, role, key, sizeof(key));
+	for (int i = 0; i < npool; i++)
+	{
+		if (strcmp(pool[i]->key, key) == 0)
+		{
+			conn = pool[i];
+			break;
+		}
+	}
+	if (conn == NULL)
+	{
+		if (npool >= maxpool)
+		{
+			int			newmax = Max(4, maxpool * 2);
+
+			pool = pool ? repalloc(pool, newmax * sizeof(RedisConn *))
+				: MemoryContextAlloc(TopMemoryContext,
+									 newmax * sizeof(RedisConn *));
+			maxpool = newmax;
+		}
+		conn = MemoryContextAllocZero(TopMemoryContext, sizeof(RedisConn));
+		conn->role = role;
+		conn->label = role == RCONN_SUBSCRIBER ?
+			MemoryContextStrdup(TopMemoryContext,
+								psprintf("%s subscriber", process_label)) :
+			process_label;
+		strlcpy(conn->key, key, sizeof(conn->key));
+		conn->replycxt = AllocSetContextCreate(TopMemoryContext,
+											   "rlock Redis replies",
+											   ALLOCSET_SMALL_SIZES);
+		pool[npool++] = conn;
+		if (!xact_callback_registered && !IsBackgroundWorker)
+		{
+			RegisterXactCallback(connection_xact_callback, NULL);
+			xact_callback_registered = true;
+		}
+	}
+	/* the password, which is not part of the key, may have changed */
+	conn->node = *node;
+	if (node->scheme == URL_UNIX)
+		strlcpy(conn->addr, node->host, sizeof(conn->addr));
+	else
+		snprintf(conn->addr, sizeof(conn->addr),
+				 strchr(node->host, ':') ? "[%s]:%d" : "%s:%d",
+				 node->host, node->port);
 	return conn;
 }
 
-/* The backend's command connection (created on first use, not connected). */
+static RedisConn *
+configured(RconnRole role)
+{
+	static RedisUrl none;
+
+	if (backend_generation != rconn_settings_generation)
+	{
+		const RedisUrl *url = rlock_redis_conf ? &rlock_redis_conf->url : &none;
+
+		backend_conn = rconn_get(url, RCONN_COMMANDS);
+		backend_sub = rconn_get(url, RCONN_SUBSCRIBER);
+		backend_generation = rconn_settings_generation;
+	}
+	return role == RCONN_COMMANDS ? backend_conn : backend_sub;
+}
+
+/* The process's command connection to the configured Redis. */
 RedisConn *
 rconn_backend(void)
 {
-	if (backend_conn == NULL)
-		backend_conn = rconn_create("rlock");
-	return backend_conn;
+	return configured(RCONN_COMMANDS);
 }
 
-/* The backend's subscriber connection, for waiting on release messages. */
+/* The process's subscriber connection, for waiting on release messages. */
 RedisConn *
 rconn_backend_subscriber(void)
 {
-	if (backend_sub == NULL)
-		backend_sub = rconn_create("rlock subscriber");
-	return backend_sub;
+	return configured(RCONN_SUBSCRIBER);
 }
 
+/* What connections of this process call themselves ("rlock watchdog"). */
 void
-rconn_free_replies(RedisConn *conn)
+rconn_set_process_label(const char *label)
 {
-	for (int i = 0; i < conn->nreplies; i++)
-	{
-		if (conn->replies[i])
-			freeReplyObject(conn->replies[i]);
-		conn->replies[i] = NULL;
-	}
-	conn->nreplies = 0;
+	process_label = label;
 }
 
-/* Close the connection (if any); the next use reconnects. */
+const char *
+rconn_address(RedisConn *conn)
+{
+	return conn->addr;
+}
+
+/* Close the connection (if any); the next use reconnects.  No I/O. */
 void
 rconn_discard(RedisConn *conn)
 {
-	rconn_free_replies(conn);
+	rconn_reset_replies(conn);
 	if (conn->wes)
 	{
 		FreeWaitEventSet(conn->wes);
 		conn->wes = NULL;
 	}
-	if (conn->ctx)
+	if (conn->transport)
 	{
-		redisFree(conn->ctx);
-		conn->ctx = NULL;
+		transport_close(conn->transport);
+		conn->transport = NULL;
 		ReleaseExternalFD();
 	}
-	if (conn->url)
-	{
-		free(conn->url);
-		conn->url = NULL;
-	}
-	drop_deferred(conn);
+	rconn_free_io(conn);
+	for (int i = 0; i < conn->ndeferred; i++)
+		free(conn->deferred_del[i]);
+	conn->ndeferred = 0;
+	conn->state = CS_CLOSED;
 	conn->busy = false;
 	conn->proven = false;
 	conn->subscribed = false;
@@ -153,69 +245,37 @@ rconn_discard_failed(RedisConn *conn)
 	rconn_set_failure(conn, f, detail);
 }
 
-/* ----------------------------------------------------------------
- * The wait primitive
- * ----------------------------------------------------------------
- */
-
 /*
- * Wait until the connection's socket is ready for "events"
- * (WL_SOCKET_READABLE or WL_SOCKET_WRITEABLE) or the deadline passes.
- * Interrupts are processed on every latch wake-up (an ERROR may escape from
- * here); with latch_woken, a latch wake-up also ends the wait (setting
- * *latch_woken).  Returns true when the socket is ready, false on timeout,
- * on such a wake-up, or when the postmaster died during process exit.
+ * Close connections unused for rlock.connection_idle_timeout and those to
+ * nodes that are no longer configured (all: every connection).  No I/O, no
+ * ERROR: called from transaction callbacks.
  */
-bool
-rconn_wait(RedisConn *conn, uint32 events, TimestampTz deadline,
-		   bool *latch_woken)
+void
+rconn_close_idle(bool all)
 {
-	if (conn->sockevents != events)
+	TimestampTz now = GetCurrentTimestamp();
+
+	for (int i = 0; i < npool; i++)
 	{
-		ModifyWaitEvent(conn->wes, conn->sockpos, events, NULL);
-		conn->sockevents = events;
-	}
+		RedisConn  *conn = pool[i];
 
-	for (;;)
-	{
-		WaitEvent	ev;
-		long		timeout;
-		int			n;
-
-		if (deadline == DT_NOEND)
-			timeout = -1;
-		else
-		{
-			TimestampTz now = GetCurrentTimestamp();
-
-			if (now >= deadline)
-				return false;
-			timeout = (long) ((deadline - now + 999) / 1000);
-		}
-
-		n = WaitEventSetWait(conn->wes, timeout, &ev, 1, RLOCK_WAIT_EVENT);
-		if (n == 0)
-			continue;			/* timeout: re-check the deadline */
-		if (ev.events & WL_POSTMASTER_DEATH)
-		{
-			if (proc_exit_inprogress)
-				return false;
-			proc_exit(1);
-		}
-		if (ev.events & WL_LATCH_SET)
-		{
-			ResetLatch(MyLatch);
-			CHECK_FOR_INTERRUPTS();
-			if (latch_woken != NULL)
-			{
-				*latch_woken = true;
-				return false;
-			}
+		if (conn->state == CS_CLOSED)
 			continue;
-		}
-		if (ev.events & events)
-			return true;
+		if (all || conn->busy || rconn_is_stale(conn) ||
+			(rlock_connection_idle_timeout_ms > 0 &&
+			 TimestampDifferenceExceeds(conn->last_used, now,
+										rlock_connection_idle_timeout_ms)))
+			rconn_discard(conn);
 	}
+}
+
+static void
+connection_xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PARALLEL_COMMIT ||
+		event == XACT_EVENT_PARALLEL_ABORT)
+		rconn_close_idle(false);
 }
 
 /* ----------------------------------------------------------------
@@ -230,44 +290,108 @@ rconn_set_failure(RedisConn *conn, RconnFailure f, const char *detail)
 	strlcpy(conn->errdetail, detail ? detail : "", sizeof(conn->errdetail));
 }
 
+/* Was conn made with settings that changed since? */
+bool
+rconn_is_stale(RedisConn *conn)
+{
+	return conn->generation != rconn_settings_generation;
+}
+
 /*
- * Open a non-blocking TCP connection and run the handshake (AUTH, SELECT),
- * all within rlock.connect_timeout.  On failure the connection is left
- * discarded and conn->failure says why.
+ * The password: the URL's, else the first line of
+ * rlock.redis_password_file, which others must not be able to read.
  */
 static bool
-rconn_connect(RedisConn *conn)
+read_password(RedisConn *conn, char *buf, size_t size)
 {
-	const RedisUrl *url;
-	TimestampTz deadline;
-	redisContext *ctx;
-	RedisCmd	hs[2];
-	int			nhs = 0;
-	int			soerr = 0;
-	socklen_t	solen = sizeof(soerr);
+	const char *path = rlock_redis_password_file;
+	struct stat st;
+	int			fd;
+	ssize_t		n;
+	char	   *nl;
+
+	buf[0] = '\0';
+	if (conn->node.password[0] != '\0')
+	{
+		strlcpy(buf, conn->node.password, size);
+		return true;
+	}
+	if (path == NULL || path[0] == '\0')
+		return true;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+	{
+		rconn_set_failure(conn, RF_CONFIG,
+						  psprintf("could not open rlock.redis_password_file \"%s\": %s",
+								   path, strerror(errno)));
+		return false;
+	}
+	if (fstat(fd, &st) < 0 || (st.st_mode & S_IRWXO) != 0)
+	{
+		close(fd);
+		rconn_set_failure(conn, RF_CONFIG,
+						  psprintf("rlock.redis_password_file \"%s\" is accessible to other users; it must not be (chmod o-rwx)",
+								   path));
+		return false;
+	}
+	n = read(fd, buf, size - 1);
+	close(fd);
+	if (n < 0)
+	{
+		rconn_set_failure(conn, RF_CONFIG,
+						  psprintf("could not read rlock.redis_password_file \"%s\": %s",
+								   path, strerror(errno)));
+		return false;
+	}
+	buf[n] = '\0';
+	if ((nl = strpbrk(buf, "\r\n")) != NULL)
+		*nl = '\0';
+	return true;
+}
+
+/*
+ * Start connecting: resolve the host (bounded by deadline), open the
+ * socket and queue the handshake (AUTH, SELECT, CLIENT SETNAME), which
+ * goes out once the socket (and TLS) is up.  On failure the connection is
+ * left closed and conn->failure says why.
+ */
+bool
+rconn_begin_connect(RedisConn *conn, TimestampTz deadline)
+{
+	const RedisUrl *url = &conn->node;
 	char		ip[NI_MAXHOST];
+	const char *target = url->host;
+	TransportKind kind;
+	TransportError terr = {0};
+	char		password[256];
+	RedisCmd	cmd;
+	char		name[sizeof(conn->name)];
 	bool		timed_out = false;
 	char	   *err = NULL;
 
 	rconn_discard(conn);
-	if (rlock_redis_conf == NULL)
+	conn->generation = rconn_settings_generation;
+	if (url->host[0] == '\0')
 	{
-		snprintf(conn->addr, sizeof(conn->addr), "(no rlock.redis_url)");
-		rconn_set_failure(conn, RF_CONNECT, NULL);
+		rconn_set_failure(conn, RF_CONNECT, "rlock.redis_url is not set");
 		return false;
 	}
-	url = &rlock_redis_conf->url;
-	snprintf(conn->addr, sizeof(conn->addr),
-			 strchr(url->host, ':') ? "[%s]:%d" : "%s:%d", url->host, url->port);
-
-	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-										   rconn_connect_timeout_ms());
-
-	/* name resolution, bounded by the same deadline and interruptible */
-	if (!resolve_host(url->host, deadline, ip, sizeof(ip), &timed_out, &err))
-	{
-		rconn_set_failure(conn, timed_out ? RF_CONNECT_TIMEOUT : RF_RESOLVE, err);
+	if (!read_password(conn, password, sizeof(password)))
 		return false;
+
+	if (url->scheme == URL_UNIX)
+		kind = TRANSPORT_UNIX;
+	else
+	{
+		kind = url->scheme == URL_REDISS ? TRANSPORT_TLS : TRANSPORT_TCP;
+		/* name resolution, bounded by the same deadline and interruptible */
+		if (!resolve_host(url->host, deadline, ip, sizeof(ip), &timed_out, &err))
+		{
+			rconn_set_failure(conn, timed_out ? RF_CONNECT_TIMEOUT : RF_RESOLVE,
+							  err);
+			return false;
+		}
+		target = ip;
 	}
 
 	if (!AcquireExternalFD())
@@ -275,336 +399,127 @@ rconn_connect(RedisConn *conn)
 		rconn_set_failure(conn, RF_NOFD, NULL);
 		return false;
 	}
-	ctx = redisConnectNonBlock(ip, url->port);
-	if (ctx == NULL || ctx->err)
+	conn->transport = transport_open(kind, target, url->port,
+									 (rlock_tls_server_name && rlock_tls_server_name[0])
+									 ? rlock_tls_server_name : url->host,
+									 &terr);
+	if (conn->transport == NULL)
 	{
-		rconn_set_failure(conn, RF_CONNECT, ctx ? ctx->errstr : "out of memory");
-		if (ctx)
-			redisFree(ctx);
 		ReleaseExternalFD();
+		rconn_set_failure(conn, terr.kind == TE_CONFIG ? RF_CONFIG : RF_CONNECT,
+						  terr.detail);
 		return false;
 	}
-	conn->ctx = ctx;
-	conn->url = strdup(rlock_redis_conf->full);
-	if (conn->url == NULL)
+	conn->reader = redisReaderCreate();
+	if (conn->reader == NULL)
 	{
 		rconn_discard(conn);
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of memory")));
+		rconn_set_failure(conn, RF_CONNECT, "out of memory");
+		return false;
 	}
 
-	conn->wes = CreateWaitEventSet(TopMemoryContext, 3);
+	conn->wes = RLOCK_CREATE_WAIT_EVENT_SET(3);
 	AddWaitEventToSet(conn->wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch,
 					  NULL);
 	AddWaitEventToSet(conn->wes, WL_POSTMASTER_DEATH, PGINVALID_SOCKET,
 					  NULL, NULL);
 	conn->sockpos = AddWaitEventToSet(conn->wes, WL_SOCKET_WRITEABLE,
-									  ctx->fd, NULL, NULL);
+									  transport_socket(conn->transport),
+									  NULL, NULL);
 	conn->sockevents = WL_SOCKET_WRITEABLE;
+	conn->want = WL_SOCKET_WRITEABLE;
+	conn->state = CS_CONNECTING;
 
-	/* Wait for the TCP connection to be established. */
-	conn->busy = true;
-	if (!rconn_wait(conn, WL_SOCKET_WRITEABLE, deadline, NULL))
+	/* the handshake, sent once connected */
+	rconn_reset_replies(conn);
+	if (password[0] != '\0' || url->user[0] != '\0')
 	{
-		rconn_discard(conn);
-		rconn_set_failure(conn, RF_CONNECT_TIMEOUT, NULL);
-		return false;
-	}
-	if (getsockopt(ctx->fd, SOL_SOCKET, SO_ERROR, &soerr, &solen) < 0)
-		soerr = errno;
-	if (soerr != 0)
-	{
-		rconn_discard(conn);
-		rconn_set_failure(conn, RF_CONNECT, strerror(soerr));
-		return false;
-	}
-
-	/* Handshake: AUTH and SELECT, pipelined. */
-	if (url->password[0] != '\0' || url->user[0] != '\0')
-	{
-		rcmd_init(&hs[nhs]);
-		rcmd_str(&hs[nhs], "AUTH");
+		rcmd_init(&cmd);
+		rcmd_str(&cmd, "AUTH");
 		if (url->user[0] != '\0')
-			rcmd_str(&hs[nhs], url->user);
-		rcmd_str(&hs[nhs], url->password);
-		nhs++;
+			rcmd_str(&cmd, url->user);
+		rcmd_str(&cmd, password);
+		rconn_queue(conn, &cmd, false, SLOT_AUTH);
 	}
+	explicit_bzero(password, sizeof(password));
 	if (url->db != 0)
 	{
-		rcmd_init(&hs[nhs]);
-		rcmd_str(&hs[nhs], "SELECT");
-		rcmd_int(&hs[nhs], url->db);
-		nhs++;
+		rcmd_init(&cmd);
+		rcmd_str(&cmd, "SELECT");
+		rcmd_int(&cmd, url->db);
+		rconn_queue(conn, &cmd, false, SLOT_SELECT);
 	}
-	if (nhs > 0)
-	{
-		if (!rconn_exchange(conn, hs, nhs, deadline))
-		{
-			RconnFailure f = conn->failure;
+	/*
+	 * CLIENT SETNAME: over TLS it completes the handshake's round trip (with
+	 * TLS 1.3 the server's verdict on our certificate comes with the first
+	 * reply, so that a refusal is a connection failure); elsewhere it goes
+	 * in front of the first commands, costing no round trip of its own.
+	 */
+	snprintf(name, sizeof(name), IsBackgroundWorker ? "rlock:watchdog:%d" : "rlock:%d",
+			 MyProcPid);
+	rcmd_init(&conn->setname);
+	rcmd_str(&conn->setname, "CLIENT");
+	rcmd_str(&conn->setname, "SETNAME");
+	strlcpy(conn->name, name, sizeof(conn->name));
+	rcmd_str(&conn->setname, conn->name);
+	conn->name_pending = true;
+	if (kind == TRANSPORT_TLS)
+		rconn_queue_setname(conn);
+	return true;
+}
 
-			rconn_discard(conn);
-			conn->failure = (f == RF_TIMEOUT) ? RF_CONNECT_TIMEOUT : f;
-			return false;
-		}
-		for (int i = 0; i < nhs; i++)
-		{
-			redisReply *r = conn->replies[i];
+/* Queue CLIENT SETNAME if it has not gone out on this connection yet. */
+bool
+rconn_queue_setname(RedisConn *conn)
+{
+	if (!conn->name_pending)
+		return true;
+	conn->name_pending = false;
+	return rconn_queue(conn, &conn->setname, false, SLOT_NAME);
+}
 
-			if (r->type == REDIS_REPLY_ERROR)
-			{
-				bool		is_auth = (strcmp(hs[i].argv[0], "AUTH") == 0);
-				char		detail[256];
-
-				strlcpy(detail, r->str, sizeof(detail));
-				rconn_discard(conn);
-				rconn_set_failure(conn, is_auth ? RF_AUTH : RF_SELECT, detail);
-				return false;
-			}
-		}
-		rconn_free_replies(conn);
-	}
+/* The handshake was answered: the connection is ready. */
+void
+rconn_handshake_done(RedisConn *conn)
+{
+	conn->state = CS_READY;
 	conn->busy = false;
 	if (conn->connected_before)
 		stats_count(RLOCK_STAT_RECONNECTS);
 	conn->connected_before = true;
-	return true;
-}
-
-/* ----------------------------------------------------------------
- * Round trips
- * ----------------------------------------------------------------
- */
-
-bool
-rconn_append_command(RedisConn *conn, RedisCmd *cmd, bool as_eval)
-{
-	const char *argv0[2];
-	size_t		len0[2];
-	int			rc;
-
-	if (cmd->script == NULL)
-		rc = redisAppendCommandArgv(conn->ctx, cmd->argc, cmd->argv,
-									cmd->argvlen);
-	else
-	{
-		/* argv[0..1] are EVALSHA <sha>; swap for EVAL <body> if asked */
-		argv0[0] = cmd->argv[0];
-		argv0[1] = cmd->argv[1];
-		len0[0] = cmd->argvlen[0];
-		len0[1] = cmd->argvlen[1];
-		if (as_eval)
-		{
-			cmd->argv[0] = "EVAL";
-			cmd->argvlen[0] = 4;
-			cmd->argv[1] = cmd->script->body;
-			cmd->argvlen[1] = strlen(cmd->script->body);
-		}
-		rc = redisAppendCommandArgv(conn->ctx, cmd->argc, cmd->argv,
-									cmd->argvlen);
-		cmd->argv[0] = argv0[0];
-		cmd->argv[1] = argv0[1];
-		cmd->argvlen[0] = len0[0];
-		cmd->argvlen[1] = len0[1];
-	}
-	return rc == REDIS_OK;
+	conn->last_used = GetCurrentTimestamp();
 }
 
 /*
- * Write everything buffered, waiting for the socket as needed.  Every call
- * starts one round trip (its replies are read next).
- */
-bool
-rconn_flush_output(RedisConn *conn, TimestampTz deadline)
-{
-	int			done = 0;
-
-	stats_count(RLOCK_STAT_ROUND_TRIPS);
-
-	for (;;)
-	{
-		if (redisBufferWrite(conn->ctx, &done) == REDIS_ERR)
-		{
-			rconn_set_failure(conn, RF_LOST, conn->ctx->errstr);
-			return false;
-		}
-		if (done)
-			return true;
-		if (!rconn_wait(conn, WL_SOCKET_WRITEABLE, deadline, NULL))
-		{
-			rconn_set_failure(conn, RF_TIMEOUT, NULL);
-			return false;
-		}
-	}
-}
-
-/* Read one reply, waiting for the socket as needed. */
-bool
-rconn_read_reply(RedisConn *conn, TimestampTz deadline, redisReply **reply)
-{
-	for (;;)
-	{
-		void	   *r = NULL;
-
-		if (redisGetReplyFromReader(conn->ctx, &r) == REDIS_ERR)
-		{
-			rconn_set_failure(conn, RF_PROTOCOL, conn->ctx->errstr);
-			return false;
-		}
-		if (r != NULL)
-		{
-			*reply = (redisReply *) r;
-			return true;
-		}
-		if (!rconn_wait(conn, WL_SOCKET_READABLE, deadline, NULL))
-		{
-			rconn_set_failure(conn, RF_TIMEOUT, NULL);
-			return false;
-		}
-		if (redisBufferRead(conn->ctx) == REDIS_ERR)
-		{
-			rconn_set_failure(conn, RF_LOST, conn->ctx->errstr);
-			return false;
-		}
-	}
-}
-
-static void
-ensure_reply_slots(RedisConn *conn, int n)
-{
-	if (n > conn->maxreplies)
-	{
-		int			newmax = Max(n, Max(8, conn->maxreplies * 2));
-
-		conn->replies = conn->replies
-			? repalloc(conn->replies, newmax * sizeof(redisReply *))
-			: MemoryContextAllocZero(TopMemoryContext,
-									 newmax * sizeof(redisReply *));
-		for (int i = conn->maxreplies; i < newmax; i++)
-			conn->replies[i] = NULL;
-		conn->maxreplies = newmax;
-	}
-}
-
-static bool
-is_noscript(redisReply *r)
-{
-	return r->type == REDIS_REPLY_ERROR && r->len >= 8 &&
-		strncmp(r->str, "NOSCRIPT", 8) == 0;
-}
-
-/*
- * Send ncmds commands and read their replies into conn->replies.  Scripts
- * answered with NOSCRIPT are sent again with their body.  The connection
- * stays busy if we return by longjmp; on a false return conn->failure says
- * why and the caller discards the connection.
- */
-static bool
-rconn_exchange(RedisConn *conn, RedisCmd *cmds, int ncmds,
-			   TimestampTz deadline)
-{
-	int			nmissing = 0;
-	bool		deferred = false;
-
-	rconn_free_replies(conn);
-	ensure_reply_slots(conn, ncmds);
-	conn->busy = true;
-
-	/* latches of answered releases go first, their replies unread by callers */
-	if (conn->ndeferred > 0)
-	{
-		RedisCmd	del;
-
-		rcmd_init(&del);
-		rcmd_str(&del, "DEL");
-		for (int i = 0; i < conn->ndeferred; i++)
-			rcmd_str(&del, conn->deferred_del[i]);
-		deferred = rconn_append_command(conn, &del, false);
-		if (del.argv != del.inline_argv)
-		{
-			pfree(del.argv);
-			pfree(del.argvlen);
-		}
-		drop_deferred(conn);
-	}
-	for (int i = 0; i < ncmds; i++)
-	{
-		if (!rconn_append_command(conn, &cmds[i], false))
-		{
-			rconn_set_failure(conn, RF_LOST, "out of memory");
-			return false;
-		}
-	}
-	if (!rconn_flush_output(conn, deadline))
-		return false;
-	if (deferred)
-	{
-		redisReply *r;
-
-		if (!rconn_read_reply(conn, deadline, &r))
-			return false;
-		freeReplyObject(r);		/* a failed DEL only leaves a latch to expire */
-	}
-	for (int i = 0; i < ncmds; i++)
-	{
-		if (!rconn_read_reply(conn, deadline, &conn->replies[i]))
-			return false;
-		conn->nreplies = i + 1;
-		if (cmds[i].script != NULL && is_noscript(conn->replies[i]))
-			nmissing++;
-		if (conn->progress_deadlines)
-			deadline = rconn_round_trip_deadline(conn, rconn_command_timeout_ms());
-	}
-
-	/* Load scripts the server did not know, by running them with EVAL. */
-	if (nmissing > 0)
-	{
-		for (int i = 0; i < ncmds; i++)
-		{
-			if (cmds[i].script != NULL && is_noscript(conn->replies[i]) &&
-				!rconn_append_command(conn, &cmds[i], true))
-			{
-				rconn_set_failure(conn, RF_LOST, "out of memory");
-				return false;
-			}
-		}
-		if (!rconn_flush_output(conn, deadline))
-			return false;
-		for (int i = 0; i < ncmds; i++)
-		{
-			redisReply *r;
-
-			if (cmds[i].script == NULL || !is_noscript(conn->replies[i]))
-				continue;
-			if (!rconn_read_reply(conn, deadline, &r))
-				return false;
-			freeReplyObject(conn->replies[i]);
-			conn->replies[i] = r;
-			if (conn->progress_deadlines)
-				deadline = rconn_round_trip_deadline(conn, rconn_command_timeout_ms());
-		}
-	}
-
-	conn->busy = false;
-	conn->proven = true;
-	conn->failure = RF_NONE;
-	return true;
-}
-
-/*
- * Make sure conn is connected to the current rlock.redis_url and idle.
+ * Make sure conn is connected with the current settings and idle
+ * (connecting now if needed).  On failure conn->failure says why.
  */
 bool
 rconn_ensure(RedisConn *conn)
 {
-	if (conn->ctx != NULL &&
-		(conn->busy || conn->ctx->err || rlock_redis_conf == NULL ||
-		 strcmp(conn->url, rlock_redis_conf->full) != 0))
-		rconn_discard(conn);
-	if (conn->ctx == NULL)
-		return rconn_connect(conn);
-	return true;
+	RconnOp		op = {conn, NULL, 0, false, NULL};
+
+	if (conn->state == CS_READY && !conn->busy && !rconn_is_stale(conn))
+		return true;
+	rconn_run_parallel(&op, 1);
+	return op.ok;
 }
+
+/*
+ * Connect now if not connected (ERROR on failure), so that a caller can tell
+ * "Redis never saw the command" apart from "the command may have run".
+ */
+void
+rconn_ready(RedisConn *conn, const char *what)
+{
+	if (!rconn_ensure(conn))
+		rconn_report(conn, ERROR, what);
+}
+
+/* ----------------------------------------------------------------
+ * Bounds
+ * ----------------------------------------------------------------
+ */
 
 /*
  * The bounds of one round trip and of establishing a connection.  Where a
@@ -695,64 +610,32 @@ rconn_defer_del(RedisConn *conn, const char *key)
 		conn->deferred_del[conn->ndeferred++] = copy;
 }
 
-static void
-drop_deferred(RedisConn *conn)
-{
-	for (int i = 0; i < conn->ndeferred; i++)
-		free(conn->deferred_del[i]);
-	conn->ndeferred = 0;
-}
-
-/*
- * Connect now if not connected (ERROR on failure), so that a caller can tell
- * "Redis never saw the command" apart from "the command may have run".
+/* ----------------------------------------------------------------
+ * Round trips on one connection
+ * ----------------------------------------------------------------
  */
-void
-rconn_ready(RedisConn *conn, const char *what)
-{
-	if (!rconn_ensure(conn))
-		rconn_report(conn, ERROR, what);
-}
 
 bool
 rconn_run(RedisConn *conn, RedisCmd *cmds, int ncmds,
-		  redisReply ***replies, int elevel, const char *what)
+		  RReply ***replies, int elevel, const char *what)
 {
-	for (int attempt = 0;; attempt++)
+	RconnOp		op = {conn, cmds, ncmds, false, NULL};
+
+	rconn_run_parallel(&op, 1);
+	if (op.ok)
 	{
-		bool		was_proven;
-		bool		retry;
-
-		if (!rconn_ensure(conn))
-			break;
-		was_proven = conn->proven;
-		if (rconn_exchange(conn, cmds, ncmds,
-						   rconn_round_trip_deadline(conn, rconn_command_timeout_ms())))
-		{
-			*replies = conn->replies;
-			return true;
-		}
-
-		/*
-		 * A connection that worked before and broke before answering
-		 * anything (Redis restarted, or closed an idle connection) is
-		 * retried once on a fresh one.
-		 */
-		retry = (conn->failure == RF_LOST && was_proven &&
-				 conn->nreplies == 0 && attempt == 0);
-		rconn_discard_failed(conn);
-		if (!retry)
-			break;
+		*replies = op.replies;
+		return true;
 	}
 	rconn_report(conn, elevel, what);
 	return false;
 }
 
 /* Run one command; ERROR on failure.  The reply belongs to the connection. */
-redisReply *
+RReply *
 rconn_run1(RedisConn *conn, RedisCmd *cmd, const char *what)
 {
-	redisReply **replies;
+	RReply	  **replies;
 
 	rconn_run(conn, cmd, 1, &replies, ERROR, what);
 	return replies[0];
@@ -766,3 +649,8 @@ rconn_report(RedisConn *conn, int elevel, const char *what)
 						 what);
 }
 
+void
+rconn_report_op(RconnOp *op, int elevel, const char *what)
+{
+	rconn_report(op->conn, elevel, what);
+}

@@ -10,13 +10,36 @@
 #ifndef RLOCK_CONNECTION_H
 #define RLOCK_CONNECTION_H
 
-#include <hiredis/hiredis.h>
-
 #include "datatype/timestamp.h"
 
 #include "url.h"
 
 struct RlockScript;
+
+/*
+ * A reply from Redis, as the layers above the connection see it (hiredis'
+ * own reply type stays inside the connection layer).  Replies live in
+ * memory owned by their connection, until its next round trip.
+ */
+typedef enum RReplyType
+{
+	RREPLY_STRING = 1,
+	RREPLY_ARRAY,
+	RREPLY_INTEGER,
+	RREPLY_NIL,
+	RREPLY_STATUS,
+	RREPLY_ERROR
+} RReplyType;
+
+typedef struct RReply
+{
+	RReplyType	type;
+	int64		integer;		/* RREPLY_INTEGER */
+	size_t		len;			/* STRING, STATUS, ERROR: str's length */
+	char	   *str;			/* ... NUL-terminated */
+	size_t		elements;		/* RREPLY_ARRAY */
+	struct RReply **element;
+} RReply;
 
 /*
  * One command, as an argument vector.  Arguments are not copied: they must
@@ -44,7 +67,7 @@ typedef struct RedisCmd
 typedef enum RconnFailure
 {
 	RF_NONE = 0,
-	RF_CONNECT,					/* could not establish the TCP connection */
+	RF_CONNECT,					/* could not establish the connection */
 	RF_CONNECT_TIMEOUT,			/* connect or handshake exceeded its bound */
 	RF_AUTH,					/* AUTH rejected */
 	RF_SELECT,					/* SELECT rejected */
@@ -52,27 +75,62 @@ typedef enum RconnFailure
 	RF_TIMEOUT,					/* round trip exceeded command_timeout */
 	RF_PROTOCOL,				/* garbage from the server */
 	RF_NOFD,					/* too many open files */
-	RF_RESOLVE					/* the host name could not be resolved */
+	RF_RESOLVE,					/* the host name could not be resolved */
+	RF_TLS,						/* the TLS handshake failed (detail: why) */
+	RF_CONFIG					/* a setting rlock needs is unusable */
 } RconnFailure;
 
 
 typedef struct RedisConn RedisConn;
 
+/* What a connection is for: a node has at most one of each per process. */
+typedef enum RconnRole
+{
+	RCONN_COMMANDS,				/* commands and scripts */
+	RCONN_SUBSCRIBER			/* waiting for release messages */
+} RconnRole;
+
+/*
+ * One node's part of a parallel round trip (rconn_run_parallel): its
+ * commands go out pipelined, every node's at once.
+ */
+typedef struct RconnOp
+{
+	RedisConn  *conn;
+	RedisCmd   *cmds;
+	int			ncmds;
+	bool		ok;				/* out: replies are in replies[] */
+	RReply	  **replies;		/* out: ncmds replies, owned by conn */
+} RconnOp;
+
+/*
+ * Bumped whenever a setting that says how to reach Redis changes
+ * (rlock.redis_url, rlock.tls_*, rlock.redis_password_file): connections
+ * made before are reconnected on their next use.
+ */
+extern uint64 rconn_settings_generation;
+extern void rconn_assign_string_setting(const char *newval, void *extra);
+extern void rconn_assign_enum_setting(int newval, void *extra);
+
 /* Building commands. */
 extern void rcmd_init(RedisCmd *cmd);
-extern void rcmd_arg(RedisCmd *cmd, const char *s, size_t len);
 extern void rcmd_str(RedisCmd *cmd, const char *s);
+extern void rcmd_arg(RedisCmd *cmd, const char *s, size_t len);
 extern void rcmd_int(RedisCmd *cmd, int64 v);
 
 /* Connections. */
+extern RedisConn *rconn_get(const RedisUrl *node, RconnRole role);
 extern RedisConn *rconn_backend(void);
 extern RedisConn *rconn_backend_subscriber(void);
-extern RedisConn *rconn_create(const char *label);
+extern void rconn_set_process_label(const char *label);
 extern void rconn_discard(RedisConn *conn);
+extern bool rconn_ensure(RedisConn *conn);
 extern void rconn_ready(RedisConn *conn, const char *what);
+extern void rconn_close_idle(bool all);
 extern void rconn_set_progress_deadlines(RedisConn *conn, bool on);
 extern void rconn_set_deadline_cap(RedisConn *conn, TimestampTz cap);
 extern void rconn_defer_del(RedisConn *conn, const char *key);
+extern const char *rconn_address(RedisConn *conn);
 extern int	rconn_command_timeout_ms(void);
 extern int	rconn_connect_timeout_ms(void);
 
@@ -82,13 +140,21 @@ extern int	rconn_connect_timeout_ms(void);
  * at elevel (returning false when elevel < ERROR).
  */
 extern bool rconn_run(RedisConn *conn, RedisCmd *cmds, int ncmds,
-					  redisReply ***replies, int elevel, const char *what);
-extern redisReply *rconn_run1(RedisConn *conn, RedisCmd *cmd, const char *what);
+					  RReply ***replies, int elevel, const char *what);
+extern RReply *rconn_run1(RedisConn *conn, RedisCmd *cmd, const char *what);
+
+/*
+ * Run each op's commands on its connection, all connections at once
+ * (connecting those that need it); waits until every op has its replies or
+ * has failed (op->ok).  Reports nothing: rconn_report_op words a failure.
+ */
+extern void rconn_run_parallel(RconnOp *ops, int nops);
+extern void rconn_report_op(RconnOp *op, int elevel, const char *what);
 
 /* Replies and failures (connection_error.c). */
-extern void rconn_reply_error(redisReply *reply, int elevel, const char *what);
-extern void rconn_unexpected_reply(redisReply *reply, const char *what);
-extern bool rconn_reply_is(const redisReply *reply, const char *code);
+extern void rconn_reply_error(RReply *reply, int elevel, const char *what);
+extern void rconn_unexpected_reply(RReply *reply, const char *what);
+extern bool rconn_reply_is(const RReply *reply, const char *code);
 extern void rconn_report_failure(RconnFailure failure, const char *addr,
 								 const char *detail, int elevel,
 								 const char *what);

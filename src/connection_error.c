@@ -113,6 +113,22 @@ rconn_report_failure(RconnFailure failure, const char *addr,
 					 errdetail("There are too many open files on the local server."),
 					 errhint("Raise the server's max_files_per_process and/or \"ulimit -n\" limits.")));
 			break;
+		case RF_TLS:
+			ereport(elevel,
+					(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+					 errmsg("TLS handshake with Redis at %s failed%s",
+							addr, for_lock(what)),
+					 errdetail_internal("%s", detail),
+					 errhint("Check rlock.tls_ca_file, rlock.tls_cert_file, rlock.tls_key_file, rlock.tls_verify and rlock.tls_server_name against the server's TLS setup.")));
+			break;
+		case RF_CONFIG:
+			ereport(elevel,
+					(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+					 errmsg("could not connect to Redis at %s%s",
+							addr, for_lock(what)),
+					 errdetail_internal("%s", detail),
+					 errhint("Fix the rlock setting named in the detail.")));
+			break;
 		case RF_NONE:
 			elog(elevel, "unexpected Redis failure%s", for_lock(what));
 			break;
@@ -124,12 +140,12 @@ rconn_report_failure(RconnFailure failure, const char *addr,
  * wraps script errors) after a space or a '-'?
  */
 bool
-rconn_reply_is(const redisReply *reply, const char *code)
+rconn_reply_is(const RReply *reply, const char *code)
 {
 	size_t		len = strlen(code);
 	const char *p;
 
-	if (reply == NULL || reply->type != REDIS_REPLY_ERROR || reply->str == NULL)
+	if (reply == NULL || reply->type != RREPLY_ERROR || reply->str == NULL)
 		return false;
 	for (p = reply->str; (p = strstr(p, code)) != NULL; p++)
 	{
@@ -169,7 +185,7 @@ noperm_hint(const char *msg)
  * the file header).
  */
 void
-rconn_reply_error(redisReply *reply, int elevel, const char *what)
+rconn_reply_error(RReply *reply, int elevel, const char *what)
 {
 	int			sqlstate = ERRCODE_EXTERNAL_ROUTINE_EXCEPTION;
 	const char *msg = "Redis returned an error%s";
@@ -230,9 +246,9 @@ rconn_reply_error(redisReply *reply, int elevel, const char *what)
 }
 
 void
-rconn_unexpected_reply(redisReply *reply, const char *what)
+rconn_unexpected_reply(RReply *reply, const char *what)
 {
-	if (reply->type == REDIS_REPLY_ERROR)
+	if (reply->type == RREPLY_ERROR)
 		rconn_reply_error(reply, ERROR, what);
 	stats_count(RLOCK_STAT_REDIS_ERRORS);
 	ereport(ERROR,

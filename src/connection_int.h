@@ -2,8 +2,8 @@
  *
  * connection_int.h
  *	  The inside of a Redis connection, for the files of the connection
- *	  layer only (connection.c, connection_pubsub.c): nothing above it sees
- *	  hiredis state or the wait primitive.
+ *	  layer only (connection*.c): nothing above it sees hiredis, the
+ *	  transport or the wait primitive.
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -12,33 +12,74 @@
 #ifndef RLOCK_CONNECTION_INT_H
 #define RLOCK_CONNECTION_INT_H
 
+#include <hiredis/hiredis.h>
+
 #include "storage/latch.h"
 
 #include "connection.h"
+#include "transport.h"
+
+/* Where a connection is in its life. */
+typedef enum ConnState
+{
+	CS_CLOSED,					/* no socket */
+	CS_CONNECTING,				/* socket connecting, TLS handshaking */
+	CS_HANDSHAKE,				/* AUTH, SELECT, CLIENT SETNAME in flight */
+	CS_READY,					/* connected, idle */
+	CS_EXCHANGE					/* a round trip is in flight */
+} ConnState;
+
+/* Reply slots below 0: where a reply goes that no caller reads. */
+#define SLOT_DROP		(-1)	/* a deferred DEL's reply */
+#define SLOT_AUTH		(-2)	/* the handshake's replies */
+#define SLOT_SELECT		(-3)
+#define SLOT_NAME		(-4)
 
 struct RedisConn
 {
 	const char *label;			/* for messages: "rlock", "rlock watchdog" */
-	redisContext *ctx;			/* NULL when not connected */
+	RconnRole	role;
+	char		key[600];		/* the node (and role) it serves, in the pool */
+	RedisUrl	node;			/* that node, as last asked for */
+	uint64		generation;		/* rconn_settings_generation when connected */
+	char		addr[300];		/* host:port or socket path, for messages */
+
+	ConnState	state;
+	Transport  *transport;		/* NULL when closed */
 	WaitEventSet *wes;			/* latch, postmaster death and the socket */
 	int			sockpos;		/* position of the socket in wes */
 	uint32		sockevents;		/* events the socket entry waits for now */
-	bool		busy;			/* a round trip is in progress */
+	uint32		want;			/* what the socket must become to go on */
+	bool		busy;			/* a round trip was left unfinished */
 	bool		proven;			/* completed a round trip since connecting */
 	bool		subscribed;		/* may be subscribed to some channel */
 	bool		connected_before;	/* a connection was established once */
-	char	   *url;			/* rlock.redis_url this connection was made
-								 * for (malloc'd) */
-	char		addr[300];		/* host:port, for messages */
+	TimestampTz last_used;		/* end of its last round trip */
 
-	/* replies of the last round trip, owned by the connection */
-	redisReply **replies;
-	int			nreplies;
+	/* bytes to send (malloc'd) */
+	char	   *out;
+	size_t		outlen;
+	size_t		outpos;
+	size_t		outcap;
+
+	/* hiredis parses replies, nothing more */
+	redisReader *reader;
+
+	/* replies of the last round trip, in replycxt */
+	MemoryContext replycxt;
+	RReply	  **replies;
+	int			nreplies;		/* replies received so far */
 	int			maxreplies;
+
+	/* where each expected reply goes: a reply index or a SLOT_* */
+	int		   *slots;
+	int			nslots;
+	int			nextslot;
+	int			maxslots;
 
 	/* failure details of the last failed round trip */
 	RconnFailure failure;
-	char		errdetail[256];
+	char		errdetail[300];
 
 	/*
 	 * With progress deadlines, each reply of a pipeline gets its own
@@ -48,6 +89,11 @@ struct RedisConn
 	bool		progress_deadlines;
 	TimestampTz deadline_cap;	/* no round trip waits past this (0: none) */
 
+	/* CLIENT SETNAME rlock:<pid>, sent in front of the first commands */
+	bool		name_pending;
+	char		name[64];
+	RedisCmd	setname;
+
 	/* keys to DEL in front of the next round trip (malloc'd) */
 	char	  **deferred_del;
 	int			ndeferred;
@@ -55,18 +101,27 @@ struct RedisConn
 };
 
 /* connection.c */
-extern void rconn_free_replies(RedisConn *conn);
 extern void rconn_discard_failed(RedisConn *conn);
-extern bool rconn_wait(RedisConn *conn, uint32 events, TimestampTz deadline,
-					   bool *latch_woken);
 extern void rconn_set_failure(RedisConn *conn, RconnFailure f,
 							  const char *detail);
-extern bool rconn_append_command(RedisConn *conn, RedisCmd *cmd, bool as_eval);
-extern bool rconn_flush_output(RedisConn *conn, TimestampTz deadline);
-extern bool rconn_read_reply(RedisConn *conn, TimestampTz deadline,
-							 redisReply **reply);
-extern bool rconn_ensure(RedisConn *conn);
+extern bool rconn_begin_connect(RedisConn *conn, TimestampTz deadline);
+extern bool rconn_is_stale(RedisConn *conn);
 extern void rconn_report(RedisConn *conn, int elevel, const char *what);
 extern TimestampTz rconn_round_trip_deadline(RedisConn *conn, int timeout_ms);
+extern void rconn_handshake_done(RedisConn *conn);
+extern bool rconn_queue_setname(RedisConn *conn);
+
+/* connection_exchange.c */
+extern bool rconn_queue(RedisConn *conn, RedisCmd *cmd, bool as_eval,
+						int slot);
+extern void rconn_reset_replies(RedisConn *conn);
+extern bool rconn_wait(RedisConn *conn, uint32 events, TimestampTz deadline,
+					   bool *latch_woken);
+extern TransportStatus rconn_write_some(RedisConn *conn);
+extern TransportStatus rconn_read_some(RedisConn *conn);
+extern bool rconn_flush(RedisConn *conn, TimestampTz deadline);
+extern bool rconn_read_raw(RedisConn *conn, TimestampTz deadline,
+						   redisReply **reply);
+extern void rconn_free_io(RedisConn *conn);
 
 #endif							/* RLOCK_CONNECTION_INT_H */

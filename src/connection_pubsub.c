@@ -20,6 +20,7 @@
 
 #include "connection.h"
 #include "connection_int.h"
+#include "stats.h"
 
 static bool
 is_push(redisReply *r, const char *kind, const char *channel)
@@ -42,61 +43,66 @@ is_push(redisReply *r, const char *kind, const char *channel)
 void
 rconn_subscribe(RedisConn *sub, const char *channel, const char *what)
 {
-	RedisCmd	cmds[2];
-	int			n = 0;
-	TimestampTz deadline;
+	RedisCmd	cmd;
 
 	for (int attempt = 0;; attempt++)
 	{
-		bool		ok;
+		TimestampTz deadline;
+		bool		ok = true;
+		bool		skip_name;
 
 		if (!rconn_ensure(sub))
-		{
 			rconn_report(sub, ERROR, what);
-		}
-		n = 0;
+
+		deadline = rconn_round_trip_deadline(sub, rconn_command_timeout_ms());
+		rconn_reset_replies(sub);
+		sub->busy = true;
+		skip_name = sub->name_pending;	/* its reply comes first */
+		ok = rconn_queue_setname(sub);
 		if (sub->subscribed)
 		{
-			rcmd_init(&cmds[n]);
-			rcmd_str(&cmds[n], "UNSUBSCRIBE");
-			n++;
+			rcmd_init(&cmd);
+			rcmd_str(&cmd, "UNSUBSCRIBE");
+			ok = ok && rconn_queue(sub, &cmd, false, SLOT_DROP);
 		}
-		rcmd_init(&cmds[n]);
-		rcmd_str(&cmds[n], "SUBSCRIBE");
-		rcmd_str(&cmds[n], channel);
-		n++;
-
-		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-											   rconn_command_timeout_ms());
-		rconn_free_replies(sub);
-		sub->busy = true;
 		sub->subscribed = true;
-		ok = true;
-		for (int i = 0; i < n && ok; i++)
-			ok = rconn_append_command(sub, &cmds[i], false);
-		if (!ok)
-			rconn_set_failure(sub, RF_LOST, "out of memory");
-		ok = ok && rconn_flush_output(sub, deadline);
+		rcmd_init(&cmd);
+		rcmd_str(&cmd, "SUBSCRIBE");
+		rcmd_str(&cmd, channel);
+		ok = ok && rconn_queue(sub, &cmd, false, SLOT_DROP);
+		stats_count(RLOCK_STAT_ROUND_TRIPS);
+		ok = ok && rconn_flush(sub, deadline);
 		while (ok)
 		{
 			redisReply *r;
 
-			ok = rconn_read_reply(sub, deadline, &r);
+			ok = rconn_read_raw(sub, deadline, &r);
 			if (!ok)
 				break;
+			if (skip_name)
+			{
+				/* CLIENT SETNAME's answer: an ACL may refuse it, never mind */
+				freeReplyObject(r);
+				skip_name = false;
+				continue;
+			}
 			if (is_push(r, "subscribe", channel))
 			{
 				freeReplyObject(r);
+				rconn_reset_replies(sub);
 				sub->busy = false;
 				sub->proven = true;
+				sub->last_used = GetCurrentTimestamp();
 				return;
 			}
 			if (r->type == REDIS_REPLY_ERROR)
 			{
 				/* e.g. NOPERM for the channel: report it as such */
-				redisReply	copy = *r;
+				RReply		copy = {0};
 
+				copy.type = RREPLY_ERROR;
 				copy.str = pnstrdup(r->str, r->len);
+				copy.len = r->len;
 				freeReplyObject(r);
 				rconn_discard(sub);
 				rconn_reply_error(&copy, ERROR, what);
@@ -125,13 +131,14 @@ rconn_wait_message(RedisConn *sub, TimestampTz deadline)
 {
 	bool		latch_woken = false;
 
-	if (sub->ctx == NULL)
+	if (sub->state != CS_READY || sub->busy)
 		return -1;
 	for (;;)
 	{
 		void	   *r = NULL;
+		TransportStatus st;
 
-		if (redisGetReplyFromReader(sub->ctx, &r) == REDIS_ERR)
+		if (redisReaderGetReply(sub->reader, &r) != REDIS_OK)
 		{
 			rconn_discard(sub);
 			return -1;
@@ -142,16 +149,21 @@ rconn_wait_message(RedisConn *sub, TimestampTz deadline)
 
 			freeReplyObject(r);
 			if (msg)
+			{
+				sub->last_used = GetCurrentTimestamp();
 				return 1;
+			}
 			continue;
 		}
-		if (!rconn_wait(sub, WL_SOCKET_READABLE, deadline, &latch_woken))
-			return latch_woken ? 2 : 0;
-		if (redisBufferRead(sub->ctx) == REDIS_ERR)
+		st = rconn_read_some(sub);
+		if (st == TS_ERROR)
 		{
 			rconn_discard(sub);
 			return -1;
 		}
+		if (st != TS_DONE &&
+			!rconn_wait(sub, sub->want, deadline, &latch_woken))
+			return latch_woken ? 2 : 0;
 	}
 }
 
@@ -162,13 +174,14 @@ rconn_wait_message(RedisConn *sub, TimestampTz deadline)
 void
 rconn_unsubscribe_nowait(RedisConn *sub)
 {
-	int			done = 0;
-	const char *argv[1] = {"UNSUBSCRIBE"};
-	size_t		len[1] = {11};
+	RedisCmd	cmd;
 
-	if (sub->ctx == NULL || sub->busy || sub->ctx->err)
+	if (sub->state != CS_READY || sub->busy)
 		return;
-	if (redisAppendCommandArgv(sub->ctx, 1, argv, len) != REDIS_OK ||
-		redisBufferWrite(sub->ctx, &done) == REDIS_ERR)
+	rcmd_init(&cmd);
+	rcmd_str(&cmd, "UNSUBSCRIBE");
+	if (!rconn_queue(sub, &cmd, false, SLOT_DROP) ||
+		rconn_write_some(sub) == TS_ERROR)
 		rconn_discard(sub);
+	/* bytes the socket did not take go out with the next command */
 }

@@ -422,12 +422,12 @@ holds_run_batch(BatchItem *items, int n, int elevel)
 {
 	MemoryContext oldcxt;
 	RedisCmd   *cmds;
-	redisReply **replies = NULL;
+	RReply **replies = NULL;
 	RedisConn  *conn = rconn_backend();
 	const char *holder = rlock_backend_holder();
 	bool		ok;
 	int			nheld = 0;
-	redisReply *failed = NULL;
+	RReply *failed = NULL;
 	const char *failed_key = NULL;
 	TimestampTz sent_at = GetCurrentTimestamp();
 
@@ -473,7 +473,7 @@ holds_run_batch(BatchItem *items, int n, int elevel)
 	for (int i = 0; i < n; i++)
 	{
 		HeldLock   *h = items[i].h;
-		redisReply *r = ok ? replies[i] : NULL;
+		RReply *r = ok ? replies[i] : NULL;
 		bool		lost;
 
 		if (r == NULL)
@@ -481,7 +481,7 @@ holds_run_batch(BatchItem *items, int n, int elevel)
 			(void) holds_sync_registry(h);
 			continue;			/* stays uncertain */
 		}
-		if (r->type == REDIS_REPLY_ERROR && !rconn_reply_is(r, "RLOCKKIND"))
+		if (r->type == RREPLY_ERROR && !rconn_reply_is(r, "RLOCKKIND"))
 		{
 			if (elevel >= ERROR && items[i].session)
 			{
@@ -491,7 +491,7 @@ holds_run_batch(BatchItem *items, int n, int elevel)
 				if (failed == NULL)
 				{
 					oldcxt = MemoryContextSwitchTo(batch_cxt);
-					failed = palloc(sizeof(redisReply));
+					failed = palloc(sizeof(RReply));
 					*failed = *r;
 					failed->str = pnstrdup(r->str, r->len);
 					failed_key = pstrdup(h->key);
@@ -504,12 +504,12 @@ holds_run_batch(BatchItem *items, int n, int elevel)
 			continue;
 		}
 		if (items[i].levels > 0)
-			lost = (r->type == REDIS_REPLY_NIL || r->type == REDIS_REPLY_ERROR);
+			lost = (r->type == RREPLY_NIL || r->type == RREPLY_ERROR);
 		else
-			lost = (r->type == REDIS_REPLY_ERROR ||
-					(r->type == REDIS_REPLY_INTEGER && holds_total(h) > 0 &&
+			lost = (r->type == RREPLY_ERROR ||
+					(r->type == RREPLY_INTEGER && holds_total(h) > 0 &&
 					 r->integer < holds_total(h)));
-		if (items[i].latch != NULL && r->type == REDIS_REPLY_INTEGER)
+		if (items[i].latch != NULL && r->type == RREPLY_INTEGER)
 			rconn_defer_del(conn, items[i].latch);
 		if (lost)
 		{
@@ -597,7 +597,7 @@ holds_run_acquire(const LockName *ln, RlockKind kind, HoldRequest *req,
 {
 	AcquireResult res = {0};
 	HeldLock   *h = NULL;
-	redisReply *r;
+	RReply *r;
 
 	if (req->track)
 	{
@@ -606,7 +606,7 @@ holds_run_acquire(const LockName *ln, RlockKind kind, HoldRequest *req,
 	}
 	req->sent_at = GetCurrentTimestamp();
 	r = rconn_run1(rconn_backend(), cmd, ln->name);
-	if (r->type == REDIS_REPLY_ERROR)
+	if (r->type == RREPLY_ERROR)
 	{
 		/* every script checks before it writes: nothing was granted */
 		if (h)
@@ -616,19 +616,19 @@ holds_run_acquire(const LockName *ln, RlockKind kind, HoldRequest *req,
 		}
 		rconn_reply_error(r, ERROR, ln->name);
 	}
-	if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
-		r->element[0]->type != REDIS_REPLY_INTEGER ||
+	if (r->type != RREPLY_ARRAY || r->elements < 2 ||
+		r->element[0]->type != RREPLY_INTEGER ||
 		(r->element[0]->integer <= 1 &&
-		 r->element[1]->type != REDIS_REPLY_INTEGER))
+		 r->element[1]->type != RREPLY_INTEGER))
 		rconn_unexpected_reply(r, ln->name);	/* the entry stays uncertain */
 
 	/* copy the answer out: holds_add may use the connection again */
 	res.status = r->element[0]->integer;
-	if (r->element[1]->type == REDIS_REPLY_INTEGER)
+	if (r->element[1]->type == RREPLY_INTEGER)
 		res.value = r->element[1]->integer;
-	else if (r->element[1]->type == REDIS_REPLY_STRING)
+	else if (r->element[1]->type == RREPLY_STRING)
 		res.word = pnstrdup(r->element[1]->str, r->element[1]->len);
-	if (r->elements > 2 && r->element[2]->type == REDIS_REPLY_INTEGER)
+	if (r->elements > 2 && r->element[2]->type == RREPLY_INTEGER)
 	{
 		res.has_extra = true;
 		res.extra = r->element[2]->integer;
@@ -701,7 +701,7 @@ holds_prepare_acquire(const LockName *ln, RlockKind kind, RlockScope scope,
 
 /* A release script refused a lock of another kind ("RLOCKKIND <kind>"). */
 static void
-other_kind_error(const LockName *ln, RlockKind kind, redisReply *r)
+other_kind_error(const LockName *ln, RlockKind kind, RReply *r)
 {
 	const char *found = strstr(r->str, "RLOCKKIND ") + strlen("RLOCKKIND ");
 
@@ -732,7 +732,7 @@ holds_release(const LockName *ln, RlockKind kind, const char *owner)
 	if (owner != NULL)
 	{
 		RedisCmd	cmd;
-		redisReply *r;
+		RReply *r;
 		RedisConn  *conn = rconn_backend();
 		const char *latch;
 
@@ -741,16 +741,16 @@ holds_release(const LockName *ln, RlockKind kind, const char *owner)
 		r = rconn_run1(conn, &cmd, ln->name);
 		if (rconn_reply_is(r, "RLOCKKIND"))
 			other_kind_error(ln, kind, r);
-		if (r->type == REDIS_REPLY_ERROR)
+		if (r->type == RREPLY_ERROR)
 			rconn_reply_error(r, ERROR, ln->name);
-		if (r->type == REDIS_REPLY_NIL)
+		if (r->type == RREPLY_NIL)
 		{
 			ereport(WARNING,
 					(errmsg("%s \"%s\" is not held by owner \"%s\"",
 							kind_label(kind), ln->name, owner)));
 			return false;
 		}
-		if (r->type != REDIS_REPLY_INTEGER)
+		if (r->type != RREPLY_INTEGER)
 			rconn_unexpected_reply(r, ln->name);
 		rconn_defer_del(conn, latch);
 		stats_count(RLOCK_STAT_RELEASES);

@@ -290,7 +290,7 @@ verify_xact_holds(void)
 {
 	HeldLock  **hs;
 	RedisCmd	cmd;
-	redisReply *r;
+	RReply *r;
 	const char *holder = rlock_backend_holder();
 	TimestampTz sent_at;
 	TimestampTz now;
@@ -324,17 +324,17 @@ verify_xact_holds(void)
 	sent_at = GetCurrentTimestamp();
 	r = rconn_run1(rconn_backend(), &cmd, n == 1 ? hs[0]->key : NULL);
 	now = GetCurrentTimestamp();
-	if (r->type == REDIS_REPLY_ERROR)
+	if (r->type == RREPLY_ERROR)
 		rconn_reply_error(r, ERROR, n == 1 ? hs[0]->key : NULL);
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 * n)
+	if (r->type != RREPLY_ARRAY || r->elements != 2 * n)
 		rconn_unexpected_reply(r, NULL);
 	for (int i = 0; i < n; i++)
 	{
-		redisReply *c = r->element[2 * i];
-		redisReply *t = r->element[2 * i + 1];
+		RReply *c = r->element[2 * i];
+		RReply *t = r->element[2 * i + 1];
 		int64		left;
 
-		if (c->type != REDIS_REPLY_INTEGER || t->type != REDIS_REPLY_INTEGER)
+		if (c->type != RREPLY_INTEGER || t->type != RREPLY_INTEGER)
 			rconn_unexpected_reply(r, hs[i]->key);
 		if (c->integer < holds_total(hs[i]))
 			holds_lost_at_commit(hs[i],

@@ -45,21 +45,21 @@ ms_interval(int64 ms)
  * element[0] = PTTL (-2: no such lock), element[1] = 1 when fair waiters
  * are queued, and then field/value pairs.
  */
-static redisReply *
+static RReply *
 lock_status(const LockName *ln)
 {
 	RedisCmd	cmd;
-	redisReply *r;
+	RReply *r;
 
 	rcmd_script(&cmd, RLOCK_SCRIPT_STATUS, 2);
 	rcmd_arg(&cmd, ln->key, ln->keylen);
 	rcmd_str(&cmd, lockname_derive(ln->key, "redisson_lock_queue"));
 	r = rconn_run1(rconn_backend(), &cmd, ln->name);
-	if (r->type == REDIS_REPLY_ERROR)
+	if (r->type == RREPLY_ERROR)
 		rconn_reply_error(r, ERROR, ln->name);
-	if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
-		r->element[0]->type != REDIS_REPLY_INTEGER ||
-		r->element[1]->type != REDIS_REPLY_INTEGER ||
+	if (r->type != RREPLY_ARRAY || r->elements < 2 ||
+		r->element[0]->type != RREPLY_INTEGER ||
+		r->element[1]->type != RREPLY_INTEGER ||
 		r->elements % 2 != 0)
 		rconn_unexpected_reply(r, ln->name);
 	return r;
@@ -73,7 +73,7 @@ static int64
 own_hold_count(const LockName *ln)
 {
 	RedisCmd	cmd;
-	redisReply *r;
+	RReply *r;
 	const char *holder = rlock_backend_holder();
 	int64		count = 0;
 
@@ -83,17 +83,17 @@ own_hold_count(const LockName *ln)
 	rcmd_str(&cmd, holder);
 	rcmd_str(&cmd, lockname_holder_field(RLOCK_KIND_WRITE, holder));
 	r = rconn_run1(rconn_backend(), &cmd, ln->name);
-	if (r->type == REDIS_REPLY_ERROR)
+	if (r->type == RREPLY_ERROR)
 		rconn_reply_error(r, ERROR, ln->name);
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2)
+	if (r->type != RREPLY_ARRAY || r->elements != 2)
 		rconn_unexpected_reply(r, ln->name);
 	for (int i = 0; i < 2; i++)
 	{
-		redisReply *e = r->element[i];
+		RReply *e = r->element[i];
 
-		if (e->type == REDIS_REPLY_STRING)
+		if (e->type == RREPLY_STRING)
 			count += strtoll(e->str, NULL, 10);
-		else if (e->type != REDIS_REPLY_NIL)
+		else if (e->type != RREPLY_NIL)
 			rconn_unexpected_reply(r, ln->name);
 	}
 	return count;
@@ -175,7 +175,7 @@ rlock_status(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	LockName	ln;
-	redisReply *r;
+	RReply *r;
 	int64		pttl;
 	const char *mode = NULL;
 	bool		queued;
@@ -197,10 +197,10 @@ rlock_status(PG_FUNCTION_ARGS)
 	values = palloc(nfields * sizeof(char *));
 	for (int i = 0; i < nfields; i++)
 	{
-		redisReply *f = r->element[2 + 2 * i];
-		redisReply *v = r->element[3 + 2 * i];
+		RReply *f = r->element[2 + 2 * i];
+		RReply *v = r->element[3 + 2 * i];
 
-		if (f->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING)
+		if (f->type != RREPLY_STRING || v->type != RREPLY_STRING)
 			rconn_unexpected_reply(r, ln.name);
 		fields[i] = pnstrdup(f->str, f->len);
 		values[i] = pnstrdup(v->str, v->len);
@@ -364,7 +364,7 @@ Datum
 rlock_ping(PG_FUNCTION_ARGS)
 {
 	RedisCmd	cmd;
-	redisReply *r;
+	RReply *r;
 	RedisConn  *conn = rconn_backend();
 	TimestampTz start;
 	Interval   *iv;
@@ -374,7 +374,7 @@ rlock_ping(PG_FUNCTION_ARGS)
 	rcmd_str(&cmd, "PING");
 	start = GetCurrentTimestamp();
 	r = rconn_run1(conn, &cmd, NULL);
-	if (r->type != REDIS_REPLY_STATUS || strcmp(r->str, "PONG") != 0)
+	if (r->type != RREPLY_STATUS || strcmp(r->str, "PONG") != 0)
 		rconn_unexpected_reply(r, NULL);
 	iv = palloc0(sizeof(Interval));
 	iv->time = GetCurrentTimestamp() - start;

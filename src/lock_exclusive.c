@@ -197,19 +197,19 @@ bool
 exclusive_token(const LockName *ln, int64 *token)
 {
 	RedisCmd	cmd;
-	redisReply *r;
+	RReply *r;
 
 	rcmd_init(&cmd);
 	rcmd_str(&cmd, "GET");
 	rcmd_str(&cmd, lockname_derive(ln->key, "redisson_lock_token"));
 	r = rconn_run1(rconn_backend(), &cmd, ln->name);
-	if (r->type == REDIS_REPLY_NIL)
+	if (r->type == RREPLY_NIL)
 		return false;
 	if (rconn_reply_is(r, "WRONGTYPE"))
 		token_error(ln, "type");
-	if (r->type == REDIS_REPLY_ERROR)
+	if (r->type == RREPLY_ERROR)
 		rconn_reply_error(r, ERROR, ln->name);
-	if (r->type != REDIS_REPLY_STRING)
+	if (r->type != RREPLY_STRING)
 		rconn_unexpected_reply(r, ln->name);
 	{
 		char	   *end;
@@ -226,7 +226,7 @@ bool
 exclusive_force_release(const LockName *ln)
 {
 	RedisCmd	cmd;
-	redisReply *r;
+	RReply *r;
 	HeldLock   *h;
 
 	holds_settle();
@@ -237,7 +237,7 @@ exclusive_force_release(const LockName *ln)
 	rcmd_str(&cmd, lockname_derive(ln->key, "redisson_lock_queue"));
 	rcmd_str(&cmd, RELEASE_MESSAGE);
 	r = rconn_run1(rconn_backend(), &cmd, ln->name);
-	if (r->type != REDIS_REPLY_INTEGER)
+	if (r->type != RREPLY_INTEGER)
 		rconn_unexpected_reply(r, ln->name);
 
 	/* whatever this session held of it, as any kind, is gone now */

@@ -107,7 +107,7 @@ static void
 give_up(const char *key, const char *holder)
 {
 	RedisCmd	cmd;
-	redisReply **replies;
+	RReply **replies;
 
 	rcmd_script(&cmd, RLOCK_SCRIPT_FAIR_GIVE_UP, 3);
 	add_queue_keys(&cmd, key);
@@ -115,7 +115,7 @@ give_up(const char *key, const char *holder)
 	rcmd_int(&cmd, FAIR_WAIT_MS);
 	rcmd_str(&cmd, lockname_derive(key, "redisson_lock__channel"));
 	if (rconn_run(rconn_backend(), &cmd, 1, &replies, WARNING, key) &&
-		replies[0]->type == REDIS_REPLY_ERROR)
+		replies[0]->type == RREPLY_ERROR)
 		rconn_reply_error(replies[0], WARNING, key);
 }
 

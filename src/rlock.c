@@ -39,6 +39,32 @@ int			rlock_connect_timeout_ms = 2000;
 int			rlock_command_timeout_ms = 2000;
 bool		rlock_verify_on_commit = true;
 bool		rlock_cancel_on_lost = false;
+int			rlock_connection_idle_timeout_ms = 60000;
+char	   *rlock_redis_password_file = NULL;
+char	   *rlock_tls_ca_file = NULL;
+char	   *rlock_tls_cert_file = NULL;
+char	   *rlock_tls_key_file = NULL;
+char	   *rlock_tls_server_name = NULL;
+int			rlock_tls_verify = RLOCK_TLS_VERIFY_FULL;
+
+static const struct config_enum_entry tls_verify_options[] = {
+	{"none", RLOCK_TLS_VERIFY_NONE, false},
+	{"ca", RLOCK_TLS_VERIFY_CA, false},
+	{"full", RLOCK_TLS_VERIFY_FULL, false},
+	{NULL, 0, false}
+};
+
+/*
+ * Settings that say how to reach Redis: a change makes every connection
+ * made with the old value stale (reconnected on its next use).
+ */
+static void
+define_connection_string(const char *name, const char *desc, char **var,
+						 int flags)
+{
+	DefineCustomStringVariable(name, desc, NULL, var, "", PGC_SIGHUP, flags,
+							   NULL, rconn_assign_string_setting, NULL);
+}
 
 static bool
 check_key_prefix(char **newval, void **extra, GucSource source)
@@ -90,7 +116,7 @@ _PG_init(void)
 
 	DefineCustomStringVariable("rlock.redis_url",
 							   "Redis server that holds the locks.",
-							   "redis://[user[:password]@]host[:port][/db]",
+							   "redis://[user[:password]@]host[:port][/db], rediss://... (TLS) or unix://[user[:password]@]/path/redis.sock[?db=N]",
 							   &rlock_redis_url,
 							   "redis://127.0.0.1:6379/0",
 							   PGC_SIGHUP,
@@ -151,6 +177,40 @@ _PG_init(void)
 							 PGC_SIGHUP,
 							 0,
 							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("rlock.connection_idle_timeout",
+							"Close a Redis connection unused for this long.",
+							"It is closed at the next transaction end or rlock call; 0 keeps connections open.",
+							&rlock_connection_idle_timeout_ms,
+							60000, 0, INT_MAX,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	define_connection_string("rlock.redis_password_file",
+							 "File whose first line is the Redis password, used when rlock.redis_url has none.",
+							 &rlock_redis_password_file, GUC_SUPERUSER_ONLY);
+	define_connection_string("rlock.tls_ca_file",
+							 "CA certificates that verify Redis servers' certificates (rediss:// URLs).",
+							 &rlock_tls_ca_file, 0);
+	define_connection_string("rlock.tls_cert_file",
+							 "Client certificate rlock presents to Redis over TLS.",
+							 &rlock_tls_cert_file, 0);
+	define_connection_string("rlock.tls_key_file",
+							 "Private key of rlock.tls_cert_file.",
+							 &rlock_tls_key_file, GUC_SUPERUSER_ONLY);
+	define_connection_string("rlock.tls_server_name",
+							 "Name sent to Redis over TLS (SNI) and verified in its certificate, instead of the URL's host.",
+							 &rlock_tls_server_name, 0);
+	DefineCustomEnumVariable("rlock.tls_verify",
+							 "How Redis servers' TLS certificates are verified: full (CA and host name), ca, none.",
+							 NULL,
+							 &rlock_tls_verify,
+							 RLOCK_TLS_VERIFY_FULL,
+							 tls_verify_options,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, rconn_assign_enum_setting, NULL);
 
 	/*
 	 * The registry's size is fixed when shared memory is created; a

@@ -22,9 +22,15 @@
  *					 callbacks, the check before COMMIT, DISCARD ALL
  *	lockname.c		 lock names: validation, prefixing, Redisson's derived keys
  *	scripts.c		 the Lua scripts and their SHA1 digests
- *	connection.c	 every Redis round trip and the one interruptible wait
+ *	connection.c	 Redis connections: one per node and use, kept in a
+ *					 backend-local pool, connected, checked, closed when idle
+ *	connection_exchange.c	every Redis round trip (pipelined, over one or
+ *					 several connections at once) and the one
+ *					 interruptible wait
  *	connection_command.c	building Redis commands
  *	connection_pubsub.c	 listening for release messages
+ *	transport.c		 the non-blocking socket (TCP or Unix) under a connection
+ *	transport_tls.c	 TLS over that socket (OpenSSL), rlock.tls_*
  *	resolve.c		 host names resolved within a deadline
  *	url.c			 rlock.redis_url, its password kept out of sight
  *	connection_error.c	 failures and error replies as ERRORs with SQLSTATEs
@@ -93,6 +99,21 @@ extern int	rlock_connect_timeout_ms;
 extern int	rlock_command_timeout_ms;
 extern bool rlock_verify_on_commit;
 extern bool rlock_cancel_on_lost;
+extern int	rlock_connection_idle_timeout_ms;
+extern char *rlock_redis_password_file;
+extern char *rlock_tls_ca_file;
+extern char *rlock_tls_cert_file;
+extern char *rlock_tls_key_file;
+extern char *rlock_tls_server_name;
+extern int	rlock_tls_verify;
+
+/* rlock.tls_verify */
+typedef enum RlockTlsVerify
+{
+	RLOCK_TLS_VERIFY_NONE,
+	RLOCK_TLS_VERIFY_CA,		/* the certificate chains to the CA */
+	RLOCK_TLS_VERIFY_FULL		/* ... and names the server */
+} RlockTlsVerify;
 
 extern const char *rlock_kind_name(RlockKind kind);
 extern bool rlock_kinds_compatible(RlockKind a, RlockKind b);

@@ -2,7 +2,9 @@
  *
  * url.c
  *	  rlock.redis_url: parsing redis://[user[:password]@]host[:port][/db],
- *	  and keeping the password out of sight.
+ *	  rediss://... (the same over TLS) and
+ *	  unix://[user[:password]@]/path/redis.sock[?db=N], and keeping the
+ *	  password out of sight.
  *
  * The password must never show: not in SHOW or pg_settings (whose
  * reset_val and boot_val pg_read_all_settings members can read), not in
@@ -32,6 +34,7 @@
 #include "miscadmin.h"
 #include "utils/memutils.h"
 
+#include "connection.h"
 #include "url.h"
 
 /* What SHOW shows instead of a password. */
@@ -98,6 +101,47 @@ copy_decoded(char *dst, size_t dstsize, const char *s, size_t len)
 	return true;
 }
 
+/* unix://...: the socket's path, then ?db=N. */
+static bool
+parse_unix_path(const char *p, RedisUrl *out, char **errmsg)
+{
+	const char *q = strchr(p, '?');
+	size_t		len = q ? (size_t) (q - p) : strlen(p);
+
+	if (*p != '/' || len < 2 || len >= 108)
+	{
+		*errmsg = pstrdup("the URL has no valid socket path (unix:///path/redis.sock)");
+		return false;
+	}
+	if (!copy_decoded(out->host, sizeof(out->host), p, len))
+	{
+		*errmsg = pstrdup("the socket path in the URL is invalid");
+		return false;
+	}
+	out->port = 0;
+	if (q != NULL)
+	{
+		char	   *end;
+		long		db;
+
+		if (strncmp(q, "?db=", 4) != 0)
+		{
+			*errmsg = pstrdup("the only parameter of a unix:// URL is db");
+			return false;
+		}
+		errno = 0;
+		db = strtol(q + 4, &end, 10);
+		if (end == q + 4 || *end != '\0' || errno != 0 || db < 0 ||
+			db > INT_MAX)
+		{
+			*errmsg = pstrdup("the database number in the URL is invalid");
+			return false;
+		}
+		out->db = (int) db;
+	}
+	return true;
+}
+
 /*
  * Parse redis://[user[:password]@]host[:port][/db].  On failure sets
  * *errmsg to a palloc'd description (which never contains the password).
@@ -114,16 +158,24 @@ rconn_parse_url(const char *url, RedisUrl *out, char **errmsg)
 	out->port = 6379;
 	out->db = 0;
 
-	if (url == NULL || strncmp(url, "redis://", 8) != 0)
+	if (url != NULL && strncmp(url, "redis://", 8) == 0)
+		out->scheme = URL_REDIS;
+	else if (url != NULL && strncmp(url, "rediss://", 9) == 0)
+		out->scheme = URL_REDISS;
+	else if (url != NULL && strncmp(url, "unix://", 7) == 0)
+		out->scheme = URL_UNIX;
+	else
 	{
-		*errmsg = pstrdup("the URL must start with \"redis://\"");
+		*errmsg = pstrdup("the URL must start with \"redis://\", \"rediss://\" or \"unix://\"");
 		return false;
 	}
-	p = url + 8;
+	p = strstr(url, "://") + 3;
 	slash = strchr(p, '/');
-	at = strrchr(p, '@');
-	if (at != NULL && slash != NULL && at > slash)
-		at = NULL;
+	/* the userinfo ends at the last '@' before the host (unix: the path) */
+	at = NULL;
+	for (const char *q = p; *q && (slash == NULL || q < slash); q++)
+		if (*q == '@')
+			at = q;
 	if (at != NULL)
 	{
 		const char *colon = memchr(p, ':', at - p);
@@ -145,6 +197,9 @@ rconn_parse_url(const char *url, RedisUrl *out, char **errmsg)
 		}
 		p = at + 1;
 	}
+
+	if (out->scheme == URL_UNIX)
+		return parse_unix_path(p, out, errmsg);
 
 	/* host: name, IPv4 address, or [IPv6 address] */
 	if (*p == '[')
@@ -303,7 +358,7 @@ rlock_check_redis_url(char **newval, void **extra, GucSource source)
 		/* our own message: PostgreSQL would quote the value, password and all */
 		GUC_check_errmsg("invalid value for parameter \"rlock.redis_url\"");
 		GUC_check_errdetail("Invalid Redis URL: %s.", err ? err : "no value");
-		GUC_check_errhint("The form is redis://[user[:password]@]host[:port][/db].");
+		GUC_check_errhint("The forms are redis://[user[:password]@]host[:port][/db], rediss://... (TLS) and unix://[user[:password]@]/path/redis.sock[?db=N].");
 		return false;
 	}
 
@@ -332,6 +387,9 @@ rlock_assign_redis_url(const char *newval, void *extra)
 		ereport(LOG,
 				(errmsg("parameter \"rlock.redis_url\" changed to \"%s\"",
 						mask_password(conf->full))));
+	if (rlock_redis_conf == NULL || conf == NULL ||
+		strcmp(rlock_redis_conf->full, conf->full) != 0)
+		rconn_settings_generation++;
 	rlock_redis_conf = conf;
 }
 

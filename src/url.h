@@ -12,10 +12,19 @@
 
 #include "utils/guc.h"
 
+/* How a URL reaches its server. */
+typedef enum RedisUrlScheme
+{
+	URL_REDIS,					/* redis:// plain TCP */
+	URL_REDISS,					/* rediss:// TLS over TCP */
+	URL_UNIX					/* unix:// a Unix-domain socket */
+} RedisUrlScheme;
+
 /* A parsed Redis URL. */
 typedef struct RedisUrl
 {
-	char		host[256];
+	RedisUrlScheme scheme;
+	char		host[256];		/* unix://: the socket's path */
 	int			port;
 	char		user[256];
 	char		password[256];

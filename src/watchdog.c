@@ -96,7 +96,7 @@ renew_cycle(RedisConn *conn, int elevel, TimestampTz *next_due)
 	TimestampTz start = GetCurrentTimestamp();
 	int			nbatches;
 	RedisCmd   *cmds;
-	redisReply **replies;
+	RReply **replies;
 	RenewOutcome *outcome;
 	int		   *ask;
 	const char *uuid = registry_instance_uuid();
@@ -167,23 +167,23 @@ renew_cycle(RedisConn *conn, int elevel, TimestampTz *next_due)
 		{
 			for (int b = 0; b < nbatches; b++)
 			{
-				redisReply *r = replies[b];
+				RReply *r = replies[b];
 				int			first = b * RENEW_BATCH;
 				int			count = Min(RENEW_BATCH, nask - first);
 
-				if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 * count)
+				if (r->type != RREPLY_ARRAY || r->elements != 2 * count)
 				{
 					/* an error reply: say so; the fail-closed rule still runs */
 					ereport(LOG,
 							(errmsg("rlock watchdog: unexpected reply to a renewal"),
-							 r->type == REDIS_REPLY_ERROR ?
+							 r->type == RREPLY_ERROR ?
 							 errdetail_internal("%s", r->str) : 0));
 					ok = false;
 					continue;
 				}
 				for (int j = 0; j < count; j++)
 				{
-					bool		held = (r->element[2 * j]->type == REDIS_REPLY_INTEGER &&
+					bool		held = (r->element[2 * j]->type == RREPLY_INTEGER &&
 										r->element[2 * j]->integer > 0);
 
 					outcome[ask[first + j]] = held ? RENEW_HELD : RENEW_GONE;
@@ -217,7 +217,6 @@ renew_cycle(RedisConn *conn, int elevel, TimestampTz *next_due)
 void
 rlock_watchdog_main(Datum arg)
 {
-	RedisConn  *conn;
 	MemoryContext cycle_cxt;
 	TimestampTz next_cycle = 0;
 	bool		failing = false;
@@ -229,8 +228,7 @@ rlock_watchdog_main(Datum arg)
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 	pgstat_report_appname("rlock watchdog");
 
-	conn = rconn_create("rlock watchdog");
-	rconn_set_progress_deadlines(conn, true);
+	rconn_set_process_label("rlock watchdog");
 	cycle_cxt = AllocSetContextCreate(TopMemoryContext, "rlock watchdog cycle",
 									  ALLOCSET_DEFAULT_SIZES);
 	ereport(LOG,
@@ -255,9 +253,14 @@ rlock_watchdog_main(Datum arg)
 		if (now >= next_cycle)
 		{
 			MemoryContext old = MemoryContextSwitchTo(cycle_cxt);
+			RedisConn  *conn;
 			TimestampTz due;
 			bool		ok;
 
+			/* the configured Redis, after any reload that changed it */
+			rconn_close_idle(false);
+			conn = rconn_backend();
+			rconn_set_progress_deadlines(conn, true);
 			/* report the first failure of an outage at LOG, then quietly */
 			ok = renew_cycle(conn, failing ? DEBUG1 : LOG, &due);
 			MemoryContextSwitchTo(old);

@@ -1,0 +1,767 @@
+/*-------------------------------------------------------------------------
+ *
+ * connection_exchange.c
+ *	  Round trips: commands encoded and pipelined, replies parsed, over one
+ *	  connection or several at once; and the one interruptible wait.
+ *
+ * rconn_run_parallel() drives a set of connections, each with its own
+ * pipeline of commands, through connecting (socket, TLS, handshake) and the
+ * round trip, without ever blocking: each connection goes as far as it can,
+ * then the wait primitive sleeps until one of their sockets is ready, the
+ * process latch is set (interrupts are processed there: cancel,
+ * statement_timeout, termination) or the earliest deadline passes.  A
+ * single connection waits on its own wait event set; several share one.
+ * Every other round trip of rlock (rconn_run, rconn_ensure) is this with
+ * one connection, so the Sentinel, Cluster and Redlock deployments ask
+ * their nodes in parallel through the same code.
+ *
+ * Commands are encoded here (RESP is a few lines); hiredis' reader parses
+ * the replies, which are copied into our own reply type in a memory
+ * context the connection resets at its next round trip.  Scripts run by
+ * EVALSHA; a NOSCRIPT reply makes us send the body with EVAL, which also
+ * loads it into the server's script cache.
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "compat.h"
+#include "connection.h"
+#include "connection_int.h"
+#include "rlock.h"
+#include "scripts.h"
+#include "stats.h"
+
+/* Where one op of rconn_run_parallel is. */
+typedef struct OpState
+{
+	RconnOp    *op;
+	bool		done;
+	bool		queued;			/* the op's commands are queued */
+	bool		reloaded;		/* NOSCRIPT replays were queued */
+	bool		was_proven;		/* the connection had worked when queued */
+	int			attempt;
+	TimestampTz deadline;
+} OpState;
+
+/* ----------------------------------------------------------------
+ * Encoding and replies
+ * ----------------------------------------------------------------
+ */
+
+static bool
+out_append(RedisConn *conn, const char *s, size_t len)
+{
+	if (conn->outlen + len > conn->outcap)
+	{
+		size_t		newcap = Max(conn->outcap * 2, conn->outlen + len + 1024);
+		char	   *out = realloc(conn->out, newcap);
+
+		if (out == NULL)
+			return false;
+		conn->out = out;
+		conn->outcap = newcap;
+	}
+	memcpy(conn->out + conn->outlen, s, len);
+	conn->outlen += len;
+	return true;
+}
+
+static bool
+out_header(RedisConn *conn, char kind, size_t n)
+{
+	char		buf[32];
+	int			len = snprintf(buf, sizeof(buf), "%c%zu\r\n", kind, n);
+
+	return out_append(conn, buf, len);
+}
+
+/*
+ * Queue cmd on conn (as EVAL with the script's body, if as_eval), its reply
+ * to go to slot: a reply index, or a SLOT_* for replies no caller reads.
+ */
+bool
+rconn_queue(RedisConn *conn, RedisCmd *cmd, bool as_eval, int slot)
+{
+	bool		ok;
+
+	if (conn->outpos == conn->outlen)
+		conn->outpos = conn->outlen = 0;
+	ok = out_header(conn, '*', cmd->argc);
+	for (int i = 0; ok && i < cmd->argc; i++)
+	{
+		const char *arg = cmd->argv[i];
+		size_t		len = cmd->argvlen[i];
+
+		if (as_eval && cmd->script != NULL && i < 2)
+		{
+			arg = (i == 0) ? "EVAL" : cmd->script->body;
+			len = strlen(arg);
+		}
+		ok = out_header(conn, '$', len) && out_append(conn, arg, len) &&
+			out_append(conn, "\r\n", 2);
+	}
+	if (ok && conn->nslots >= conn->maxslots)
+	{
+		int			newmax = Max(16, conn->maxslots * 2);
+		int		   *slots = realloc(conn->slots, newmax * sizeof(int));
+
+		if (slots == NULL)
+			ok = false;
+		else
+		{
+			conn->slots = slots;
+			conn->maxslots = newmax;
+		}
+	}
+	if (!ok)
+	{
+		rconn_set_failure(conn, RF_LOST, "out of memory");
+		return false;
+	}
+	conn->slots[conn->nslots++] = slot;
+	return true;
+}
+
+/* Forget the last round trip's replies (and expected replies). */
+void
+rconn_reset_replies(RedisConn *conn)
+{
+	if (conn->replycxt)
+		MemoryContextReset(conn->replycxt);
+	conn->replies = NULL;
+	conn->nreplies = 0;
+	conn->maxreplies = 0;
+	conn->nslots = 0;
+	conn->nextslot = 0;
+}
+
+/* Free the buffers and the reader of a closed connection. */
+void
+rconn_free_io(RedisConn *conn)
+{
+	if (conn->reader)
+	{
+		redisReaderFree(conn->reader);
+		conn->reader = NULL;
+	}
+	conn->outpos = conn->outlen = 0;
+	if (conn->outcap > 65536)
+	{
+		free(conn->out);
+		conn->out = NULL;
+		conn->outcap = 0;
+	}
+}
+
+static RReply *
+convert_reply(const redisReply *r, MemoryContext cxt)
+{
+	RReply	   *out = MemoryContextAllocZero(cxt, sizeof(RReply));
+
+	switch (r->type)
+	{
+		case REDIS_REPLY_STRING:
+		case REDIS_REPLY_STATUS:
+		case REDIS_REPLY_ERROR:
+			out->type = r->type == REDIS_REPLY_STRING ? RREPLY_STRING :
+				r->type == REDIS_REPLY_STATUS ? RREPLY_STATUS : RREPLY_ERROR;
+			out->len = r->len;
+			out->str = MemoryContextAlloc(cxt, r->len + 1);
+			memcpy(out->str, r->str, r->len);
+			out->str[r->len] = '\0';
+			break;
+		case REDIS_REPLY_INTEGER:
+			out->type = RREPLY_INTEGER;
+			out->integer = r->integer;
+			break;
+		case REDIS_REPLY_ARRAY:
+			out->type = RREPLY_ARRAY;
+			out->elements = r->elements;
+			if (r->elements > 0)
+				out->element = MemoryContextAllocHuge(cxt,
+													  r->elements * sizeof(RReply *));
+			for (size_t i = 0; i < r->elements; i++)
+				out->element[i] = convert_reply(r->element[i], cxt);
+			break;
+		default:
+			out->type = RREPLY_NIL;
+			break;
+	}
+	return out;
+}
+
+static bool
+is_noscript(const RReply *r)
+{
+	return r->type == RREPLY_ERROR && r->len >= 8 &&
+		strncmp(r->str, "NOSCRIPT", 8) == 0;
+}
+
+/* ----------------------------------------------------------------
+ * Moving bytes
+ * ----------------------------------------------------------------
+ */
+
+static RconnFailure
+failure_of(const TransportError *err)
+{
+	switch (err->kind)
+	{
+		case TE_TLS:
+			return RF_TLS;
+		case TE_CONFIG:
+			return RF_CONFIG;
+		case TE_CONNECT:
+			return RF_CONNECT;
+		default:
+			return RF_LOST;
+	}
+}
+
+static uint32
+want_of(TransportStatus st)
+{
+	return st == TS_WANT_WRITE ? WL_SOCKET_WRITEABLE : WL_SOCKET_READABLE;
+}
+
+/* Write what is queued, as far as the socket takes it now. */
+TransportStatus
+rconn_write_some(RedisConn *conn)
+{
+	while (conn->outpos < conn->outlen)
+	{
+		TransportError err = {0};
+		size_t		n;
+		TransportStatus st = transport_write(conn->transport,
+											 conn->out + conn->outpos,
+											 conn->outlen - conn->outpos,
+											 &n, &err);
+
+		conn->outpos += n;
+		if (st == TS_DONE)
+			continue;
+		if (st == TS_WANT_READ || st == TS_WANT_WRITE)
+		{
+			conn->want = want_of(st);
+			return st;
+		}
+		rconn_set_failure(conn, st == TS_CLOSED ? RF_LOST : failure_of(&err),
+						  st == TS_CLOSED ? "Redis closed the connection" : err.detail);
+		return TS_ERROR;
+	}
+	conn->outpos = conn->outlen = 0;
+	return TS_DONE;
+}
+
+/* Read what the socket has now into the reply parser. */
+TransportStatus
+rconn_read_some(RedisConn *conn)
+{
+	char		buf[16384];
+	size_t		n;
+	TransportError err = {0};
+	TransportStatus st = transport_read(conn->transport, buf, sizeof(buf),
+										&n, &err);
+
+	if (st == TS_DONE)
+	{
+		if (redisReaderFeed(conn->reader, buf, n) != REDIS_OK)
+		{
+			rconn_set_failure(conn, RF_PROTOCOL, conn->reader->errstr);
+			return TS_ERROR;
+		}
+		return TS_DONE;
+	}
+	if (st == TS_WANT_READ || st == TS_WANT_WRITE)
+	{
+		conn->want = want_of(st);
+		return st;
+	}
+	rconn_set_failure(conn, st == TS_CLOSED ? RF_LOST : failure_of(&err),
+					  st == TS_CLOSED ? "Redis closed the connection" : err.detail);
+	return TS_ERROR;
+}
+
+/* ----------------------------------------------------------------
+ * The wait primitive
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Wait until the connection's socket is ready for "events"
+ * (WL_SOCKET_READABLE and/or WL_SOCKET_WRITEABLE) or the deadline passes.
+ * Interrupts are processed on every latch wake-up (an ERROR may escape from
+ * here); with latch_woken, a latch wake-up also ends the wait (setting
+ * *latch_woken).  Returns true when the socket is ready, false on timeout,
+ * on such a wake-up, or when the postmaster died during process exit.
+ */
+bool
+rconn_wait(RedisConn *conn, uint32 events, TimestampTz deadline,
+		   bool *latch_woken)
+{
+	if (conn->sockevents != events)
+	{
+		ModifyWaitEvent(conn->wes, conn->sockpos, events, NULL);
+		conn->sockevents = events;
+	}
+
+	for (;;)
+	{
+		WaitEvent	ev;
+		long		timeout;
+		int			n;
+
+		if (deadline == DT_NOEND)
+			timeout = -1;
+		else
+		{
+			TimestampTz now = GetCurrentTimestamp();
+
+			if (now >= deadline)
+				return false;
+			timeout = (long) ((deadline - now + 999) / 1000);
+		}
+
+		n = WaitEventSetWait(conn->wes, timeout, &ev, 1, RLOCK_WAIT_EVENT);
+		if (n == 0)
+			continue;			/* timeout: re-check the deadline */
+		if (ev.events & WL_POSTMASTER_DEATH)
+		{
+			if (proc_exit_inprogress)
+				return false;
+			proc_exit(1);
+		}
+		if (ev.events & WL_LATCH_SET)
+		{
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+			if (latch_woken != NULL)
+			{
+				*latch_woken = true;
+				return false;
+			}
+			continue;
+		}
+		if (ev.events & events)
+			return true;
+	}
+}
+
+/*
+ * Wait for any of several connections (each for its conn->want) until the
+ * earliest deadline.  The set is rebuilt per call; the previous one is
+ * freed first, so one that an ERROR escaped from is freed by the next.
+ */
+static void
+wait_many(OpState *os, int n)
+{
+	static WaitEventSet *wes = NULL;
+	TimestampTz deadline = DT_NOEND;
+	int			nsock = 0;
+	WaitEvent	ev;
+
+	if (wes != NULL)
+	{
+		FreeWaitEventSet(wes);
+		wes = NULL;
+	}
+	wes = RLOCK_CREATE_WAIT_EVENT_SET(n + 2);
+	AddWaitEventToSet(wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	AddWaitEventToSet(wes, WL_POSTMASTER_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	for (int i = 0; i < n; i++)
+	{
+		if (os[i].done)
+			continue;
+		AddWaitEventToSet(wes, os[i].op->conn->want,
+						  transport_socket(os[i].op->conn->transport),
+						  NULL, NULL);
+		nsock++;
+		if (os[i].deadline < deadline)
+			deadline = os[i].deadline;
+	}
+	for (;;)
+	{
+		TimestampTz now = GetCurrentTimestamp();
+		int			r;
+
+		if (now >= deadline)
+			break;
+		r = WaitEventSetWait(wes, (long) ((deadline - now + 999) / 1000),
+							 &ev, 1, RLOCK_WAIT_EVENT);
+		if (r == 0)
+			continue;
+		if (ev.events & WL_POSTMASTER_DEATH)
+		{
+			if (proc_exit_inprogress)
+				break;
+			proc_exit(1);
+		}
+		if (ev.events & WL_LATCH_SET)
+		{
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+			continue;
+		}
+		break;
+	}
+	FreeWaitEventSet(wes);
+	wes = NULL;
+}
+
+/* ----------------------------------------------------------------
+ * Driving round trips
+ * ----------------------------------------------------------------
+ */
+
+static void
+op_failed(OpState *os)
+{
+	RedisConn  *conn = os->op->conn;
+
+	if (conn->state == CS_CONNECTING || conn->state == CS_HANDSHAKE)
+	{
+		if (conn->failure == RF_TIMEOUT)
+			conn->failure = RF_CONNECT_TIMEOUT;
+	}
+	else if (conn->failure == RF_LOST && os->was_proven &&
+			 conn->nreplies == 0 && os->attempt == 0)
+	{
+		/*
+		 * A connection that worked before and broke before answering
+		 * anything (Redis restarted, or closed an idle connection) is
+		 * retried once on a fresh one.
+		 */
+		rconn_discard(conn);
+		os->attempt++;
+		os->queued = false;
+		os->reloaded = false;
+		return;
+	}
+	rconn_discard_failed(conn);
+	os->done = true;
+	os->op->ok = false;
+}
+
+/* Queue the op's commands (after latches to DEL) on a ready connection. */
+static bool
+queue_op(OpState *os)
+{
+	RedisConn  *conn = os->op->conn;
+
+	rconn_reset_replies(conn);
+	if (os->op->ncmds > 0)
+		conn->replies = MemoryContextAllocZero(conn->replycxt,
+											   os->op->ncmds * sizeof(RReply *));
+	conn->maxreplies = os->op->ncmds;
+	if (!rconn_queue_setname(conn))
+		return false;
+	if (conn->ndeferred > 0)
+	{
+		RedisCmd	del;
+
+		rcmd_init(&del);
+		rcmd_str(&del, "DEL");
+		for (int i = 0; i < conn->ndeferred; i++)
+			rcmd_str(&del, conn->deferred_del[i]);
+		(void) rconn_queue(conn, &del, false, SLOT_DROP);
+		for (int i = 0; i < conn->ndeferred; i++)
+			free(conn->deferred_del[i]);
+		conn->ndeferred = 0;
+	}
+	for (int i = 0; i < os->op->ncmds; i++)
+		if (!rconn_queue(conn, &os->op->cmds[i], false, i))
+			return false;
+	os->queued = true;
+	os->was_proven = conn->proven;
+	os->deadline = rconn_round_trip_deadline(conn, rconn_command_timeout_ms());
+	conn->state = CS_EXCHANGE;
+	conn->busy = true;
+	stats_count(RLOCK_STAT_ROUND_TRIPS);
+	return true;
+}
+
+/* A reply arrived for slot. */
+static bool
+take_reply(OpState *os, int slot, redisReply *r)
+{
+	RedisConn  *conn = os->op->conn;
+
+	if (slot >= 0)
+	{
+		conn->replies[slot] = convert_reply(r, conn->replycxt);
+		conn->nreplies++;
+		if (conn->progress_deadlines)
+			os->deadline = rconn_round_trip_deadline(conn, rconn_command_timeout_ms());
+	}
+	else if ((slot == SLOT_AUTH || slot == SLOT_SELECT) &&
+			 r->type == REDIS_REPLY_ERROR)
+	{
+		rconn_set_failure(conn, slot == SLOT_AUTH ? RF_AUTH : RF_SELECT, r->str);
+		freeReplyObject(r);
+		return false;
+	}
+	freeReplyObject(r);
+	return true;
+}
+
+/*
+ * Take os as far as it goes without waiting.  Returns when it is done (ok
+ * or failed) or must wait for its socket (conn->want).
+ */
+static void
+step(OpState *os)
+{
+	RedisConn  *conn = os->op->conn;
+
+	for (;;)
+	{
+		TransportError terr = {0};
+		TransportStatus st;
+
+		switch (conn->state)
+		{
+			case CS_CLOSED:
+				os->deadline = rconn_round_trip_deadline(conn,
+														 rconn_connect_timeout_ms());
+				if (!rconn_begin_connect(conn, os->deadline))
+					goto failed;
+				conn->busy = true;
+				continue;
+
+			case CS_CONNECTING:
+				st = transport_connect_step(conn->transport, &terr);
+				if (st == TS_DONE)
+				{
+					conn->state = CS_HANDSHAKE;
+					continue;
+				}
+				if (st == TS_WANT_READ || st == TS_WANT_WRITE)
+				{
+					conn->want = want_of(st);
+					return;
+				}
+				rconn_set_failure(conn, failure_of(&terr), terr.detail);
+				goto failed;
+
+			case CS_READY:
+				if (os->op->ncmds == 0 && !os->queued)
+				{
+					os->done = true;
+					os->op->ok = true;
+					return;
+				}
+				if (!queue_op(os))
+					goto failed;
+				continue;
+
+			case CS_HANDSHAKE:
+			case CS_EXCHANGE:
+				break;
+		}
+
+		/* send what is queued, read and parse what came */
+		if (rconn_write_some(conn) == TS_ERROR)
+			goto failed;
+		while (conn->nextslot < conn->nslots)
+		{
+			void	   *r = NULL;
+
+			if (redisReaderGetReply(conn->reader, &r) != REDIS_OK)
+			{
+				rconn_set_failure(conn, RF_PROTOCOL, conn->reader->errstr);
+				goto failed;
+			}
+			if (r != NULL)
+			{
+				if (!take_reply(os, conn->slots[conn->nextslot++], r))
+					goto failed;
+				continue;
+			}
+			st = rconn_read_some(conn);
+			if (st == TS_ERROR)
+				goto failed;
+			if (st != TS_DONE)
+				break;
+		}
+		if (conn->nextslot < conn->nslots || conn->outpos < conn->outlen)
+		{
+			if (conn->outpos < conn->outlen)
+				conn->want = WL_SOCKET_WRITEABLE | WL_SOCKET_READABLE;
+			return;
+		}
+
+		/* everything expected has arrived */
+		if (conn->state == CS_HANDSHAKE)
+		{
+			rconn_handshake_done(conn);
+			continue;
+		}
+		if (!os->reloaded)
+		{
+			int			nmissing = 0;
+
+			os->reloaded = true;
+			for (int i = 0; i < os->op->ncmds; i++)
+			{
+				if (os->op->cmds[i].script != NULL &&
+					is_noscript(conn->replies[i]))
+				{
+					if (!rconn_queue(conn, &os->op->cmds[i], true, i))
+						goto failed;
+					conn->nreplies--;
+					nmissing++;
+				}
+			}
+			if (nmissing > 0)
+			{
+				stats_count(RLOCK_STAT_ROUND_TRIPS);
+				continue;
+			}
+		}
+		conn->state = CS_READY;
+		conn->busy = false;
+		conn->proven = true;
+		conn->failure = RF_NONE;
+		conn->last_used = GetCurrentTimestamp();
+		os->op->replies = conn->replies;
+		os->op->ok = true;
+		os->done = true;
+		return;
+
+failed:
+		op_failed(os);
+		if (os->done)
+			return;
+		/* retrying on a fresh connection */
+	}
+}
+
+void
+rconn_run_parallel(RconnOp *ops, int nops)
+{
+	OpState		inline_os[4];
+	OpState    *os = nops <= 4 ? inline_os : palloc(nops * sizeof(OpState));
+
+	for (int i = 0; i < nops; i++)
+	{
+		RedisConn  *conn = ops[i].conn;
+
+		memset(&os[i], 0, sizeof(OpState));
+		os[i].op = &ops[i];
+		ops[i].ok = false;
+		ops[i].replies = NULL;
+		/* left mid-way (an interrupt), stale or broken: start afresh */
+		if (conn->state != CS_CLOSED &&
+			(conn->state != CS_READY || conn->busy || rconn_is_stale(conn)))
+			rconn_discard(conn);
+	}
+
+	for (;;)
+	{
+		int			active = 0;
+		TimestampTz now;
+
+		for (int i = 0; i < nops; i++)
+		{
+			if (!os[i].done)
+				step(&os[i]);
+			if (!os[i].done)
+				active++;
+		}
+		if (active == 0)
+			break;
+
+		if (active == 1)
+		{
+			for (int i = 0; i < nops; i++)
+			{
+				RedisConn  *conn = os[i].op->conn;
+
+				if (!os[i].done &&
+					!rconn_wait(conn, conn->want, os[i].deadline, NULL))
+				{
+					rconn_set_failure(conn, RF_TIMEOUT, NULL);
+					op_failed(&os[i]);
+				}
+			}
+			continue;
+		}
+		wait_many(os, nops);
+		now = GetCurrentTimestamp();
+		for (int i = 0; i < nops; i++)
+		{
+			if (!os[i].done && now >= os[i].deadline)
+			{
+				rconn_set_failure(os[i].op->conn, RF_TIMEOUT, NULL);
+				op_failed(&os[i]);
+			}
+		}
+	}
+	if (os != inline_os)
+		pfree(os);
+}
+
+/* ----------------------------------------------------------------
+ * Primitives for the subscriber connection (connection_pubsub.c)
+ * ----------------------------------------------------------------
+ */
+
+/* Write everything queued, waiting for the socket as needed. */
+bool
+rconn_flush(RedisConn *conn, TimestampTz deadline)
+{
+	for (;;)
+	{
+		TransportStatus st = rconn_write_some(conn);
+
+		if (st == TS_DONE)
+			return true;
+		if (st == TS_ERROR)
+			return false;
+		if (!rconn_wait(conn, conn->want, deadline, NULL))
+		{
+			rconn_set_failure(conn, RF_TIMEOUT, NULL);
+			return false;
+		}
+	}
+}
+
+/* Read one reply (hiredis' own: freed by the caller), waiting as needed. */
+bool
+rconn_read_raw(RedisConn *conn, TimestampTz deadline, redisReply **reply)
+{
+	for (;;)
+	{
+		void	   *r = NULL;
+		TransportStatus st;
+
+		if (redisReaderGetReply(conn->reader, &r) != REDIS_OK)
+		{
+			rconn_set_failure(conn, RF_PROTOCOL, conn->reader->errstr);
+			return false;
+		}
+		if (r != NULL)
+		{
+			*reply = (redisReply *) r;
+			return true;
+		}
+		st = rconn_read_some(conn);
+		if (st == TS_ERROR)
+			return false;
+		if (st != TS_DONE &&
+			!rconn_wait(conn, conn->want, deadline, NULL))
+		{
+			rconn_set_failure(conn, RF_TIMEOUT, NULL);
+			return false;
+		}
+	}
+}
