@@ -73,7 +73,7 @@ rconn_report_failure(RconnFailure failure, const char *addr,
 					 errmsg("Redis at %s rejected the credentials of rlock.redis_url%s",
 							addr, for_lock(what)),
 					 errdetail_internal("%s", detail),
-					 errhint("Check the user and password in rlock.redis_url.")));
+					 errhint("Check the user and password in rlock.redis_url (or rlock.redis_password_file).")));
 			break;
 		case RF_SELECT:
 			ereport(elevel,
@@ -206,7 +206,7 @@ rconn_reply_error(RReply *reply, int elevel, const char *what)
 	{
 		sqlstate = ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION;
 		msg = "Redis requires authentication%s";
-		hint = pstrdup("Give the password in rlock.redis_url: redis://[user]:password@host:port/db.");
+		hint = pstrdup("Give the password in rlock.redis_url (redis://[user]:password@host:port/db) or in rlock.redis_password_file.");
 	}
 	else if (rconn_reply_is(reply, "WRONGPASS"))
 	{

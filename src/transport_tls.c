@@ -35,6 +35,9 @@
 struct TlsSession
 {
 	SSL		   *ssl;
+	bool		cert_requested; /* the server asked for a certificate we
+								 * do not have */
+	bool		got_data;		/* the server has answered since */
 };
 
 static SSL_CTX *tls_ctx = NULL;
@@ -75,6 +78,22 @@ setting(const char *s)
 	return s ? s : "";
 }
 
+/*
+ * Called when the server asks for a client certificate and none is
+ * configured: remember it, so that the server's refusal (with TLS 1.3 it
+ * comes after the handshake, often as a reset that loses its alert) is
+ * named for what it is.
+ */
+static int
+client_cert_cb(SSL *ssl, X509 **x509, EVP_PKEY **pkey)
+{
+	TlsSession *s = SSL_get_app_data(ssl);
+
+	if (s != NULL)
+		s->cert_requested = true;
+	return 0;					/* no certificate */
+}
+
 /* Build (or reuse) the client context for the current settings. */
 static SSL_CTX *
 tls_context(TransportError *err)
@@ -107,6 +126,7 @@ tls_context(TransportError *err)
 	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
 	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
 					 SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	SSL_CTX_set_client_cert_cb(ctx, client_cert_cb);
 
 	if (rlock_tls_verify != RLOCK_TLS_VERIFY_NONE)
 	{
@@ -221,6 +241,7 @@ tls_session_start(int fd, const char *server_name, TransportError *err)
 		return NULL;
 	}
 	s->ssl = ssl;
+	SSL_set_app_data(ssl, s);
 	return s;
 }
 
@@ -294,7 +315,12 @@ describe_failure(TlsSession *s, int ret, TransportError *err)
 				break;
 		}
 	}
-	if (SSL_get_error(s->ssl, ret) == SSL_ERROR_SYSCALL && e == 0)
+	if (cause == NULL && s->cert_requested && !s->got_data)
+		cause = "no client certificate";
+	if (cause != NULL && strcmp(cause, "no client certificate") == 0)
+		set_error(err, TE_TLS, "%s: the server requires one (set rlock.tls_cert_file and rlock.tls_key_file)",
+				  cause);
+	else if (SSL_get_error(s->ssl, ret) == SSL_ERROR_SYSCALL && e == 0)
 		set_error(err, TE_TLS, "%s",
 				  errno ? strerror(errno) : "the server closed the connection");
 	else if (cause)
@@ -370,6 +396,7 @@ tls_session_read(TlsSession *s, char *buf, size_t len, size_t *nbytes,
 	if (r > 0)
 	{
 		*nbytes = r;
+		s->got_data = true;
 		return TS_DONE;
 	}
 	switch (SSL_get_error(s->ssl, r))
@@ -379,9 +406,10 @@ tls_session_read(TlsSession *s, char *buf, size_t len, size_t *nbytes,
 		case SSL_ERROR_WANT_WRITE:
 			return TS_WANT_WRITE;
 		case SSL_ERROR_ZERO_RETURN:
-			return TS_CLOSED;
 		case SSL_ERROR_SYSCALL:
-			if (ERR_peek_error() == 0 && errno == 0)
+			/* closed; refused, if it asked for a certificate we lack */
+			if (ERR_peek_error() == 0 && errno == 0 &&
+				!(s->cert_requested && !s->got_data))
 				return TS_CLOSED;
 			/* FALLTHROUGH */
 		default:
