@@ -1078,7 +1078,64 @@ deadlines; ARGV: lease ms, holder, wait ms, now ms) and
 $RlockTest::Redisson::fair_release (KEYS: lock, queue, deadlines, channel
 prefix; ARGV: message, holder).
 
+Its exclusive lock (RLock) too: $RlockTest::Redisson::acquire (KEYS: lock;
+ARGV: lease ms, holder) and $RlockTest::Redisson::release (KEYS: lock,
+channel, unlock latch; ARGV: message, lease ms, holder, publish command,
+latch ms), and two functions that run them on an RlockTest::Redis (over
+whatever it speaks: TCP, TLS, a Unix socket):
+
+  RlockTest::Redisson::try_lock($redis, $name, $lease_ms, $holder)
+      # '' (nil) when acquired, else the holder's PTTL
+  RlockTest::Redisson::unlock($redis, $name, $holder)
+      # 1 released (published "0"), 0 one level less, '' not held
+
+for names without "{" (channel redisson_lock__channel:{name}).
+
 =cut
+
+our $acquire = <<'LUA';
+if (redis.call('exists', KEYS[1]) == 0) or
+   (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
+  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return nil
+end
+return redis.call('pttl', KEYS[1])
+LUA
+
+our $release = <<'LUA';
+local val = redis.call('get', KEYS[3])
+if val ~= false then return tonumber(val) end
+if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then return nil end
+local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1)
+if counter > 0 then
+  redis.call('pexpire', KEYS[1], ARGV[2])
+  redis.call('set', KEYS[3], 0, 'px', ARGV[5])
+  return 0
+end
+redis.call('del', KEYS[1])
+redis.call(ARGV[4], KEYS[2], ARGV[1])
+redis.call('set', KEYS[3], 1, 'px', ARGV[5])
+return 1
+LUA
+
+my $unlock_request = 0;
+
+sub try_lock
+{
+	my ($redis, $name, $lease_ms, $holder) = @_;
+	return $redis->eval($acquire, [$name], $lease_ms, $holder);
+}
+
+sub unlock
+{
+	my ($redis, $name, $holder) = @_;
+	my $latch = sprintf('redisson_unlock_latch:{%s}:%032x', $name,
+		++$unlock_request + int(rand(1 << 30)) * 65536);
+	return $redis->eval($release,
+		[ $name, "redisson_lock__channel:{$name}", $latch ],
+		'0', 30000, $holder, 'publish', 13500);
+}
 
 our $fair_acquire = <<'LUA';
 while true do
