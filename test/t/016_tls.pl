@@ -115,7 +115,7 @@ ok($pttl > 50000 && $pttl <= 60000, "with its lease ($pttl ms)");
 is(q1($other, "SELECT rlock_try_acquire('tls_basic', '1 minute')"), 'f',
 	'another session cannot take it');
 my @named = grep { ($_->{name} // '') eq "rlock:$pid" } $redis->clients;
-is(scalar(@named), 1, "the session's connection shows in CLIENT LIST as rlock:$pid");
+cmp_ok(scalar(@named), '>=', 1, "the session's connection shows in CLIENT LIST as rlock:$pid");
 is(q1($s, "SELECT rlock_release('tls_basic')"), 't', 'rlock_release over rediss://');
 is($redis->cli('EXISTS', 'tls_basic'), '0', 'the lock is gone from Redis');
 
@@ -187,9 +187,16 @@ $other->quit;
 
 # ---- host names: localhost in the URL, tls_server_name ----
 
-set_gucs('rlock.redis_url' => $redis->url(host => 'localhost'));
-($out, $err) = in_new_session("SELECT rlock_try_acquire('tls_name', '10s'), rlock_release('tls_name')");
-is("$out/$err", 't|t/', 'rediss://localhost:<port> verifies (DNS:localhost in the certificate)');
+SKIP:
+{
+	# (a bare chroot may have no /etc/hosts: then "localhost" is a DNS query)
+	my $hosts = -r '/etc/hosts' ? slurp_file('/etc/hosts') : '';
+	skip 'no "127.0.0.1 localhost" line in /etc/hosts', 1
+	  unless $hosts =~ /^\s*127\.0\.0\.1\s.*\blocalhost\b/m;
+	set_gucs('rlock.redis_url' => $redis->url(host => 'localhost'));
+	($out, $err) = in_new_session("SELECT rlock_try_acquire('tls_name', '10s'), rlock_release('tls_name')");
+	is("$out/$err", 't|t/', 'rediss://localhost:<port> verifies (DNS:localhost in the certificate)');
+}
 set_gucs('rlock.redis_url' => $redis->url, 'rlock.tls_server_name' => 'localhost');
 ($out, $err) = in_new_session("SELECT rlock_try_acquire('tls_name', '10s'), rlock_release('tls_name')");
 is("$out/$err", 't|t/', 'tls_server_name = localhost with the URL\'s 127.0.0.1 verifies');
