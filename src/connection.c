@@ -78,6 +78,7 @@ static RedisConn *backend_sub = NULL;
 static uint64 backend_generation = 0;
 
 static void connection_xact_callback(XactEvent event, void *arg);
+static bool idle_since(RedisConn *conn, TimestampTz now);
 
 /* ----------------------------------------------------------------
  * Settings
@@ -262,11 +263,25 @@ rconn_close_idle(bool all)
 		if (conn->state == CS_CLOSED)
 			continue;
 		if (all || conn->busy || rconn_is_stale(conn) ||
-			(rlock_connection_idle_timeout_ms > 0 &&
-			 TimestampDifferenceExceeds(conn->last_used, now,
-										rlock_connection_idle_timeout_ms)))
+			idle_since(conn, now))
 			rconn_discard(conn);
 	}
+}
+
+/* Has conn been unused for longer than rlock.connection_idle_timeout? */
+static bool
+idle_since(RedisConn *conn, TimestampTz now)
+{
+	return rlock_connection_idle_timeout_ms > 0 && conn->last_used != 0 &&
+		TimestampDifferenceExceeds(conn->last_used, now,
+								   rlock_connection_idle_timeout_ms);
+}
+
+bool
+rconn_idle_expired(RedisConn *conn)
+{
+	return rlock_connection_idle_timeout_ms > 0 &&
+		idle_since(conn, GetCurrentTimestamp());
 }
 
 static void

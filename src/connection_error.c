@@ -124,10 +124,9 @@ rconn_report_failure(RconnFailure failure, const char *addr,
 		case RF_CONFIG:
 			ereport(elevel,
 					(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-					 errmsg("could not connect to Redis at %s%s",
-							addr, for_lock(what)),
-					 errdetail_internal("%s", detail),
-					 errhint("Fix the rlock setting named in the detail.")));
+					 errmsg("could not connect to Redis at %s%s: %s",
+							addr, for_lock(what), detail),
+					 errhint("Fix the rlock setting named in the message.")));
 			break;
 		case RF_NONE:
 			elog(elevel, "unexpected Redis failure%s", for_lock(what));

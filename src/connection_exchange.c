@@ -659,9 +659,10 @@ rconn_run_parallel(RconnOp *ops, int nops)
 		os[i].op = &ops[i];
 		ops[i].ok = false;
 		ops[i].replies = NULL;
-		/* left mid-way (an interrupt), stale or broken: start afresh */
+		/* left mid-way (an interrupt), stale, broken or idle: start afresh */
 		if (conn->state != CS_CLOSED &&
-			(conn->state != CS_READY || conn->busy || rconn_is_stale(conn)))
+			(conn->state != CS_READY || conn->busy || rconn_is_stale(conn) ||
+			 rconn_idle_expired(conn)))
 			rconn_discard(conn);
 	}
 

@@ -317,6 +317,21 @@ describe_failure(TlsSession *s, int ret, TransportError *err)
 	}
 	if (cause == NULL && s->cert_requested && !s->got_data)
 		cause = "no client certificate";
+
+	/*
+	 * Once the handshake is done and the server has answered, a failure is
+	 * a broken connection (Redis restarted, the link cut), not a TLS one.
+	 */
+	if (cause == NULL && vr == X509_V_OK && s->got_data)
+	{
+		if (SSL_get_error(s->ssl, ret) == SSL_ERROR_SYSCALL && e == 0)
+			set_error(err, TE_IO, "%s",
+					  errno ? strerror(errno) : "the server closed the connection");
+		else
+			set_error(err, TE_IO, "%s", ssl_error_text(buf, sizeof(buf)));
+		ERR_clear_error();
+		return;
+	}
 	if (cause != NULL && strcmp(cause, "no client certificate") == 0)
 		set_error(err, TE_TLS, "%s: the server requires one (set rlock.tls_cert_file and rlock.tls_key_file)",
 				  cause);

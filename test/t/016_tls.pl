@@ -255,7 +255,7 @@ is("$out/$err", 't|t/', 'TLS through a TCP proxy (rediss://127.0.0.1:<proxy port
 $proxy->stall;    # connections are accepted, nothing passes
 ($out, $err, $state, $elapsed) = in_new_session("SELECT rlock_try_acquire('tls_stall', '10s')");
 is($state, '08001', 'a server that accepts but never answers the handshake: SQLSTATE 08001');
-like($err, qr/ERROR:  (TLS handshake with|could not connect to) Redis at 127\.0\.0\.1:$pport\b.*for lock "tls_stall"/,
+like($err, qr/ERROR:  (TLS handshake with|could not connect to|timed out connecting to) Redis at 127\.0\.0\.1:$pport\b.*for lock "tls_stall"/,
 	'the error names Redis and the lock');
 note "stalled handshake: $err";
 note sprintf('the error came after %.3f s', $elapsed);
