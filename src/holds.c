@@ -58,13 +58,13 @@
 #include "stats.h"
 
 HTAB	   *holds_table = NULL;
-static MemoryContext batch_cxt = NULL;
+MemoryContext holds_batch_cxt = NULL;
 int			holds_n_uncertain = 0;	/* entries with uncertain set */
 int			holds_n_with_xact = 0;	/* entries with xact_count > 0 */
 
 
-static const RlockKindOps *
-kind_ops(RlockKind kind)
+const RlockKindOps *
+holds_kind_ops(RlockKind kind)
 {
 	switch (kind)
 	{
@@ -129,7 +129,7 @@ holds_init(void)
 	holds_table = hash_create("rlock held locks", 64, &ctl,
 							 HASH_ELEM | HASH_FUNCTION | HASH_COMPARE |
 							 HASH_KEYCOPY | HASH_CONTEXT);
-	batch_cxt = AllocSetContextCreate(TopMemoryContext, "rlock batch",
+	holds_batch_cxt = AllocSetContextCreate(TopMemoryContext, "rlock batch",
 									  ALLOCSET_SMALL_SIZES);
 	holds_register_callbacks();
 }
@@ -272,8 +272,8 @@ holds_forget_and_reconcile(HeldLock *h)
 	holds_set_uncertain(h, true);
 }
 
-static void
-report_lost(const char *name, const char *detail)
+void
+holds_report_lost(const char *name, const char *detail)
 {
 	ereport(WARNING,
 			(errmsg("lock \"%s\" was lost before this session released it",
@@ -297,7 +297,7 @@ holds_add(HeldLock *h, const HoldRequest *req, int redis_count,
 		/* Redis had forgotten our earlier holds: they were lost. */
 		if (!registry_is_lost(h->key, h->kind))
 			stats_count(RLOCK_STAT_LOCKS_LOST);
-		report_lost(name, psprintf("Redis no longer knew %d earlier hold(s); it expired or was released by someone else.",
+		holds_report_lost(name, psprintf("Redis no longer knew %d earlier hold(s); it expired or was released by someone else.",
 								   holds_total(h)));
 		holds_clear_xact(h);
 		h->session_count = 0;
@@ -383,7 +383,7 @@ holds_check_lost(HeldLock *h, const char *name)
 {
 	if (holds_total(h) == 0 || !registry_is_lost(h->key, h->kind))
 		return false;
-	report_lost(name, "It expired, was force-released, Redis restarted, or it could not be renewed in time.");
+	holds_report_lost(name, "It expired, was force-released, Redis restarted, or it could not be renewed in time.");
 	holds_forget_and_reconcile(h);
 	return true;
 }
@@ -393,195 +393,12 @@ holds_check_lost(HeldLock *h, const char *name)
  * table): the renewal lease when a remaining hold uses automatic renewal,
  * else 0 (keep the key's TTL).
  */
-static int64
-keep_lease(HeldLock *h)
+int64
+holds_keep_lease(HeldLock *h)
 {
 	if (h->renew_lease_ms > 0 && holds_total(h) > 0)
 		return h->renew_lease_ms;
 	return 0;
-}
-
-/* ----------------------------------------------------------------
- * Batches: one pipelined round trip for many locks
- * ----------------------------------------------------------------
- */
-
-
-/*
- * Tell Redis about holds already removed from our table, in one round trip.
- * Locks found gone are reported as lost and forgotten.  When Redis cannot
- * be reached the entries become uncertain and the failure is reported at
- * elevel.  An error reply to a release (NOPERM, OOM...) means it did not
- * happen: with elevel ERROR (a user's call) its session-level holds are
- * put back and the first such error is raised once the others are done;
- * otherwise (transaction end, exit) it is a WARNING and the entry stays
- * uncertain.  Returns the number of items whose lock was still held.
- */
-int
-holds_run_batch(BatchItem *items, int n, int elevel)
-{
-	MemoryContext oldcxt;
-	RedisCmd   *cmds;
-	RReply **replies = NULL;
-	RedisConn  *conn = rconn_backend();
-	const char *holder = rlock_backend_holder();
-	bool		ok;
-	int			nheld = 0;
-	RReply *failed = NULL;
-	const char *failed_key = NULL;
-	TimestampTz sent_at = GetCurrentTimestamp();
-
-	if (n == 0)
-	{
-		MemoryContextReset(batch_cxt);
-		return 0;
-	}
-	oldcxt = MemoryContextSwitchTo(batch_cxt);
-	cmds = palloc(n * sizeof(RedisCmd));
-	for (int i = 0; i < n; i++)
-	{
-		HeldLock   *h = items[i].h;
-		const RlockKindOps *ops = kind_ops(h->kind);
-
-		items[i].latch = NULL;
-		if (items[i].levels > 0)
-			items[i].latch = ops->build_release(&cmds[i], h->kind, h->key,
-												holder, items[i].levels,
-												keep_lease(h));
-		else
-			ops->build_reconcile(&cmds[i], h->kind, h->key, holder,
-								 holds_total(h));
-	}
-	MemoryContextSwitchTo(oldcxt);
-
-	/*
-	 * Until Redis confirms, our table and Redis may disagree.  What a
-	 * user's call leaves uncertain is reconciled when its transaction ends;
-	 * what a transaction end leaves uncertain waits for the next call.
-	 */
-	for (int i = 0; i < n; i++)
-	{
-		bool		retry = items[i].h->settle_at_end || elevel >= ERROR;
-
-		holds_set_uncertain(items[i].h, true);
-		items[i].h->settle_at_end = retry;
-	}
-
-	ok = rconn_run(conn, cmds, n, &replies, elevel,
-				   n == 1 ? items[0].h->key : NULL);
-
-	for (int i = 0; i < n; i++)
-	{
-		HeldLock   *h = items[i].h;
-		RReply *r = ok ? replies[i] : NULL;
-		bool		lost;
-
-		if (r == NULL)
-		{
-			(void) holds_sync_registry(h);
-			continue;			/* stays uncertain */
-		}
-		if (r->type == RREPLY_ERROR && !rconn_reply_is(r, "RLOCKKIND"))
-		{
-			if (elevel >= ERROR && items[i].session)
-			{
-				/* the release did not happen: the holds are still ours */
-				h->session_count += items[i].levels;
-				holds_set_uncertain(h, false);
-				if (failed == NULL)
-				{
-					oldcxt = MemoryContextSwitchTo(batch_cxt);
-					failed = palloc(sizeof(RReply));
-					*failed = *r;
-					failed->str = pnstrdup(r->str, r->len);
-					failed_key = pstrdup(h->key);
-					MemoryContextSwitchTo(oldcxt);
-				}
-			}
-			else
-				rconn_reply_error(r, WARNING, h->key);
-			(void) holds_sync_registry(h);
-			continue;
-		}
-		if (items[i].levels > 0)
-			lost = (r->type == RREPLY_NIL || r->type == RREPLY_ERROR);
-		else
-			lost = (r->type == RREPLY_ERROR ||
-					(r->type == RREPLY_INTEGER && holds_total(h) > 0 &&
-					 r->integer < holds_total(h)));
-		if (items[i].latch != NULL && r->type == RREPLY_INTEGER)
-			rconn_defer_del(conn, items[i].latch);
-		if (lost)
-		{
-			if (!registry_is_lost(h->key, h->kind))
-				stats_count(RLOCK_STAT_LOCKS_LOST);
-			report_lost(h->key, "It expired or was released by someone else while this session held it.");
-			holds_forget(h);
-			continue;
-		}
-		nheld++;
-		if (items[i].levels > 0)
-		{
-			stats_add(RLOCK_STAT_RELEASES, items[i].levels);
-			if (keep_lease(h) > 0)
-				h->expires_at = sent_at + keep_lease(h) * 1000;
-		}
-		holds_set_uncertain(h, false);
-		(void) holds_sync_registry(h);
-		holds_drop_if_unused(h);
-	}
-	if (failed != NULL)
-		rconn_reply_error(failed, ERROR, failed_key);
-	MemoryContextReset(batch_cxt);
-	return nheld;
-}
-
-/*
- * Room for one item per entry of the table, in batch_cxt: holds_run_batch frees it
- * (even when it fails, at the next batch).
- */
-BatchItem *
-holds_batch_items(void)
-{
-	return MemoryContextAlloc(batch_cxt,
-							  Max(1, hash_get_num_entries(holds_table)) *
-							  sizeof(BatchItem));
-}
-
-/* Add an item for h: release "levels", or reconcile if h is uncertain. */
-void
-holds_batch_add(BatchItem *items, int *n, HeldLock *h, int levels, bool session)
-{
-	items[*n].h = h;
-	items[*n].levels = h->uncertain ? 0 : levels;
-	items[*n].session = session;
-	(*n)++;
-}
-
-/*
- * Reconcile every uncertain entry with Redis, after the clean-ups an
- * ERROR left to do.  Runs before each rlock call; ERROR when Redis cannot
- * be reached (the entries stay uncertain).
- */
-void
-holds_settle(void)
-{
-	HASH_SEQ_STATUS seq;
-	HeldLock   *h;
-	BatchItem  *items;
-	int			n = 0;
-
-	holds_run_cleanups();
-	if (holds_n_uncertain == 0 || holds_table == NULL)
-		return;
-	items = holds_batch_items();
-	hash_seq_init(&seq, holds_table);
-	while ((h = hash_seq_search(&seq)) != NULL)
-	{
-		if (h->uncertain)
-			holds_batch_add(items, &n, h, 0, false);
-	}
-	holds_run_batch(items, n, ERROR);
 }
 
 /*
@@ -737,7 +554,7 @@ holds_release(const LockName *ln, RlockKind kind, const char *owner)
 		const char *latch;
 
 		holds_settle();
-		latch = kind_ops(kind)->build_release(&cmd, kind, ln->key, owner, 1, 0);
+		latch = holds_kind_ops(kind)->build_release(&cmd, kind, ln->key, owner, 1, 0);
 		r = rconn_run1(conn, &cmd, ln->name);
 		if (rconn_reply_is(r, "RLOCKKIND"))
 			other_kind_error(ln, kind, r);
@@ -822,7 +639,7 @@ holds_release_all_session(void)
 			continue;
 		if (registry_is_lost(h->key, h->kind))
 		{
-			report_lost(h->key, "It expired, was force-released, Redis restarted, or it could not be renewed in time.");
+			holds_report_lost(h->key, "It expired, was force-released, Redis restarted, or it could not be renewed in time.");
 			h->session_count = 0;
 			holds_set_uncertain(h, true);
 			holds_batch_add(items, &n, h, 0, false);

@@ -2,7 +2,8 @@
  *
  * holds_int.h
  *	  The inside of the held-lock table, shared by holds.c (the table,
- *	  acquisitions and releases) and holds_xact.c (when holds end) only.
+ *	  acquisitions and releases), holds_batch.c (many holds in one round
+ *	  trip) and holds_xact.c (when holds end) only.
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -26,6 +27,7 @@ typedef struct BatchItem
 } BatchItem;
 
 extern HTAB *holds_table;
+extern MemoryContext holds_batch_cxt;
 extern int	holds_n_uncertain;
 extern int	holds_n_with_xact;
 
@@ -38,5 +40,8 @@ extern BatchItem *holds_batch_items(void);
 extern void holds_batch_add(BatchItem *items, int *n, HeldLock *h, int levels,
 							bool session);
 extern int	holds_run_batch(BatchItem *items, int n, int elevel);
+extern const RlockKindOps *holds_kind_ops(RlockKind kind);
+extern void holds_report_lost(const char *name, const char *detail);
+extern int64 holds_keep_lease(HeldLock *h);
 
 #endif							/* RLOCK_HOLDS_INT_H */

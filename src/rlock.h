@@ -18,6 +18,8 @@
  *	waitqueue.c		 shared memory: which of this server's waiters tries next
  *	holds.c			 backend-local table of what this session holds:
  *					 acquisitions and releases of every kind
+ *	holds_batch.c	 many holds told to Redis in one round trip (releases at
+ *					 transaction and session end, reconciling uncertain ones)
  *	holds_xact.c	 when holds end: transaction, subtransaction and exit
  *					 callbacks, the check before COMMIT, DISCARD ALL
  *	lockname.c		 lock names: validation, prefixing, Redisson's derived keys

@@ -1,0 +1,204 @@
+/*-------------------------------------------------------------------------
+ *
+ * holds_batch.c
+ *	  Batches of the held-lock table: telling Redis, in one pipelined round
+ *	  trip, about many holds at once (releases at transaction end, session
+ *	  end and rlock_release_all; reconciling uncertain entries).
+ *
+ * holds.c owns the table and single acquisitions and releases; this file
+ * owns what goes out for many entries together, and how each answer puts
+ * the table and Redis in agreement again (released, found gone and so
+ * lost, refused and so kept, or not known and so uncertain).
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "holds.h"
+#include "holds_int.h"
+#include "registry.h"
+#include "stats.h"
+
+
+/*
+ * Tell Redis about holds already removed from our table, in one round trip.
+ * Locks found gone are reported as lost and forgotten.  When Redis cannot
+ * be reached the entries become uncertain and the failure is reported at
+ * elevel.  An error reply to a release (NOPERM, OOM...) means it did not
+ * happen: with elevel ERROR (a user's call) its session-level holds are
+ * put back and the first such error is raised once the others are done;
+ * otherwise (transaction end, exit) it is a WARNING and the entry stays
+ * uncertain.  Returns the number of items whose lock was still held.
+ */
+int
+holds_run_batch(BatchItem *items, int n, int elevel)
+{
+	MemoryContext oldcxt;
+	RedisCmd   *cmds;
+	RReply **replies = NULL;
+	RedisConn  *conn = rconn_backend();
+	const char *holder = rlock_backend_holder();
+	bool		ok;
+	int			nheld = 0;
+	RReply *failed = NULL;
+	const char *failed_key = NULL;
+	TimestampTz sent_at = GetCurrentTimestamp();
+
+	if (n == 0)
+	{
+		MemoryContextReset(holds_batch_cxt);
+		return 0;
+	}
+	oldcxt = MemoryContextSwitchTo(holds_batch_cxt);
+	cmds = palloc(n * sizeof(RedisCmd));
+	for (int i = 0; i < n; i++)
+	{
+		HeldLock   *h = items[i].h;
+		const RlockKindOps *ops = holds_kind_ops(h->kind);
+
+		items[i].latch = NULL;
+		if (items[i].levels > 0)
+			items[i].latch = ops->build_release(&cmds[i], h->kind, h->key,
+												holder, items[i].levels,
+												holds_keep_lease(h));
+		else
+			ops->build_reconcile(&cmds[i], h->kind, h->key, holder,
+								 holds_total(h));
+	}
+	MemoryContextSwitchTo(oldcxt);
+
+	/*
+	 * Until Redis confirms, our table and Redis may disagree.  What a
+	 * user's call leaves uncertain is reconciled when its transaction ends;
+	 * what a transaction end leaves uncertain waits for the next call.
+	 */
+	for (int i = 0; i < n; i++)
+	{
+		bool		retry = items[i].h->settle_at_end || elevel >= ERROR;
+
+		holds_set_uncertain(items[i].h, true);
+		items[i].h->settle_at_end = retry;
+	}
+
+	ok = rconn_run(conn, cmds, n, &replies, elevel,
+				   n == 1 ? items[0].h->key : NULL);
+
+	for (int i = 0; i < n; i++)
+	{
+		HeldLock   *h = items[i].h;
+		RReply *r = ok ? replies[i] : NULL;
+		bool		lost;
+
+		if (r == NULL)
+		{
+			(void) holds_sync_registry(h);
+			continue;			/* stays uncertain */
+		}
+		if (r->type == RREPLY_ERROR && !rconn_reply_is(r, "RLOCKKIND"))
+		{
+			if (elevel >= ERROR && items[i].session)
+			{
+				/* the release did not happen: the holds are still ours */
+				h->session_count += items[i].levels;
+				holds_set_uncertain(h, false);
+				if (failed == NULL)
+				{
+					oldcxt = MemoryContextSwitchTo(holds_batch_cxt);
+					failed = palloc(sizeof(RReply));
+					*failed = *r;
+					failed->str = pnstrdup(r->str, r->len);
+					failed_key = pstrdup(h->key);
+					MemoryContextSwitchTo(oldcxt);
+				}
+			}
+			else
+				rconn_reply_error(r, WARNING, h->key);
+			(void) holds_sync_registry(h);
+			continue;
+		}
+		if (items[i].levels > 0)
+			lost = (r->type == RREPLY_NIL || r->type == RREPLY_ERROR);
+		else
+			lost = (r->type == RREPLY_ERROR ||
+					(r->type == RREPLY_INTEGER && holds_total(h) > 0 &&
+					 r->integer < holds_total(h)));
+		if (items[i].latch != NULL && r->type == RREPLY_INTEGER)
+			rconn_defer_del(conn, items[i].latch);
+		if (lost)
+		{
+			if (!registry_is_lost(h->key, h->kind))
+				stats_count(RLOCK_STAT_LOCKS_LOST);
+			holds_report_lost(h->key, "It expired or was released by someone else while this session held it.");
+			holds_forget(h);
+			continue;
+		}
+		nheld++;
+		if (items[i].levels > 0)
+		{
+			stats_add(RLOCK_STAT_RELEASES, items[i].levels);
+			if (holds_keep_lease(h) > 0)
+				h->expires_at = sent_at + holds_keep_lease(h) * 1000;
+		}
+		holds_set_uncertain(h, false);
+		(void) holds_sync_registry(h);
+		holds_drop_if_unused(h);
+	}
+	if (failed != NULL)
+		rconn_reply_error(failed, ERROR, failed_key);
+	MemoryContextReset(holds_batch_cxt);
+	return nheld;
+}
+
+/*
+ * Room for one item per entry of the table, in holds_batch_cxt: holds_run_batch frees it
+ * (even when it fails, at the next batch).
+ */
+BatchItem *
+holds_batch_items(void)
+{
+	return MemoryContextAlloc(holds_batch_cxt,
+							  Max(1, hash_get_num_entries(holds_table)) *
+							  sizeof(BatchItem));
+}
+
+/* Add an item for h: release "levels", or reconcile if h is uncertain. */
+void
+holds_batch_add(BatchItem *items, int *n, HeldLock *h, int levels, bool session)
+{
+	items[*n].h = h;
+	items[*n].levels = h->uncertain ? 0 : levels;
+	items[*n].session = session;
+	(*n)++;
+}
+
+/*
+ * Reconcile every uncertain entry with Redis, after the clean-ups an
+ * ERROR left to do.  Runs before each rlock call; ERROR when Redis cannot
+ * be reached (the entries stay uncertain).
+ */
+void
+holds_settle(void)
+{
+	HASH_SEQ_STATUS seq;
+	HeldLock   *h;
+	BatchItem  *items;
+	int			n = 0;
+
+	holds_run_cleanups();
+	if (holds_n_uncertain == 0 || holds_table == NULL)
+		return;
+	items = holds_batch_items();
+	hash_seq_init(&seq, holds_table);
+	while ((h = hash_seq_search(&seq)) != NULL)
+	{
+		if (h->uncertain)
+			holds_batch_add(items, &n, h, 0, false);
+	}
+	holds_run_batch(items, n, ERROR);
+}
