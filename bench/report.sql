@@ -16,6 +16,28 @@ CREATE TEMP VIEW floor_parts AS
   JOIN redis_run a ON a.command = 'acquire' AND a.clients = c.clients
   JOIN redis_run r ON r.command = 'release' AND r.clients = c.clients;
 
+-- Transports: the better (lower) of the rounds, for rlock and for the floor
+-- (that round's SELECT 1 + acquire + release): what else runs on the machine
+-- only ever adds latency, so the lowest figure is the closest to what the
+-- path costs; the rounds run in alternating order, so that every transport
+-- has an early and a late turn.
+CREATE TEMP VIEW transport_round AS
+  SELECT *, select1_ms + acquire_ms + release_ms AS floor_ms FROM transport_run;
+
+CREATE TEMP VIEW transport_best AS
+  SELECT t.transport, count(*) AS rounds,
+         min(t.rlock_ms) AS rlock_ms, f.floor_ms, f.select1_ms, f.acquire_ms,
+         f.release_ms,
+         string_agg(round(t.rlock_ms::numeric, 3)::text, ', ' ORDER BY t.round)
+           AS rlock_rounds,
+         string_agg(round(t.floor_ms::numeric, 3)::text, ', ' ORDER BY t.round)
+           AS floor_rounds
+  FROM transport_round t
+  -- the round with the lowest floor, and its parts
+  JOIN LATERAL (SELECT * FROM transport_round b WHERE b.transport = t.transport
+                ORDER BY b.floor_ms LIMIT 1) f ON true
+  GROUP BY t.transport, f.floor_ms, f.select1_ms, f.acquire_ms, f.release_ms;
+
 CREATE TEMP VIEW handoff_pct AS
   SELECT kind, count(*) AS n,
          percentile_cont(0.5) WITHIN GROUP (ORDER BY ms) AS p50,
@@ -67,6 +89,26 @@ FROM floor_parts f
 JOIN lat r ON r.script = 'rlock' AND r.clients = f.clients
 JOIN lat a ON a.script = 'advisory' AND a.clients = f.clients
 ORDER BY f.clients;
+
+-- Transports: try+release over TCP, TLS and a Unix socket, 1 client, each
+-- against its floor over the same transport; and what TLS costs over TCP
+-- once connected (rlock's; the floor column: the floor's).
+INSERT INTO report (section, measure, unit, rlock, floor, target, met)
+SELECT 'transports, 1 client',
+       format('try+release over %s: mean latency', l.label), 'ms',
+       t.rlock_ms, t.floor_ms, '<= 1.15 x floor', t.rlock_ms <= 1.15 * t.floor_ms
+FROM transport_best t
+JOIN (VALUES (1, 'tcp', 'TCP'), (2, 'tls', 'TLS'), (3, 'unix', 'Unix socket'))
+  l(o, transport, label) USING (transport)
+ORDER BY l.o;
+
+INSERT INTO report (section, measure, unit, rlock, floor, target, met)
+SELECT 'transports, 1 client',
+       'TLS overhead once connected (TLS / TCP latency - 1)', '%',
+       100 * (s.rlock_ms / p.rlock_ms - 1), 100 * (s.floor_ms / p.floor_ms - 1),
+       '<= 10 %', s.rlock_ms <= 1.10 * p.rlock_ms
+FROM transport_best s JOIN transport_best p ON p.transport = 'tcp'
+WHERE s.transport = 'tls';
 
 -- Hand-off: release -> the blocked waiter's acquire returns.  Floor: the
 -- release script's round trip plus the waiter's acquire script's.
@@ -149,7 +191,9 @@ ORDER BY x.o;
 SELECT section, measure, unit,
        round(rlock::numeric, 3) AS rlock,
        round(floor::numeric, 3) AS floor,
-       round((rlock / nullif(floor, 0))::numeric, 2) AS ratio,
+       -- (no ratio of two percentages)
+       CASE WHEN unit <> '%' THEN round((rlock / nullif(floor, 0))::numeric, 2)
+       END AS ratio,
        round(peer::numeric, 3) AS "advisory lock",
        coalesce(target, '') AS target,
        CASE met WHEN true THEN 'yes' WHEN false THEN 'NO' ELSE '' END AS met
@@ -160,6 +204,25 @@ SELECT format('floor parts: SELECT 1 %s ms + acquire script %s ms + release scri
               round(release_ms::numeric, 3), clients,
               CASE WHEN clients > 1 THEN 's' ELSE '' END) AS " "
 FROM floor_parts ORDER BY clients;
+
+SELECT format('transports, %s: try+release %s ms (rounds: %s), floor %s ms (rounds: %s) = SELECT 1 %s + acquire script %s + release script %s ms; the better of %s rounds',
+              transport, round(rlock_ms::numeric, 3), rlock_rounds,
+              round(floor_ms::numeric, 3), floor_rounds,
+              round(select1_ms::numeric, 3), round(acquire_ms::numeric, 3),
+              round(release_ms::numeric, 3), rounds) AS " "
+FROM transport_best
+ORDER BY array_position(ARRAY['tcp', 'tls', 'unix'], transport);
+
+SELECT format('transports: TLS adds %s ms to try+release (%s %%), %s ms to the floor (%s %%); a Unix socket saves %s ms over TCP',
+              round((s.rlock_ms - p.rlock_ms)::numeric, 3),
+              round((100 * (s.rlock_ms / p.rlock_ms - 1))::numeric, 1),
+              round((s.floor_ms - p.floor_ms)::numeric, 3),
+              round((100 * (s.floor_ms / p.floor_ms - 1))::numeric, 1),
+              round((p.rlock_ms - u.rlock_ms)::numeric, 3)) AS " "
+FROM transport_best p
+JOIN transport_best s ON s.transport = 'tls'
+JOIN transport_best u ON u.transport = 'unix'
+WHERE p.transport = 'tcp';
 
 -- The same, as JSON, with the raw figures.
 \pset format unaligned
@@ -172,13 +235,15 @@ SELECT jsonb_pretty(jsonb_build_object(
   'rows', (SELECT jsonb_agg(jsonb_build_object(
              'section', section, 'measure', measure, 'unit', unit,
              'rlock', rlock, 'floor', floor,
-             'ratio', rlock / nullif(floor, 0),
+             'ratio', CASE WHEN unit <> '%' THEN rlock / nullif(floor, 0) END,
              'advisory_lock', peer, 'target', target, 'met', met)
            ORDER BY ord) FROM report),
   'raw', jsonb_build_object(
     'pgbench', (SELECT jsonb_agg(to_jsonb(p)) FROM pgbench_run p),
     'redis_benchmark', (SELECT jsonb_agg(to_jsonb(r)) FROM redis_run r),
     'floor_parts', (SELECT jsonb_agg(to_jsonb(f)) FROM floor_parts f),
+    'transports', (SELECT jsonb_agg(to_jsonb(t) ORDER BY round, transport)
+                   FROM transport_run t),
     'handoff', (SELECT jsonb_agg(to_jsonb(h)) FROM handoff_pct h),
     'contended_clients', (SELECT jsonb_agg(to_jsonb(c) ORDER BY script, client)
                           FROM contended_client c),

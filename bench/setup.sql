@@ -9,6 +9,14 @@ CREATE TABLE pgbench_run (script text, clients int, tps float8, latency_ms float
 -- redis-benchmark runs of rlock's own script calls (the floor).
 CREATE TABLE redis_run (command text, clients int, rps float8, latency_ms float8);
 
+-- Transports: per round and transport (tcp, tls, unix), try+release over it
+-- (pgbench, 1 client) and its floor's parts measured beside it: SELECT 1
+-- (once per round) and the acquire and release script round trips over the
+-- same transport (redis-benchmark, 1 client).
+CREATE TABLE transport_run (round int, transport text, rlock_ms float8,
+                            rlock_tps float8, select1_ms float8,
+                            acquire_ms float8, release_ms float8);
+
 -- Contended runs: acquisitions per pgbench client, and what rlock_stats
 -- says the run cost.
 CREATE TABLE contended_client (script text, client int, acquisitions bigint);
