@@ -526,6 +526,7 @@ step(OpState *os)
 	{
 		TransportError terr = {0};
 		TransportStatus st;
+		bool		sent;
 
 		switch (conn->state)
 		{
@@ -568,7 +569,12 @@ step(OpState *os)
 				break;
 		}
 
-		/* send what is queued, read and parse what came */
+		/*
+		 * Send what is queued, read and parse what came.  Right after
+		 * sending, the answer cannot be there yet unless the transport
+		 * holds it already: wait for the socket rather than read in vain.
+		 */
+		sent = conn->outpos < conn->outlen;
 		if (rconn_write_some(conn) == TS_ERROR)
 			goto failed;
 		while (conn->nextslot < conn->nslots)
@@ -585,6 +591,13 @@ step(OpState *os)
 				if (!take_reply(os, conn->slots[conn->nextslot++], r))
 					goto failed;
 				continue;
+			}
+			if (sent && conn->outpos == conn->outlen &&
+				!transport_pending(conn->transport))
+			{
+				sent = false;
+				conn->want = WL_SOCKET_READABLE;
+				return;
 			}
 			st = rconn_read_some(conn);
 			if (st == TS_ERROR)

@@ -227,6 +227,12 @@ transport_read(Transport *t, char *buf, size_t len, size_t *nbytes,
 	return TS_ERROR;
 }
 
+bool
+transport_pending(const Transport *t)
+{
+	return t->tls != NULL && tls_session_pending(t->tls);
+}
+
 void
 transport_close(Transport *t)
 {

@@ -77,6 +77,9 @@ extern TransportStatus transport_write(Transport *t, const char *buf,
 extern TransportStatus transport_read(Transport *t, char *buf, size_t len,
 									  size_t *nbytes, TransportError *err);
 
+/* Does the transport hold received bytes not read yet (TLS buffers)? */
+extern bool transport_pending(const Transport *t);
+
 /* Close (no I/O: safe in commit and exit callbacks). */
 extern void transport_close(Transport *t);
 
@@ -93,6 +96,7 @@ extern TransportStatus tls_session_write(TlsSession *s, const char *buf,
 extern TransportStatus tls_session_read(TlsSession *s, char *buf,
 										size_t len, size_t *nbytes,
 										TransportError *err);
+extern bool tls_session_pending(const TlsSession *s);
 extern void tls_session_free(TlsSession *s);
 
 #endif							/* RLOCK_TRANSPORT_H */

@@ -127,6 +127,8 @@ tls_context(TransportError *err)
 	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
 					 SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 	SSL_CTX_set_client_cert_cb(ctx, client_cert_cb);
+	/* read whole records at once: one read() per reply, not two */
+	SSL_CTX_set_read_ahead(ctx, 1);
 
 	if (rlock_tls_verify != RLOCK_TLS_VERIFY_NONE)
 	{
@@ -431,6 +433,13 @@ tls_session_read(TlsSession *s, char *buf, size_t len, size_t *nbytes,
 			describe_failure(s, r, err);
 			return TS_ERROR;
 	}
+}
+
+/* Has OpenSSL received bytes we have not read yet (read-ahead)? */
+bool
+tls_session_pending(const TlsSession *s)
+{
+	return SSL_has_pending(s->ssl) == 1;
 }
 
 /* Free the session without a close_notify (no I/O here). */
