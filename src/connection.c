@@ -294,7 +294,7 @@ rconn_connect(RedisConn *conn)
 				 errmsg("out of memory")));
 	}
 
-	conn->wes = CreateWaitEventSet(TopMemoryContext, 3);
+	conn->wes = RLOCK_CREATE_WAIT_EVENT_SET(3);
 	AddWaitEventToSet(conn->wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch,
 					  NULL);
 	AddWaitEventToSet(conn->wes, WL_POSTMASTER_DEATH, PGINVALID_SOCKET,
