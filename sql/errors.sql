@@ -83,7 +83,10 @@ SELECT rlock_release_all();
 -- settings: only superusers see or change where locks live
 CREATE ROLE rlock_err_user;
 SET ROLE rlock_err_user;
+-- (only the SQLSTATE: the wording changed in PostgreSQL 15)
+\set VERBOSITY sqlstate
 SHOW rlock.redis_url;
+\set VERBOSITY default
 \echo :LAST_ERROR_SQLSTATE
 SET rlock.key_prefix = 'x';
 \echo :LAST_ERROR_SQLSTATE
