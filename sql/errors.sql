@@ -98,5 +98,8 @@ SET rlock.redis_url = 'redis://10.0.0.1:6379/0';
 \echo :LAST_ERROR_SQLSTATE
 ALTER SYSTEM SET rlock.redis_url = 'http://example.com';
 \echo :LAST_ERROR_SQLSTATE
+-- (only the SQLSTATE: PostgreSQL 17 words the range with units)
+\set VERBOSITY sqlstate
 ALTER SYSTEM SET rlock.connect_timeout = 0;
+\set VERBOSITY default
 \echo :LAST_ERROR_SQLSTATE
