@@ -18,6 +18,7 @@
 #include "postgres.h"
 
 #include <openssl/evp.h>
+#include <openssl/sha.h>
 
 #include "scripts.h"
 
@@ -606,7 +607,7 @@ compute_sha1(RlockScript *s)
 	static const char hex[] = "0123456789abcdef";
 
 	if (EVP_Digest(s->body, strlen(s->body), digest, &len, EVP_sha1(),
-				   NULL) != 1 || len != 20)
+				   NULL) != 1 || len != SHA_DIGEST_LENGTH)
 		elog(ERROR, "could not compute SHA1 of rlock script \"%s\"", s->name);
 	for (unsigned int i = 0; i < len; i++)
 	{
