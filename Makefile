@@ -7,6 +7,7 @@ PGFILEDESC = "rlock - Redis-backed distributed locks"
 
 SHLIB_LINK = -lhiredis -lssl -lcrypto
 SHLIB_LINK += -lanl   # getaddrinfo_a: libanl before glibc 2.34, an empty stub since
+SHLIB_LINK += -lssl -lcrypto
 PG_CFLAGS = -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter \
 	-Wno-missing-field-initializers -Wno-sign-compare
 

@@ -83,7 +83,10 @@ SELECT rlock_release_all();
 -- settings: only superusers see or change where locks live
 CREATE ROLE rlock_err_user;
 SET ROLE rlock_err_user;
+-- (only the SQLSTATE: the wording changed in PostgreSQL 15)
+\set VERBOSITY sqlstate
 SHOW rlock.redis_url;
+\set VERBOSITY default
 \echo :LAST_ERROR_SQLSTATE
 SET rlock.key_prefix = 'x';
 \echo :LAST_ERROR_SQLSTATE
@@ -130,5 +133,8 @@ ALTER SYSTEM SET rlock.redis_url = 'rediss://user:pw@redis.example.com:6380/2';
 ALTER SYSTEM SET rlock.tls_verify = 'ca';
 ALTER SYSTEM RESET rlock.redis_url;
 ALTER SYSTEM RESET rlock.tls_verify;
+-- (only the SQLSTATE: PostgreSQL 17 words the range with units)
+\set VERBOSITY sqlstate
 ALTER SYSTEM SET rlock.connect_timeout = 0;
+\set VERBOSITY default
 \echo :LAST_ERROR_SQLSTATE

@@ -38,6 +38,7 @@
 #include "tcop/utility.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
 #include "holds.h"
 #include "holds_int.h"
 #include "registry.h"
@@ -426,30 +427,16 @@ holds_register_callbacks(void)
  * the session's locks.
  */
 static void
-rlock_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
-#if PG_VERSION_NUM >= 140000
-					 bool readOnlyTree,
-#endif
-					 ProcessUtilityContext context, ParamListInfo params,
-					 QueryEnvironment *queryEnv, DestReceiver *dest,
-					 QueryCompletion *qc)
+rlock_ProcessUtility(RLOCK_UTILITY_PARAMS)
 {
 	Node	   *parsetree = pstmt->utilityStmt;
 	bool		discard_all = IsA(parsetree, DiscardStmt) &&
 		((DiscardStmt *) parsetree)->target == DISCARD_ALL;
 
 	if (prev_ProcessUtility)
-		prev_ProcessUtility(pstmt, queryString,
-#if PG_VERSION_NUM >= 140000
-							readOnlyTree,
-#endif
-							context, params, queryEnv, dest, qc);
+		prev_ProcessUtility(RLOCK_UTILITY_ARGS);
 	else
-		standard_ProcessUtility(pstmt, queryString,
-#if PG_VERSION_NUM >= 140000
-								readOnlyTree,
-#endif
-								context, params, queryEnv, dest, qc);
+		standard_ProcessUtility(RLOCK_UTILITY_ARGS);
 
 	if (discard_all)
 	{

@@ -23,6 +23,7 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
 #include "connection.h"
 #include "holds.h"
 #include "lock_exclusive.h"

@@ -15,11 +15,11 @@
  */
 #include "postgres.h"
 
-#include "common/pg_prng.h"
 #include "miscadmin.h"
 
 #include "utils/builtins.h"
 
+#include "compat.h"
 #include "lockname.h"
 
 /* Prefixes of the keys and channels Redisson derives from a lock's key. */
@@ -115,7 +115,7 @@ lockname_unlock_latch(const char *key)
 
 	return psprintf("%s:%016llx%08x%08x",
 					lockname_derive(key, "redisson_unlock_latch"),
-					(unsigned long long) pg_prng_uint64(&pg_global_prng_state),
+					(unsigned long long) rlock_random_uint64(),
 					(unsigned int) MyProcPid, ++counter);
 }
 

@@ -36,6 +36,7 @@
 #include "utils/hsearch.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
 #include "registry.h"
 #include "rlock.h"
 #include "stats.h"
@@ -178,8 +179,7 @@ registry_shmem_startup(void)
 void
 registry_install_hooks(void)
 {
-	prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = registry_shmem_request;
+	RLOCK_SHMEM_REQUEST(prev_shmem_request_hook, registry_shmem_request);
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = registry_shmem_startup;
 }

@@ -20,6 +20,7 @@
 #include "miscadmin.h"
 #include "utils/guc.h"
 
+#include "compat.h"
 #include "connection.h"
 #include "holds.h"
 #include "registry.h"

@@ -39,6 +39,7 @@
  *	registry.c		 shared memory: instance identity, registry of held locks
  *	stats.c			 shared-memory activity counters (rlock_stats)
  *	watchdog.c		 the background worker that renews leases
+ *	compat.h		 the differences between PostgreSQL versions
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -47,7 +48,7 @@
 #ifndef RLOCK_H
 #define RLOCK_H
 
-#include "utils/wait_event.h"
+#include "compat.h"
 
 /* Longest lock key (prefix included), in bytes, per SPEC.md section 4. */
 #define RLOCK_MAX_KEY_LEN		1024
@@ -68,9 +69,6 @@
 
 /* Largest rlock.max_locks. */
 #define RLOCK_MAX_LOCKS_LIMIT	1000000
-
-/* Wait event shown in pg_stat_activity while rlock waits. */
-#define RLOCK_WAIT_EVENT		PG_WAIT_EXTENSION
 
 /*
  * Kinds of lock.  (A fenced lock is an exclusive lock: same layout, and

@@ -17,9 +17,8 @@
  */
 #include "postgres.h"
 
-#include "common/cryptohash.h"
-#include "common/sha1.h"
-#include "utils/resowner.h"
+#include <openssl/evp.h>
+#include <openssl/sha.h>
 
 #include "scripts.h"
 
@@ -595,22 +594,22 @@ static RlockScript scripts[RLOCK_NUM_SCRIPTS] = {
 
 static bool digests_ready = false;
 
+/*
+ * A script's SHA1, as Redis names it for EVALSHA, by libcrypto (which
+ * every supported PostgreSQL version can link with; pg_cryptohash needs 14
+ * and a resource owner).
+ */
 static void
 compute_sha1(RlockScript *s)
 {
-	pg_cryptohash_ctx *ctx;
-	uint8		digest[SHA1_DIGEST_LENGTH];
+	unsigned char digest[EVP_MAX_MD_SIZE];
+	unsigned int len = 0;
 	static const char hex[] = "0123456789abcdef";
 
-	ctx = pg_cryptohash_create(PG_SHA1);
-	if (ctx == NULL ||
-		pg_cryptohash_init(ctx) < 0 ||
-		pg_cryptohash_update(ctx, (const uint8 *) s->body,
-							 strlen(s->body)) < 0 ||
-		pg_cryptohash_final(ctx, digest, sizeof(digest)) < 0)
+	if (EVP_Digest(s->body, strlen(s->body), digest, &len, EVP_sha1(),
+				   NULL) != 1 || len != SHA_DIGEST_LENGTH)
 		elog(ERROR, "could not compute SHA1 of rlock script \"%s\"", s->name);
-	pg_cryptohash_free(ctx);
-	for (int i = 0; i < SHA1_DIGEST_LENGTH; i++)
+	for (unsigned int i = 0; i < len; i++)
 	{
 		s->sha1[2 * i] = hex[digest[i] >> 4];
 		s->sha1[2 * i + 1] = hex[digest[i] & 0x0f];
@@ -618,38 +617,12 @@ compute_sha1(RlockScript *s)
 	s->sha1[40] = '\0';
 }
 
-/*
- * Compute every script's digest at once, on first use.  pg_cryptohash needs
- * a resource owner; outside a transaction (backend exit, a worker between
- * transactions) a temporary one is used.
- */
+/* Compute every script's digest at once, on first use. */
 static void
 compute_all_sha1(void)
 {
-	ResourceOwner saved = CurrentResourceOwner;
-	volatile ResourceOwner tmp = NULL;
-
-	if (CurrentResourceOwner == NULL)
-		CurrentResourceOwner = tmp = ResourceOwnerCreate(NULL, "rlock scripts");
-	PG_TRY();
-	{
-		for (int i = 0; i < RLOCK_NUM_SCRIPTS; i++)
-			compute_sha1(&scripts[i]);
-	}
-	PG_FINALLY();
-	{
-		if (tmp != NULL)
-		{
-			ResourceOwnerRelease(tmp, RESOURCE_RELEASE_BEFORE_LOCKS, false,
-								 true);
-			ResourceOwnerRelease(tmp, RESOURCE_RELEASE_LOCKS, false, true);
-			ResourceOwnerRelease(tmp, RESOURCE_RELEASE_AFTER_LOCKS, false,
-								 true);
-			CurrentResourceOwner = saved;
-			ResourceOwnerDelete(tmp);
-		}
-	}
-	PG_END_TRY();
+	for (int i = 0; i < RLOCK_NUM_SCRIPTS; i++)
+		compute_sha1(&scripts[i]);
 	digests_ready = true;
 }
 

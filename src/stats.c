@@ -32,6 +32,7 @@
 #include "storage/spin.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
 #include "stats.h"
 
 /* A slot padded to whole cache lines, so that no two processes share one. */
@@ -69,7 +70,7 @@ init_slot(RlockStatsSlot *slot)
 static int
 stats_nslots(void)
 {
-	return MaxBackends;
+	return rlock_max_backends();
 }
 
 static void
@@ -113,8 +114,7 @@ stats_shmem_startup(void)
 void
 stats_install_hooks(void)
 {
-	prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = stats_shmem_request;
+	RLOCK_SHMEM_REQUEST(prev_shmem_request_hook, stats_shmem_request);
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = stats_shmem_startup;
 }
@@ -124,8 +124,9 @@ RlockStatsSlot *
 stats_attach(void)
 {
 	if (stats_shared != NULL && MyProc != NULL &&
-		MyProc->pgprocno >= 0 && MyProc->pgprocno < stats_shared->nslots)
-		stats_my_slot = &stats_slots[MyProc->pgprocno].slot;
+		RLOCK_MY_PROC_NUMBER >= 0 &&
+		RLOCK_MY_PROC_NUMBER < stats_shared->nslots)
+		stats_my_slot = &stats_slots[RLOCK_MY_PROC_NUMBER].slot;
 	else
 	{
 		init_slot(&local_slot);

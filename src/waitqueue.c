@@ -34,6 +34,7 @@
 #include "storage/proc.h"
 #include "storage/shmem.h"
 
+#include "compat.h"
 #include "waitqueue.h"
 
 typedef struct WaitSlot
@@ -60,7 +61,7 @@ static Size
 waitqueue_size(void)
 {
 	return add_size(offsetof(WaitQueueShared, slots),
-					mul_size(MaxBackends, sizeof(WaitSlot)));
+					mul_size(rlock_max_backends(), sizeof(WaitSlot)));
 }
 
 static void
@@ -83,7 +84,7 @@ waitqueue_shmem_startup(void)
 	if (!found)
 	{
 		pg_atomic_init_u64(&wq->next_ticket, 1);
-		wq->nslots = MaxBackends;
+		wq->nslots = rlock_max_backends();
 		for (int i = 0; i < wq->nslots; i++)
 		{
 			pg_atomic_init_u64(&wq->slots[i].ticket, 0);
@@ -96,8 +97,7 @@ waitqueue_shmem_startup(void)
 void
 waitqueue_install_hooks(void)
 {
-	prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = waitqueue_shmem_request;
+	RLOCK_SHMEM_REQUEST(prev_shmem_request_hook, waitqueue_shmem_request);
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = waitqueue_shmem_startup;
 }
@@ -113,14 +113,14 @@ waitqueue_exit_callback(int code, Datum arg)
 void
 waitqueue_join(const char *channel)
 {
-	if (wq == NULL || MyProc == NULL || MyProc->pgprocno >= wq->nslots)
+	if (wq == NULL || MyProc == NULL || RLOCK_MY_PROC_NUMBER >= wq->nslots)
 		return;
 	if (!exit_callback_registered)
 	{
 		before_shmem_exit(waitqueue_exit_callback, (Datum) 0);
 		exit_callback_registered = true;
 	}
-	my_slot = &wq->slots[MyProc->pgprocno];
+	my_slot = &wq->slots[RLOCK_MY_PROC_NUMBER];
 	pg_atomic_write_u64(&my_slot->channel_hash,
 						hash_bytes_extended((const unsigned char *) channel,
 											strlen(channel), 0));

@@ -205,6 +205,31 @@ sub wait_for_rlock_waiters
 
 =pod
 
+=item RlockTest::redis_version()
+
+The version of redis-server as a number, major * 10000 + minor * 100 +
+patch: 60016 for 6.0.16.  Tests compare it with what a Redis version
+added (ACL channel rules in 6.2, enable-debug-command in 7.0).
+
+=cut
+
+my $redis_version;
+
+sub redis_version
+{
+	if (!defined $redis_version)
+	{
+		my $server = $RlockTest::Redis::SERVER // 'redis-server';
+		my $v = `$server --version`;
+		$v =~ /v=(\d+)\.(\d+)\.(\d+)/
+		  or BAIL_OUT("cannot tell the version of redis-server from: $v");
+		$redis_version = $1 * 10000 + $2 * 100 + $3;
+	}
+	return $redis_version;
+}
+
+=pod
+
 =back
 
 =cut
@@ -371,6 +396,22 @@ sub dir { return $_[0]->{dir}; }
 sub password { return $_[0]->{password}; }
 sub tls { return $_[0]->{tls}; }
 sub unix { return $_[0]->{unix}; }
+
+=pod
+
+=item RlockTest::Redis::debug_command_args()
+
+The redis-server arguments that allow DEBUG: none before Redis 7.0, where
+it is always allowed.
+
+=cut
+
+sub debug_command_args
+{
+	return RlockTest::redis_version() >= 70000
+	  ? ('--enable-debug-command', 'yes')
+	  : ();
+}
 
 =pod
 

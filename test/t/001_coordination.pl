@@ -109,8 +109,10 @@ is( $node1->safe_psql(
 		'postgres',
 		"SELECT wait_event_type || '/' || wait_event FROM pg_stat_activity WHERE query LIKE '%rlock_acquire(''visible''%' AND pid <> pg_backend_pid()"
 	),
-	'Extension/Extension',
-	'the waiter is shown waiting on an Extension wait event');
+	$node1->safe_psql('postgres', 'SHOW server_version_num') >= 170000
+	? 'Extension/RlockAcquire'
+	: 'Extension/Extension',
+	'the waiter is shown waiting on rlock\'s wait event (named RlockAcquire from PostgreSQL 17)');
 
 # ---- terminating a holding backend frees its locks at once ----
 

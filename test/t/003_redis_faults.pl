@@ -14,7 +14,8 @@ use Time::HiRes qw(time usleep);
 
 use RlockTest;
 
-my $redis = RlockTest::Redis->new(args => [ '--enable-debug-command', 'yes' ]);
+my $redis =
+  RlockTest::Redis->new(args => [ RlockTest::Redis::debug_command_args() ]);
 my $node = RlockTest::new_node('faults', $redis);
 my $s = $node->background_psql('postgres', on_error_stop => 0);
 
