@@ -5,9 +5,9 @@ OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
 DATA = $(wildcard rlock--*.sql)
 PGFILEDESC = "rlock - Redis-backed distributed locks"
 
-SHLIB_LINK = -lhiredis -lssl -lcrypto
+SHLIB_LINK = -lhiredis
 SHLIB_LINK += -lanl   # getaddrinfo_a: libanl before glibc 2.34, an empty stub since
-SHLIB_LINK += -lssl -lcrypto
+SHLIB_LINK += -lssl -lcrypto   # TLS (transport_tls.c), script digests (scripts.c)
 PG_CFLAGS = -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter \
 	-Wno-missing-field-initializers -Wno-sign-compare
 
