@@ -148,7 +148,7 @@ rconn_get(const RedisUrl *node, RconnRole role)
 											   "rlock Redis replies",
 											   ALLOCSET_SMALL_SIZES);
 		pool[npool++] = conn;
-		if (!xact_callback_registered && !IsBackgroundWorker)
+		if (!xact_callback_registered && MyBackendType != B_BG_WORKER)
 		{
 			RegisterXactCallback(connection_xact_callback, NULL);
 			xact_callback_registered = true;
@@ -470,7 +470,7 @@ rconn_begin_connect(RedisConn *conn, TimestampTz deadline)
 	 * reply, so that a refusal is a connection failure); elsewhere it goes
 	 * in front of the first commands, costing no round trip of its own.
 	 */
-	snprintf(name, sizeof(name), IsBackgroundWorker ? "rlock:watchdog:%d" : "rlock:%d",
+	snprintf(name, sizeof(name), MyBackendType == B_BG_WORKER ? "rlock:watchdog:%d" : "rlock:%d",
 			 MyProcPid);
 	rcmd_init(&conn->setname);
 	rcmd_str(&conn->setname, "CLIENT");

@@ -95,6 +95,12 @@ rconn_subscribe(RedisConn *sub, const char *channel, const char *what)
 				sub->last_used = GetCurrentTimestamp();
 				return;
 			}
+			if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSUB", 5) == 0)
+			{
+				/* an UNSUBSCRIBE that found us unsubscribed (Valkey) */
+				freeReplyObject(r);
+				continue;
+			}
 			if (r->type == REDIS_REPLY_ERROR)
 			{
 				/* e.g. NOPERM for the channel: report it as such */
@@ -183,5 +189,8 @@ rconn_unsubscribe_nowait(RedisConn *sub)
 	if (!rconn_queue(sub, &cmd, false, SLOT_DROP) ||
 		rconn_write_some(sub) == TS_ERROR)
 		rconn_discard(sub);
+	else
+		sub->subscribed = false;	/* no second UNSUBSCRIBE: Valkey refuses
+									 * one outside subscribed mode (NOSUB) */
 	/* bytes the socket did not take go out with the next command */
 }
