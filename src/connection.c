@@ -650,7 +650,7 @@ rconn_run(RedisConn *conn, RedisCmd *cmds, int ncmds,
 RReply *
 rconn_run1(RedisConn *conn, RedisCmd *cmd, const char *what)
 {
-	RReply	  **replies;
+	RReply	  **replies = NULL;
 
 	rconn_run(conn, cmd, 1, &replies, ERROR, what);
 	return replies[0];
