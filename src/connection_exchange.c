@@ -233,6 +233,25 @@ want_of(TransportStatus st)
 	return st == TS_WANT_WRITE ? WL_SOCKET_WRITEABLE : WL_SOCKET_READABLE;
 }
 
+/*
+ * A transport call that did not finish: note what the socket must become,
+ * or why the connection failed (TS_ERROR).
+ */
+static TransportStatus
+not_done(RedisConn *conn, TransportStatus st, const TransportError *err)
+{
+	if (st == TS_WANT_READ || st == TS_WANT_WRITE)
+	{
+		conn->want = want_of(st);
+		return st;
+	}
+	if (st == TS_CLOSED)
+		rconn_set_failure(conn, RF_LOST, "Redis closed the connection");
+	else
+		rconn_set_failure(conn, failure_of(err), err->detail);
+	return TS_ERROR;
+}
+
 /* Write what is queued, as far as the socket takes it now. */
 TransportStatus
 rconn_write_some(RedisConn *conn)
@@ -247,16 +266,8 @@ rconn_write_some(RedisConn *conn)
 											 &n, &err);
 
 		conn->outpos += n;
-		if (st == TS_DONE)
-			continue;
-		if (st == TS_WANT_READ || st == TS_WANT_WRITE)
-		{
-			conn->want = want_of(st);
-			return st;
-		}
-		rconn_set_failure(conn, st == TS_CLOSED ? RF_LOST : failure_of(&err),
-						  st == TS_CLOSED ? "Redis closed the connection" : err.detail);
-		return TS_ERROR;
+		if (st != TS_DONE)
+			return not_done(conn, st, &err);
 	}
 	conn->outpos = conn->outlen = 0;
 	return TS_DONE;
@@ -281,14 +292,7 @@ rconn_read_some(RedisConn *conn)
 		}
 		return TS_DONE;
 	}
-	if (st == TS_WANT_READ || st == TS_WANT_WRITE)
-	{
-		conn->want = want_of(st);
-		return st;
-	}
-	rconn_set_failure(conn, st == TS_CLOSED ? RF_LOST : failure_of(&err),
-					  st == TS_CLOSED ? "Redis closed the connection" : err.detail);
-	return TS_ERROR;
+	return not_done(conn, st, &err);
 }
 
 /* ----------------------------------------------------------------

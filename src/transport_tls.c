@@ -369,6 +369,32 @@ tls_session_handshake(TlsSession *s, TransportError *err)
 	}
 }
 
+/*
+ * What an SSL_read or SSL_write that moved nothing (ret <= 0) means: go on
+ * when the socket is ready, the server closed the connection (refused us,
+ * if it asked for a certificate we lack and never answered), or failed.
+ */
+static TransportStatus
+io_status(TlsSession *s, int ret, TransportError *err)
+{
+	switch (SSL_get_error(s->ssl, ret))
+	{
+		case SSL_ERROR_WANT_READ:
+			return TS_WANT_READ;
+		case SSL_ERROR_WANT_WRITE:
+			return TS_WANT_WRITE;
+		case SSL_ERROR_ZERO_RETURN:
+		case SSL_ERROR_SYSCALL:
+			if (ERR_peek_error() == 0 && errno == 0 &&
+				!(s->cert_requested && !s->got_data))
+				return TS_CLOSED;
+			/* FALLTHROUGH */
+		default:
+			describe_failure(s, ret, err);
+			return TS_ERROR;
+	}
+}
+
 TransportStatus
 tls_session_write(TlsSession *s, const char *buf, size_t len, size_t *nbytes,
 				  TransportError *err)
@@ -386,18 +412,7 @@ tls_session_write(TlsSession *s, const char *buf, size_t len, size_t *nbytes,
 		*nbytes = r;
 		return TS_DONE;
 	}
-	switch (SSL_get_error(s->ssl, r))
-	{
-		case SSL_ERROR_WANT_READ:
-			return TS_WANT_READ;
-		case SSL_ERROR_WANT_WRITE:
-			return TS_WANT_WRITE;
-		case SSL_ERROR_ZERO_RETURN:
-			return TS_CLOSED;
-		default:
-			describe_failure(s, r, err);
-			return TS_ERROR;
-	}
+	return io_status(s, r, err);
 }
 
 TransportStatus
@@ -416,23 +431,7 @@ tls_session_read(TlsSession *s, char *buf, size_t len, size_t *nbytes,
 		s->got_data = true;
 		return TS_DONE;
 	}
-	switch (SSL_get_error(s->ssl, r))
-	{
-		case SSL_ERROR_WANT_READ:
-			return TS_WANT_READ;
-		case SSL_ERROR_WANT_WRITE:
-			return TS_WANT_WRITE;
-		case SSL_ERROR_ZERO_RETURN:
-		case SSL_ERROR_SYSCALL:
-			/* closed; refused, if it asked for a certificate we lack */
-			if (ERR_peek_error() == 0 && errno == 0 &&
-				!(s->cert_requested && !s->got_data))
-				return TS_CLOSED;
-			/* FALLTHROUGH */
-		default:
-			describe_failure(s, r, err);
-			return TS_ERROR;
-	}
+	return io_status(s, r, err);
 }
 
 /* Has OpenSSL received bytes we have not read yet (read-ahead)? */

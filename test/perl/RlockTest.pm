@@ -205,6 +205,50 @@ sub wait_for_rlock_waiters
 
 =pod
 
+=item RlockTest::set_gucs($node, name => value, ...)
+
+ALTER SYSTEM SET each setting, reload, and wait until the postmaster has
+read the files again (pg_conf_load_time of a new session is the
+postmaster's): new sessions have the new values then.  (Not by comparing
+the values: rlock.redis_url shows with its password masked.)
+
+=cut
+
+sub set_gucs
+{
+	my ($node, %g) = @_;
+	my $before = $node->safe_psql('postgres', 'SELECT pg_conf_load_time()');
+	foreach my $k (sort keys %g)
+	{
+		$node->safe_psql('postgres', "ALTER SYSTEM SET $k = '$g{$k}'");
+	}
+	$node->reload;
+	$node->poll_query_until('postgres',
+		"SELECT pg_conf_load_time() > '$before'::timestamptz")
+	  or die 'the server did not reload its configuration';
+	return;
+}
+
+=pod
+
+=item RlockTest::stop_file($why)
+
+End this test file here (done_testing), saying why: for files whose later
+steps all need an earlier one to have worked, instead of meeting a timeout
+at each of them.
+
+=cut
+
+sub stop_file
+{
+	my ($why) = @_;
+	diag("$why: the rest of this file is not run");
+	done_testing();
+	exit;
+}
+
+=pod
+
 =item RlockTest::redis_version()
 
 The version of redis-server as a number, major * 10000 + minor * 100 +

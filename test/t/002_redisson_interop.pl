@@ -17,48 +17,19 @@ use RlockTest;
 my $redis = RlockTest::Redis->new;
 my $node = RlockTest::new_node('interop', $redis);
 
-# Redisson's RLock scripts, written from the protocol's description.
-my $java_acquire = <<'LUA';
-if (redis.call('exists', KEYS[1]) == 0) or
-   (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
-  redis.call('hincrby', KEYS[1], ARGV[2], 1)
-  redis.call('pexpire', KEYS[1], ARGV[1])
-  return nil
-end
-return redis.call('pttl', KEYS[1])
-LUA
-my $java_release = <<'LUA';
-local val = redis.call('get', KEYS[3])
-if val ~= false then return tonumber(val) end
-if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then return nil end
-local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1)
-if counter > 0 then
-  redis.call('pexpire', KEYS[1], ARGV[2])
-  redis.call('set', KEYS[3], 0, 'px', ARGV[5])
-  return 0
-end
-redis.call('del', KEYS[1])
-redis.call(ARGV[4], KEYS[2], ARGV[1])
-redis.call('set', KEYS[3], 1, 'px', ARGV[5])
-return 1
-LUA
-
+# Redisson's RLock scripts (RlockTest::Redisson), as a Java client runs them.
 my $java = '6f1c2b9e-3d4a-4e5f-8a7b-9c0d1e2f3a4b:57';
-my $req = 0;
 
 sub java_acquire
 {
 	my ($name, $lease_ms) = @_;
-	return $redis->eval($java_acquire, [$name], $lease_ms, $java);
+	return RlockTest::Redisson::try_lock($redis, $name, $lease_ms, $java);
 }
 
 sub java_release
 {
 	my ($name) = @_;
-	my $latch = sprintf('redisson_unlock_latch:{%s}:%032x', $name, ++$req);
-	return $redis->eval($java_release,
-		[ $name, "redisson_lock__channel:{$name}", $latch ],
-		'0', 30000, $java, 'publish', 13500);
+	return RlockTest::Redisson::unlock($redis, $name, $java);
 }
 
 my $s = $node->background_psql('postgres', on_error_stop => 0);

@@ -51,30 +51,9 @@ sub session { return $node->background_psql('postgres', on_error_stop => 0); }
 
 # Everything below needs the first rlock call to work: when it does not,
 # stop this file (it has failed) instead of meeting a timeout at each step.
-sub stop_here
-{
-	my ($why) = @_;
-	diag("$why: the rest of this file is not run");
-	done_testing();
-	exit;
-}
+sub stop_here { return RlockTest::stop_file(@_); }
 
-# ALTER SYSTEM SET each setting (all PGC_SIGHUP), reload, and wait until a
-# new session sees them all.
-sub set_gucs
-{
-	my (%g) = @_;
-	my @cond;
-	foreach my $k (sort keys %g)
-	{
-		$node->safe_psql('postgres', "ALTER SYSTEM SET $k = '$g{$k}'");
-		push @cond, "current_setting('$k') = '$g{$k}'";
-	}
-	$node->reload;
-	$node->poll_query_until('postgres', 'SELECT ' . join(' AND ', @cond))
-	  or die 'the reload did not reach new sessions: ' . join(', ', %g);
-	return;
-}
+sub set_gucs { return RlockTest::set_gucs($node, @_); }
 
 # Run $sql in a new session; returns (stdout, stderr, SQLSTATE, seconds).
 sub in_new_session

@@ -39,32 +39,9 @@ sub session { return $node->background_psql('postgres', on_error_stop => 0); }
 
 # Everything below needs the first rlock call to work: when it does not,
 # stop this file (it has failed) instead of meeting a timeout at each step.
-sub stop_here
-{
-	my ($why) = @_;
-	diag("$why: the rest of this file is not run");
-	done_testing();
-	exit;
-}
+sub stop_here { return RlockTest::stop_file(@_); }
 
-# ALTER SYSTEM SET each setting, reload, and wait until the postmaster has
-# read the files again (pg_conf_load_time of a new session is the
-# postmaster's): new sessions have the new values then.  (Not by comparing
-# the values: rlock.redis_url shows with its password masked.)
-sub set_gucs
-{
-	my (%g) = @_;
-	my $before = $node->safe_psql('postgres', 'SELECT pg_conf_load_time()');
-	foreach my $k (sort keys %g)
-	{
-		$node->safe_psql('postgres', "ALTER SYSTEM SET $k = '$g{$k}'");
-	}
-	$node->reload;
-	$node->poll_query_until('postgres',
-		"SELECT pg_conf_load_time() > '$before'::timestamptz")
-	  or die 'the server did not reload its configuration';
-	return;
-}
+sub set_gucs { return RlockTest::set_gucs($node, @_); }
 
 # Run $sql in a new session; returns (stdout, stderr, SQLSTATE).
 sub in_new_session
