@@ -69,7 +69,6 @@ uint64		rconn_settings_generation = 1;
 static RedisConn **pool = NULL;
 static int	npool = 0;
 static int	maxpool = 0;
-static const char *process_label = "rlock";
 static bool xact_callback_registered = false;
 
 /* rconn_backend()'s answers, valid for one settings generation */
@@ -139,10 +138,6 @@ rconn_get(const RedisUrl *node, RconnRole role)
 		}
 		conn = MemoryContextAllocZero(TopMemoryContext, sizeof(RedisConn));
 		conn->role = role;
-		conn->label = role == RCONN_SUBSCRIBER ?
-			MemoryContextStrdup(TopMemoryContext,
-								psprintf("%s subscriber", process_label)) :
-			process_label;
 		strlcpy(conn->key, key, sizeof(conn->key));
 		conn->replycxt = AllocSetContextCreate(TopMemoryContext,
 											   "rlock Redis replies",
@@ -193,13 +188,6 @@ RedisConn *
 rconn_backend_subscriber(void)
 {
 	return configured(RCONN_SUBSCRIBER);
-}
-
-/* What connections of this process call themselves ("rlock watchdog"). */
-void
-rconn_set_process_label(const char *label)
-{
-	process_label = label;
 }
 
 const char *
@@ -662,10 +650,4 @@ rconn_report(RedisConn *conn, int elevel, const char *what)
 {
 	rconn_report_failure(conn->failure, conn->addr, conn->errdetail, elevel,
 						 what);
-}
-
-void
-rconn_report_op(RconnOp *op, int elevel, const char *what)
-{
-	rconn_report(op->conn, elevel, what);
 }

@@ -122,7 +122,6 @@ extern void rcmd_int(RedisCmd *cmd, int64 v);
 extern RedisConn *rconn_get(const RedisUrl *node, RconnRole role);
 extern RedisConn *rconn_backend(void);
 extern RedisConn *rconn_backend_subscriber(void);
-extern void rconn_set_process_label(const char *label);
 extern void rconn_discard(RedisConn *conn);
 extern bool rconn_ensure(RedisConn *conn);
 extern void rconn_ready(RedisConn *conn, const char *what);
@@ -146,10 +145,9 @@ extern RReply *rconn_run1(RedisConn *conn, RedisCmd *cmd, const char *what);
 /*
  * Run each op's commands on its connection, all connections at once
  * (connecting those that need it); waits until every op has its replies or
- * has failed (op->ok).  Reports nothing: rconn_report_op words a failure.
+ * has failed (op->ok; op->conn's failure then says why, for rconn_report).
  */
 extern void rconn_run_parallel(RconnOp *ops, int nops);
-extern void rconn_report_op(RconnOp *op, int elevel, const char *what);
 
 /* Replies and failures (connection_error.c). */
 extern void rconn_reply_error(RReply *reply, int elevel, const char *what);

@@ -37,7 +37,6 @@ typedef enum ConnState
 
 struct RedisConn
 {
-	const char *label;			/* for messages: "rlock", "rlock watchdog" */
 	RconnRole	role;
 	char		key[600];		/* the node (and role) it serves, in the pool */
 	RedisUrl	node;			/* that node, as last asked for */

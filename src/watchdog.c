@@ -228,7 +228,6 @@ rlock_watchdog_main(Datum arg)
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 	pgstat_report_appname("rlock watchdog");
 
-	rconn_set_process_label("rlock watchdog");
 	cycle_cxt = AllocSetContextCreate(TopMemoryContext, "rlock watchdog cycle",
 									  ALLOCSET_DEFAULT_SIZES);
 	ereport(LOG,
