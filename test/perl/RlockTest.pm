@@ -1237,6 +1237,28 @@ C<requirepass> on the sentinels themselves (Redis 5.0.1 and later use it
 to talk to each other as well); sentinel_cli uses it.  Not in url (rlock
 has a setting of its own for it).
 
+=item replica_proxies => 1 [0]
+
+Each replica replicates from the master through its own RlockTest::Proxy
+(C<replicaof 127.0.0.1 E<lt>proxy portE<gt>>), so that a test can stall
+replication deterministically: C<$_-E<gt>stall for $s-E<gt>replica_links>
+stops every byte between the master and its replicas (the replicas do not
+notice: their link stays "up" until repl-timeout, 60 s), C<resume> passes
+on what was held.  The replicas announce their own listening port
+(REPLCONF listening-port) and the proxy connects from 127.0.0.1, so the
+master's INFO, and hence the sentinels, show each replica at its real
+address; new checks that.
+
+A sentinel re-points a replica that replicates from another address than
+the master's (C<+fix-slave-config>) once it has seen it so for
+failover-timeout: the sentinels therefore start with a failover-timeout of
+10 minutes, and kill_master sets failover_timeout_ms again as soon as
+every running sentinel sees the master down (a master that is down is
+never a target of that fix), so the failover and the ones after it run
+as without proxies.  After the first failover the sentinels reconfigure
+the remaining replicas with REPLICAOF directly to the new master: the
+proxies carry nothing from then on.
+
 =back
 
 =cut
@@ -1252,9 +1274,14 @@ sub new
 		failover_timeout_ms => $opts{failover_timeout_ms} // 5000,
 		password => $opts{password},
 		sentinel_password => $opts{sentinel_password},
+		replica_proxies => $opts{replica_proxies} ? 1 : 0,
 		nodes => [],
+		links => [],
 		sentinels => [],
 	}, $class;
+	# what the sentinels start with (see replica_proxies)
+	$self->{failover_timeout_now} =
+	  $self->{replica_proxies} ? 600_000 : $self->{failover_timeout_ms};
 	croak 'RlockTest::Sentinel: at least one sentinel'
 	  if $self->{n_sentinels} < 1;
 	push @RlockTest::ALL_SENTINELS, $self;
@@ -1268,8 +1295,15 @@ sub new
 	push @{ $self->{nodes} }, $master;
 	foreach my $i (1 .. $self->{n_replicas})
 	{
+		my $upstream = $master->port;
+		if ($self->{replica_proxies})
+		{
+			my $link = RlockTest::Proxy->new($master);
+			push @{ $self->{links} }, $link;
+			$upstream = $link->port;
+		}
 		my $r = RlockTest::Redis->new(
-			args => [ @common, '--replicaof', '127.0.0.1', $master->port ],
+			args => [ @common, '--replicaof', '127.0.0.1', $upstream ],
 			password => $self->{password});
 		push @{ $self->{nodes} }, $r;
 		RlockTest::wait_until(
@@ -1278,7 +1312,21 @@ sub new
 				  /^master_link_status:up\r?$/m;
 			})
 		  or BAIL_OUT('replica at ' . $r->where
-			  . ' did not sync with the master at ' . $master->where);
+			  . ' did not sync with the master at ' . $master->where
+			  . ($self->{replica_proxies} ? " through port $upstream" : ''));
+	}
+	if ($self->{replica_proxies})
+	{
+		# the master lists each replica at its own port, whatever the
+		# connection came through
+		my $info = $master->cli('INFO', 'replication') // '';
+		foreach my $r (@{ $self->{nodes} }[ 1 .. $#{ $self->{nodes} } ])
+		{
+			my $p = $r->port;
+			$info =~ /^slave\d+:ip=127\.0\.0\.1,port=$p,/m
+			  or BAIL_OUT("the master does not list the replica at port $p "
+				  . "(through a proxy) at its own address:\n$info");
+		}
 	}
 
 	my $quorum = int($self->{n_sentinels} / 2) + 1;
@@ -1302,7 +1350,7 @@ sub new
 		  . "dir $dir\n"
 		  . "sentinel monitor $name 127.0.0.1 " . $master->port . " $quorum\n"
 		  . "sentinel down-after-milliseconds $name $self->{down_after_ms}\n"
-		  . "sentinel failover-timeout $name $self->{failover_timeout_ms}\n"
+		  . "sentinel failover-timeout $name $self->{failover_timeout_now}\n"
 		  . "sentinel parallel-syncs $name 1\n";
 		$conf .= "sentinel auth-pass $name $self->{password}\n"
 		  if defined $self->{password};
@@ -1321,8 +1369,11 @@ sub new
 		  . $self->_describe)
 	  unless $ok;
 	note "sentinel deployment ready: master $mport, replicas "
-	  . join(',', @ports[ 1 .. $#ports ]) . ', sentinels '
-	  . join(',', $self->sentinel_ports);
+	  . join(',', @ports[ 1 .. $#ports ])
+	  . ($self->{replica_proxies}
+		? ' (through proxies ' . join(',', map { $_->port } @{ $self->{links} }) . ')'
+		: '')
+	  . ', sentinels ' . join(',', $self->sentinel_ports);
 	return $self;
 }
 
@@ -1502,6 +1553,52 @@ What new was given (or its defaults).
 =cut
 
 sub sentinel_ports { return map { $_->{port} } @{ $_[0]->{sentinels} }; }
+
+=pod
+
+=item $s->replica_links
+
+With replica_proxies: the RlockTest::Proxy of each first replica, in the
+order of nodes (without the first master), through which it replicates
+from the first master.  Empty otherwise.
+
+=cut
+
+sub replica_links { return @{ $_[0]->{links} }; }
+
+=pod
+
+=item $s->sentinel_set($param, $value)
+
+C<SENTINEL SET E<lt>master nameE<gt> $param $value> on every running
+sentinel (dies if one refuses), and again on a sentinel that start_sentinel
+starts later.  E.g. sentinel_set('failover-timeout', 3000).
+
+=cut
+
+sub sentinel_set
+{
+	my ($self, $param, $value) = @_;
+	$self->{settings}{$param} = $value;
+	$self->{failover_timeout_now} = $value if $param eq 'failover-timeout';
+	foreach my $i (0 .. $#{ $self->{sentinels} })
+	{
+		next unless $self->{sentinels}[$i]{running};
+		$self->_sentinel_set_one($i, $param, $value);
+	}
+	return;
+}
+
+sub _sentinel_set_one
+{
+	my ($self, $i, $param, $value) = @_;
+	my ($out, $err) = $self->sentinel_cli($i, 'SENTINEL', 'SET',
+		$self->{master_name}, $param, $value);
+	croak "sentinel $self->{sentinels}[$i]{port}: SENTINEL SET $param $value: "
+	  . ($out // '') . ($err // '')
+	  unless ($out // '') eq 'OK';
+	return;
+}
 sub master_name { return $_[0]->{master_name}; }
 sub password { return $_[0]->{password}; }
 sub sentinel_password { return $_[0]->{sentinel_password}; }
@@ -1595,7 +1692,88 @@ sub kill_master
 	RlockTest::wait_until(sub { _gone($pid) }, 30)
 	  or croak "master at " . $m->where . " (pid $pid) survived SIGKILL";
 	note 'master at ' . $m->where . " killed (pid $pid)";
+	if ($self->{failover_timeout_now} != $self->{failover_timeout_ms})
+	{
+		# (replica_proxies) no sentinel re-points a replica once it sees
+		# the master down: failover-timeout can be what was asked for
+		RlockTest::wait_until(sub { $self->_all_see_down }, 30)
+		  or diag('the sentinels do not all see the master down: '
+			  . $self->_describe);
+		$self->sentinel_set('failover-timeout', $self->{failover_timeout_ms});
+	}
 	return $t;
+}
+
+# Whether every running sentinel flags the master s_down (or o_down).
+sub _all_see_down
+{
+	my ($self) = @_;
+	foreach my $i (0 .. $#{ $self->{sentinels} })
+	{
+		next unless $self->{sentinels}[$i]{running};
+		my ($rec) = _records(scalar $self->sentinel_cli($i, 'SENTINEL',
+			'MASTER', $self->{master_name}));
+		return 0 unless $rec && ($rec->{flags} // '') =~ /\b[so]_down\b/;
+	}
+	return 1;
+}
+
+=pod
+
+=item $s->revive($node)
+
+Start data node $node (one that kill_master stopped) again on its port as
+a replica of the current master (C<replicaof>, directly, not through a
+proxy), wait until its link is up and until every running sentinel lists
+it as a healthy replica (flags "slave").  It comes back empty (no
+persistence) and takes a full copy from the master.
+
+=cut
+
+sub revive
+{
+	my ($self, $n) = @_;
+	croak 'RlockTest::Sentinel: revive a stopped data node'
+	  if $n->{running};
+	my $m = $self->master or croak 'RlockTest::Sentinel: no master';
+	my @args = @{ $n->{args} };
+	my @keep;
+	while (@args)
+	{
+		my $a = shift @args;
+		if ($a eq '--replicaof')
+		{
+			splice @args, 0, 2;
+			next;
+		}
+		push @keep, $a;
+	}
+	$n->{args} = [ @keep, '--replicaof', '127.0.0.1', $m->port ];
+	$n->start;
+	RlockTest::wait_until(
+		sub {
+			($n->cli('INFO', 'replication') // '') =~
+			  /^master_link_status:up\r?$/m;
+		})
+	  or croak 'revived node ' . $n->where
+	  . ' did not sync with the master at ' . $m->where;
+	my $port = $n->port;
+	RlockTest::wait_until(
+		sub {
+			foreach my $i (0 .. $#{ $self->{sentinels} })
+			{
+				next unless $self->{sentinels}[$i]{running};
+				return 0
+				  unless grep {
+					$_->{port} == $port && ($_->{flags} // '') eq 'slave'
+				  } $self->_sentinel_replicas($i);
+			}
+			return 1;
+		})
+	  or croak "the sentinels do not see the revived node $port as a replica: "
+	  . $self->_describe;
+	note 'node ' . $n->where . ' revived as a replica of ' . $m->where;
+	return;
 }
 
 =pod
@@ -1709,6 +1887,12 @@ sub start_sentinel
 	  or BAIL_OUT("sentinel $st->{port} did not answer"
 		  . (-f "$st->{dir}/sentinel.log"
 			  ? ":\n" . slurp_file("$st->{dir}/sentinel.log") : ''));
+	# what sentinel_set changed on the others (a sentinel stopped then
+	# still has its old configuration)
+	foreach my $k (sort keys %{ $self->{settings} // {} })
+	{
+		$self->_sentinel_set_one($i, $k, $self->{settings}{$k});
+	}
 	note "sentinel started on port $st->{port}";
 	return;
 }
