@@ -594,8 +594,8 @@ rconn_ready(RedisConn *conn, const char *what)
  * which any user may raise to a minute, are capped: nothing a user sets may
  * make COMMIT, pg_terminate_backend or a shutdown wait.
  */
-static bool
-uninterruptible(void)
+bool
+rconn_uninterruptible(void)
 {
 	return InterruptHoldoffCount > 0 || CritSectionCount > 0 ||
 		proc_exit_inprogress;
@@ -604,7 +604,7 @@ uninterruptible(void)
 int
 rconn_command_timeout_ms(void)
 {
-	if (uninterruptible())
+	if (rconn_uninterruptible())
 		return Min(rlock_command_timeout_ms, RLOCK_UNINTERRUPTIBLE_CAP_MS);
 	return rlock_command_timeout_ms;
 }
@@ -612,7 +612,7 @@ rconn_command_timeout_ms(void)
 int
 rconn_connect_timeout_ms(void)
 {
-	if (uninterruptible())
+	if (rconn_uninterruptible())
 		return Min(rlock_connect_timeout_ms, RLOCK_UNINTERRUPTIBLE_CAP_MS);
 	return rlock_connect_timeout_ms;
 }

@@ -35,6 +35,8 @@
  *	transport_tls.c	 TLS over that socket (OpenSSL), rlock.tls_*
  *	resolve.c		 host names resolved within a deadline
  *	url.c			 rlock.redis_url, its password kept out of sight
+ *	topology.c		 which node is the master (Sentinel), followed through
+ *					 failover and shared by the server's processes
  *	connection_error.c	 failures and error replies as ERRORs with SQLSTATEs
  *	registry.c		 shared memory: instance identity, registry of held locks
  *	stats.c			 shared-memory activity counters (rlock_stats)

@@ -175,10 +175,13 @@ typedef enum SentinelAnswer
 	SENTINEL_FAILED				/* no answer, or an error */
 } SentinelAnswer;
 
-/* Ask sentinel i of conf where master name is. */
+/*
+ * Ask sentinel i of conf where master name is (no round trip past cap, a
+ * timestamp or 0).
+ */
 static SentinelAnswer
-ask_sentinel(const RedisUrlConf *conf, int i, char *host, size_t hostsize,
-			 int *port, StringInfo why)
+ask_sentinel(const RedisUrlConf *conf, int i, TimestampTz cap, char *host,
+			 size_t hostsize, int *port, StringInfo why)
 {
 	RedisUrl	node;
 	RedisConn  *s;
@@ -200,7 +203,9 @@ ask_sentinel(const RedisUrlConf *conf, int i, char *host, size_t hostsize,
 	op.conn = s;
 	op.cmds = &cmd;
 	op.ncmds = 1;
+	rconn_set_deadline_cap(s, cap != 0 ? cap : DT_NOEND);
 	rconn_run_parallel(&op, 1);
+	rconn_set_deadline_cap(s, DT_NOEND);
 	if (!op.ok)
 	{
 		appendStringInfo(why, "%s%s: %s", why->len ? "; " : "", s->addr,
@@ -244,14 +249,19 @@ ask_sentinels(const char *avoid, char *host, size_t hostsize, int *port,
 	char		fallback[256] = "";
 	int			fallback_port = 0;
 	StringInfoData why;
+	TimestampTz cap = 0;
 
+	/* where nothing can interrupt us, all the sentinels share one bound */
+	if (rconn_uninterruptible())
+		cap = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+										  RLOCK_UNINTERRUPTIBLE_CAP_MS);
 	initStringInfo(&why);
 	for (int k = 0; k < n; k++)
 	{
 		int			i = (first_sentinel + k) % n;
 		char		addr[300];
 
-		switch (ask_sentinel(conf, i, host, hostsize, port, &why))
+		switch (ask_sentinel(conf, i, cap, host, hostsize, port, &why))
 		{
 			case SENTINEL_NAMED:
 				snprintf(addr, sizeof(addr),
