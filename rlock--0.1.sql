@@ -209,12 +209,21 @@ RETURNS interval
 AS 'MODULE_PATHNAME', 'rlock_ping'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+-- The master locks live on now, pinged: address, role, connected replicas,
+-- round trip (one row for a standalone or Sentinel deployment).
+CREATE FUNCTION rlock_nodes(OUT node text, OUT role text, OUT replicas integer,
+                            OUT round_trip interval)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'rlock_nodes'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
 -- Every lock held by any session of this server (from the shared registry).
 CREATE FUNCTION rlock_locks(OUT pid integer, OUT database name, OUT name text,
                             OUT kind text, OUT scope text, OUT holder text,
                             OUT hold_count integer, OUT lease interval,
                             OUT acquired_at timestamptz,
-                            OUT renewed_at timestamptz, OUT state text)
+                            OUT renewed_at timestamptz, OUT state text,
+                            OUT node text)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'rlock_locks'
 LANGUAGE C VOLATILE PARALLEL SAFE;
@@ -237,6 +246,8 @@ CREATE FUNCTION rlock_stats(OUT acquisitions bigint,
                             OUT redis_round_trips bigint,
                             OUT reconnects bigint,
                             OUT redis_errors bigint,
+                            OUT failovers bigint,
+                            OUT replica_ack_refusals bigint,
                             OUT stats_reset timestamptz)
 RETURNS record
 AS 'MODULE_PATHNAME', 'rlock_stats'

@@ -104,6 +104,18 @@ SET rlock.tls_ca_file = '/tmp/evil-ca.pem';
 \echo :LAST_ERROR_SQLSTATE
 SET rlock.redis_password_file = '/tmp/x';
 \echo :LAST_ERROR_SQLSTATE
+-- the sentinels' password file is superuser-only, acknowledgements server-wide
+\set VERBOSITY sqlstate
+SHOW rlock.sentinel_password_file;
+\set VERBOSITY default
+SET rlock.sentinel_password_file = '/tmp/x';
+\echo :LAST_ERROR_SQLSTATE
+SET rlock.replica_acks = 0;
+\echo :LAST_ERROR_SQLSTATE
+SET rlock.replica_ack_timeout = '10ms';
+\echo :LAST_ERROR_SQLSTATE
+SHOW rlock.replica_acks;
+SHOW rlock.replica_ack_timeout;
 -- the idle timeout is the user's own
 SET rlock.connection_idle_timeout = '5min';
 SHOW rlock.connection_idle_timeout;
@@ -127,7 +139,28 @@ ALTER SYSTEM SET rlock.redis_url = 'rediss://:pw@[::1';
 \echo :LAST_ERROR_SQLSTATE
 ALTER SYSTEM SET rlock.tls_verify = 'sometimes';
 \echo :LAST_ERROR_SQLSTATE
+-- Sentinel forms: the master's name is required, every address valid
+ALTER SYSTEM SET rlock.redis_url = 'redis-sentinel://:pw@10.0.0.1:26379,10.0.0.2/0';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET rlock.redis_url = 'redis-sentinel://10.0.0.1,,10.0.0.2#mymaster';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET rlock.redis_url = 'redis-sentinel://10.0.0.1:0#mymaster';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET rlock.redis_url = 'redis-sentinel://10.0.0.1/x#mymaster';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET rlock.redis_url = 'redis-sentinel://h1,h2,h3,h4,h5,h6,h7,h8,h9,h10,h11,h12,h13,h14,h15,h16,h17#m';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET rlock.redis_url = 'redis-elsewhere://10.0.0.1#m';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET rlock.replica_acks = -1;
+\echo :LAST_ERROR_SQLSTATE
+\set VERBOSITY sqlstate
+ALTER SYSTEM SET rlock.replica_ack_timeout = 0;
+\set VERBOSITY default
+\echo :LAST_ERROR_SQLSTATE
 -- valid forms are accepted (not applied: no reload)
+ALTER SYSTEM SET rlock.redis_url = 'redis-sentinel://user:pw@s1.example.com,10.0.0.2:26380,[::1]:26381/2#my%20master';
+ALTER SYSTEM SET rlock.redis_url = 'rediss-sentinel://10.0.0.1#mymaster';
 ALTER SYSTEM SET rlock.redis_url = 'unix://:pw@/tmp/redis.sock?db=3';
 ALTER SYSTEM SET rlock.redis_url = 'rediss://user:pw@redis.example.com:6380/2';
 ALTER SYSTEM SET rlock.tls_verify = 'ca';

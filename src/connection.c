@@ -105,8 +105,13 @@ rconn_assign_enum_setting(int newval, void *extra)
 static void
 node_key(const RedisUrl *node, RconnRole role, char *buf, size_t size)
 {
-	snprintf(buf, size, "%d|%s|%d|%s|%d|%d", (int) node->scheme, node->host,
-			 node->port, node->user, node->db, (int) role);
+	if (node->kind == NODE_SENTINEL_MASTER)
+		snprintf(buf, size, "M%d|%s|%s|%d|%d", (int) node->scheme,
+				 node->master_name, node->user, node->db, (int) role);
+	else
+		snprintf(buf, size, "%c%d|%s|%d|%s|%d|%d",
+				 node->kind == NODE_SENTINEL ? 'S' : 'N', (int) node->scheme,
+				 node->host, node->port, node->user, node->db, (int) role);
 }
 
 /* The connection of this process to node for role (created, not connected). */
@@ -138,6 +143,7 @@ rconn_get(const RedisUrl *node, RconnRole role)
 		}
 		conn = MemoryContextAllocZero(TopMemoryContext, sizeof(RedisConn));
 		conn->role = role;
+		conn->nreplicas = -1;
 		strlcpy(conn->key, key, sizeof(conn->key));
 		conn->replycxt = AllocSetContextCreate(TopMemoryContext,
 											   "rlock Redis replies",
@@ -150,13 +156,29 @@ rconn_get(const RedisUrl *node, RconnRole role)
 		}
 	}
 	/* the password, which is not part of the key, may have changed */
-	conn->node = *node;
-	if (node->scheme == URL_UNIX)
+	if (node->kind == NODE_SENTINEL_MASTER)
+	{
+		/* where it was located stays until it is located again */
+		char		host[sizeof(conn->node.host)];
+		int			port = conn->node.port;
+
+		strlcpy(host, conn->node.host, sizeof(host));
+		conn->node = *node;
+		strlcpy(conn->node.host, host, sizeof(conn->node.host));
+		conn->node.port = port;
+		if (host[0] == '\0')
+		{
+			snprintf(conn->addr, sizeof(conn->addr), "master \"%s\"",
+					 node->master_name);
+			return conn;
+		}
+	}
+	else
+		conn->node = *node;
+	if (conn->node.scheme == URL_UNIX)
 		strlcpy(conn->addr, node->host, sizeof(conn->addr));
 	else
-		snprintf(conn->addr, sizeof(conn->addr),
-				 strchr(node->host, ':') ? "[%s]:%d" : "%s:%d",
-				 node->host, node->port);
+		rconn_set_address(conn);
 	return conn;
 }
 
@@ -188,6 +210,15 @@ RedisConn *
 rconn_backend_subscriber(void)
 {
 	return configured(RCONN_SUBSCRIBER);
+}
+
+/* conn->addr from conn->node's host and port. */
+void
+rconn_set_address(RedisConn *conn)
+{
+	snprintf(conn->addr, sizeof(conn->addr),
+			 strchr(conn->node.host, ':') ? "[%s]:%d" : "%s:%d",
+			 conn->node.host, conn->node.port);
 }
 
 const char *
@@ -302,12 +333,17 @@ rconn_is_stale(RedisConn *conn)
 
 /*
  * The password: the URL's, else the first line of
- * rlock.redis_password_file, which others must not be able to read.
+ * rlock.redis_password_file (for a sentinel: rlock.sentinel_password_file),
+ * which others must not be able to read.
  */
 static bool
 read_password(RedisConn *conn, char *buf, size_t size)
 {
-	const char *path = rlock_redis_password_file;
+	bool		sentinel = conn->node.kind == NODE_SENTINEL;
+	const char *path = sentinel ? rlock_sentinel_password_file :
+		rlock_redis_password_file;
+	const char *setting = sentinel ? "rlock.sentinel_password_file" :
+		"rlock.redis_password_file";
 	struct stat st;
 	int			fd;
 	ssize_t		n;
@@ -325,16 +361,16 @@ read_password(RedisConn *conn, char *buf, size_t size)
 	if (fd < 0)
 	{
 		rconn_set_failure(conn, RF_CONFIG,
-						  psprintf("could not open rlock.redis_password_file \"%s\": %s",
-								   path, strerror(errno)));
+						  psprintf("could not open %s \"%s\": %s",
+								   setting, path, strerror(errno)));
 		return false;
 	}
 	if (fstat(fd, &st) < 0 || (st.st_mode & S_IRWXO) != 0)
 	{
 		close(fd);
 		rconn_set_failure(conn, RF_CONFIG,
-						  psprintf("rlock.redis_password_file \"%s\" is accessible to other users; it must not be (chmod o-rwx)",
-								   path));
+						  psprintf("%s \"%s\" is accessible to other users; it must not be (chmod o-rwx)",
+								   setting, path));
 		return false;
 	}
 	n = read(fd, buf, size - 1);
@@ -342,8 +378,8 @@ read_password(RedisConn *conn, char *buf, size_t size)
 	if (n < 0)
 	{
 		rconn_set_failure(conn, RF_CONFIG,
-						  psprintf("could not read rlock.redis_password_file \"%s\": %s",
-								   path, strerror(errno)));
+						  psprintf("could not read %s \"%s\": %s",
+								   setting, path, strerror(errno)));
 		return false;
 	}
 	buf[n] = '\0';
@@ -374,6 +410,10 @@ rconn_begin_connect(RedisConn *conn, TimestampTz deadline)
 
 	rconn_discard(conn);
 	conn->generation = rconn_settings_generation;
+	conn->demoted = false;
+	/* a Sentinel master: ask the sentinels where it is now */
+	if (url->kind == NODE_SENTINEL_MASTER && !rconn_locate_master(conn))
+		return false;
 	if (url->host[0] == '\0')
 	{
 		rconn_set_failure(conn, RF_CONNECT, "rlock.redis_url is not set");
@@ -445,7 +485,7 @@ rconn_begin_connect(RedisConn *conn, TimestampTz deadline)
 		rconn_queue(conn, &cmd, false, SLOT_AUTH);
 	}
 	explicit_bzero(password, sizeof(password));
-	if (url->db != 0)
+	if (url->db != 0 && url->kind != NODE_SENTINEL)
 	{
 		rcmd_init(&cmd);
 		rcmd_str(&cmd, "SELECT");
@@ -458,6 +498,16 @@ rconn_begin_connect(RedisConn *conn, TimestampTz deadline)
 	 * reply, so that a refusal is a connection failure); elsewhere it goes
 	 * in front of the first commands, costing no round trip of its own.
 	 */
+	/*
+	 * ROLE: a master located through the sentinels must confirm it is one,
+	 * and commands connections learn how many replicas acknowledge writes.
+	 */
+	conn->nreplicas = -1;
+	conn->check_role = url->kind == NODE_SENTINEL_MASTER ||
+		(url->kind == NODE_DIRECT && conn->role == RCONN_COMMANDS &&
+		 rlock_replica_acks > 0);
+	if (conn->check_role)
+		rconn_queue_role(conn);
 	snprintf(name, sizeof(name), MyBackendType == B_BG_WORKER ? "rlock:watchdog:%d" : "rlock:%d",
 			 MyProcPid);
 	rcmd_init(&conn->setname);
@@ -469,6 +519,18 @@ rconn_begin_connect(RedisConn *conn, TimestampTz deadline)
 	if (kind == TRANSPORT_TLS)
 		rconn_queue_setname(conn);
 	return true;
+}
+
+/* Queue ROLE, whose answer take_reply keeps (SLOT_ROLE). */
+bool
+rconn_queue_role(RedisConn *conn)
+{
+	RedisCmd	cmd;
+
+	rcmd_init(&cmd);
+	rcmd_str(&cmd, "ROLE");
+	conn->role_at = GetCurrentTimestamp();
+	return rconn_queue(conn, &cmd, false, SLOT_ROLE);
 }
 
 /* Queue CLIENT SETNAME if it has not gone out on this connection yet. */
@@ -502,7 +564,8 @@ rconn_ensure(RedisConn *conn)
 {
 	RconnOp		op = {conn, NULL, 0, false, NULL};
 
-	if (conn->state == CS_READY && !conn->busy && !rconn_is_stale(conn))
+	if (conn->state == CS_READY && !conn->busy && !rconn_is_stale(conn) &&
+		!conn->demoted && !rconn_topology_moved(conn))
 		return true;
 	rconn_run_parallel(&op, 1);
 	return op.ok;
@@ -531,8 +594,8 @@ rconn_ready(RedisConn *conn, const char *what)
  * which any user may raise to a minute, are capped: nothing a user sets may
  * make COMMIT, pg_terminate_backend or a shutdown wait.
  */
-static bool
-uninterruptible(void)
+bool
+rconn_uninterruptible(void)
 {
 	return InterruptHoldoffCount > 0 || CritSectionCount > 0 ||
 		proc_exit_inprogress;
@@ -541,7 +604,7 @@ uninterruptible(void)
 int
 rconn_command_timeout_ms(void)
 {
-	if (uninterruptible())
+	if (rconn_uninterruptible())
 		return Min(rlock_command_timeout_ms, RLOCK_UNINTERRUPTIBLE_CAP_MS);
 	return rlock_command_timeout_ms;
 }
@@ -549,7 +612,7 @@ rconn_command_timeout_ms(void)
 int
 rconn_connect_timeout_ms(void)
 {
-	if (uninterruptible())
+	if (rconn_uninterruptible())
 		return Min(rlock_connect_timeout_ms, RLOCK_UNINTERRUPTIBLE_CAP_MS);
 	return rlock_connect_timeout_ms;
 }

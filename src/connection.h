@@ -57,6 +57,7 @@ typedef struct RedisCmd
 	size_t	   *argvlen;
 	/* set when argv is EVALSHA of this script (NOSCRIPT falls back) */
 	const struct RlockScript *script;
+	int			block_ms;		/* the server may hold the reply this long */
 	int			nnum;
 	const char *inline_argv[RCMD_INLINE_ARGS];
 	size_t		inline_len[RCMD_INLINE_ARGS];
@@ -77,7 +78,9 @@ typedef enum RconnFailure
 	RF_NOFD,					/* too many open files */
 	RF_RESOLVE,					/* the host name could not be resolved */
 	RF_TLS,						/* the TLS handshake failed (detail: why) */
-	RF_CONFIG					/* a setting rlock needs is unusable */
+	RF_CONFIG,					/* a setting rlock needs is unusable */
+	RF_NO_MASTER,				/* the sentinels named no master (detail) */
+	RF_NOT_MASTER				/* the node located as master is not one */
 } RconnFailure;
 
 
@@ -117,6 +120,8 @@ extern void rcmd_init(RedisCmd *cmd);
 extern void rcmd_str(RedisCmd *cmd, const char *s);
 extern void rcmd_arg(RedisCmd *cmd, const char *s, size_t len);
 extern void rcmd_int(RedisCmd *cmd, int64 v);
+extern void rcmd_copy(RedisCmd *dst, const RedisCmd *src);
+extern void rcmd_wait(RedisCmd *cmd, int replicas, int timeout_ms);
 
 /* Connections. */
 extern RedisConn *rconn_get(const RedisUrl *node, RconnRole role);
@@ -130,6 +135,12 @@ extern void rconn_set_progress_deadlines(RedisConn *conn, bool on);
 extern void rconn_set_deadline_cap(RedisConn *conn, TimestampTz cap);
 extern void rconn_defer_del(RedisConn *conn, const char *key);
 extern const char *rconn_address(RedisConn *conn);
+extern int	rconn_acks_wanted(RedisConn *conn);
+extern int	rconn_replicas(RedisConn *conn);
+extern bool rconn_follows_failover(void);
+extern char *rconn_master_address(void);
+extern void rconn_watch_topology(void);
+extern void rconn_topology_shmem_install(void);
 extern int	rconn_command_timeout_ms(void);
 extern int	rconn_connect_timeout_ms(void);
 
@@ -159,7 +170,7 @@ extern void rconn_report_failure(RconnFailure failure, const char *addr,
 
 /* Publish/subscribe, for waiters. */
 extern void rconn_subscribe(RedisConn *sub, const char *channel,
-							const char *what);
+							const char *what, TimestampTz retry_until);
 extern int	rconn_wait_message(RedisConn *sub, TimestampTz deadline);
 extern void rconn_unsubscribe_nowait(RedisConn *sub);
 

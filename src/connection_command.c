@@ -22,6 +22,42 @@ rcmd_init(RedisCmd *cmd)
 	cmd->argvlen = cmd->inline_len;
 	cmd->script = NULL;
 	cmd->nnum = 0;
+	cmd->block_ms = 0;
+}
+
+/*
+ * Copy src into dst (another place in memory): arguments that point into
+ * src's own buffers are made to point into dst's.
+ */
+void
+rcmd_copy(RedisCmd *dst, const RedisCmd *src)
+{
+	const char *lo = (const char *) src;
+	const char *hi = lo + sizeof(RedisCmd);
+
+	memcpy(dst, src, sizeof(RedisCmd));
+	if (src->argv == src->inline_argv)
+	{
+		dst->argv = dst->inline_argv;
+		dst->argvlen = dst->inline_len;
+	}
+	for (int i = 0; i < dst->argc; i++)
+		if (dst->argv[i] >= lo && dst->argv[i] < hi)
+			dst->argv[i] = (const char *) dst + (dst->argv[i] - lo);
+}
+
+/*
+ * WAIT replicas timeout_ms: the round trip it ends may take that much
+ * longer than rlock.command_timeout.
+ */
+void
+rcmd_wait(RedisCmd *cmd, int replicas, int timeout_ms)
+{
+	rcmd_init(cmd);
+	rcmd_str(cmd, "WAIT");
+	rcmd_int(cmd, replicas);
+	rcmd_int(cmd, timeout_ms);
+	cmd->block_ms = timeout_ms;
 }
 
 void

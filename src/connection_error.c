@@ -128,6 +128,22 @@ rconn_report_failure(RconnFailure failure, const char *addr,
 							addr, for_lock(what), detail),
 					 errhint("Fix the rlock setting named in the message.")));
 			break;
+		case RF_NO_MASTER:
+			ereport(elevel,
+					(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+					 errmsg("could not locate the Redis %s%s",
+							addr, for_lock(what)),
+					 errdetail_internal("%s", detail),
+					 errhint("Check the sentinels and the #mastername in rlock.redis_url (and rlock.sentinel_password_file).")));
+			break;
+		case RF_NOT_MASTER:
+			ereport(elevel,
+					(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+					 errmsg("Redis at %s is not the master%s",
+							addr, for_lock(what)),
+					 errdetail_internal("%s", detail),
+					 errhint("A failover may be under way; the next call asks the sentinels again.")));
+			break;
 		case RF_NONE:
 			elog(elevel, "unexpected Redis failure%s", for_lock(what));
 			break;

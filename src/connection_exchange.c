@@ -431,6 +431,10 @@ op_failed(OpState *os)
 {
 	RedisConn  *conn = os->op->conn;
 
+	/* a located master that failed is not the sentinels' first answer */
+	if (conn->node.kind == NODE_SENTINEL_MASTER && conn->node.host[0] != '\0' &&
+		conn->failure != RF_NOT_MASTER && conn->failure != RF_NO_MASTER)
+		strlcpy(conn->failed_at, conn->addr, sizeof(conn->failed_at));
 	if (conn->state == CS_CONNECTING || conn->state == CS_HANDSHAKE)
 	{
 		if (conn->failure == RF_TIMEOUT)
@@ -460,6 +464,7 @@ static bool
 queue_op(OpState *os)
 {
 	RedisConn  *conn = os->op->conn;
+	int			block_ms = 0;
 
 	rconn_reset_replies(conn);
 	if (os->op->ncmds > 0)
@@ -467,6 +472,13 @@ queue_op(OpState *os)
 											   os->op->ncmds * sizeof(RReply *));
 	conn->maxreplies = os->op->ncmds;
 	if (!rconn_queue_setname(conn))
+		return false;
+	/* re-learn the role and replica count now and then, in passing */
+	if (conn->role == RCONN_COMMANDS && conn->node.kind != NODE_SENTINEL &&
+		(rlock_replica_acks > 0 || conn->node.kind == NODE_SENTINEL_MASTER) &&
+		TimestampDifferenceExceeds(conn->role_at, GetCurrentTimestamp(),
+								   RCONN_ROLE_REFRESH_MS) &&
+		!rconn_queue_role(conn))
 		return false;
 	if (conn->ndeferred > 0)
 	{
@@ -486,11 +498,58 @@ queue_op(OpState *os)
 			return false;
 	os->queued = true;
 	os->was_proven = conn->proven;
-	os->deadline = rconn_round_trip_deadline(conn, rconn_command_timeout_ms());
+	for (int i = 0; i < os->op->ncmds; i++)
+		block_ms += os->op->cmds[i].block_ms;	/* e.g. WAIT's timeout */
+	os->deadline = rconn_round_trip_deadline(conn,
+											 rconn_command_timeout_ms() + block_ms);
 	conn->state = CS_EXCHANGE;
 	conn->busy = true;
 	stats_count(RLOCK_STAT_ROUND_TRIPS);
 	return true;
+}
+
+/*
+ * ROLE's answer: the number of replicas of a master, or (for a master the
+ * sentinels located) the news that it is not one, which fails the
+ * connection so that the next attempt asks the sentinels again.  A server
+ * that refuses ROLE (an ACL) leaves the replica count unknown: then no
+ * acknowledgement is waited for, and a located master is taken on the
+ * sentinels' word.
+ */
+static bool
+take_role(RedisConn *conn, redisReply *r)
+{
+	const char *role;
+
+	if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+		r->element[0]->type != REDIS_REPLY_STRING)
+	{
+		conn->nreplicas = -1;
+		if (conn->node.kind == NODE_SENTINEL_MASTER && conn->state == CS_HANDSHAKE)
+			rconn_master_confirmed(conn);
+		return true;
+	}
+	role = r->element[0]->str;
+	if (strcmp(role, "master") == 0)
+	{
+		conn->nreplicas = (r->elements >= 3 &&
+						   r->element[2]->type == REDIS_REPLY_ARRAY) ?
+			(int) r->element[2]->elements : 0;
+		if (conn->node.kind == NODE_SENTINEL_MASTER && conn->state == CS_HANDSHAKE)
+			rconn_master_confirmed(conn);
+		return true;
+	}
+	conn->nreplicas = -1;
+	if (conn->node.kind != NODE_SENTINEL_MASTER)
+		return true;
+	conn->demoted = true;
+	if (conn->state != CS_HANDSHAKE)
+		return true;			/* this round trip's replies say the rest */
+	strlcpy(conn->failed_at, conn->addr, sizeof(conn->failed_at));
+	rconn_set_failure(conn, RF_NOT_MASTER,
+					  psprintf("The sentinels named it as master \"%s\", but its role is \"%s\".",
+							   conn->node.master_name, role));
+	return false;
 }
 
 /* A reply arrived for slot. */
@@ -499,6 +558,15 @@ take_reply(OpState *os, int slot, redisReply *r)
 {
 	RedisConn  *conn = os->op->conn;
 
+	if (slot == SLOT_ROLE)
+	{
+		bool		ok = take_role(conn, r);
+
+		freeReplyObject(r);
+		return ok;
+	}
+	if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "READONLY", 8) == 0)
+		conn->demoted = true;	/* a replica now: replace the connection */
 	if (slot >= 0)
 	{
 		conn->replies[slot] = convert_reply(r, conn->replycxt);
@@ -539,6 +607,10 @@ step(OpState *os)
 														 rconn_connect_timeout_ms());
 				if (!rconn_begin_connect(conn, os->deadline))
 					goto failed;
+				/* asking the sentinels does not eat into the connect bound */
+				if (conn->node.kind == NODE_SENTINEL_MASTER)
+					os->deadline = rconn_round_trip_deadline(conn,
+															 rconn_connect_timeout_ms());
 				conn->busy = true;
 				continue;
 
@@ -679,7 +751,8 @@ rconn_run_parallel(RconnOp *ops, int nops)
 		/* left mid-way (an interrupt), stale, broken or idle: start afresh */
 		if (conn->state != CS_CLOSED &&
 			(conn->state != CS_READY || conn->busy || rconn_is_stale(conn) ||
-			 rconn_idle_expired(conn)))
+			 rconn_idle_expired(conn) || conn->demoted ||
+			 rconn_topology_moved(conn)))
 			rconn_discard(conn);
 	}
 

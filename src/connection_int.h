@@ -34,6 +34,10 @@ typedef enum ConnState
 #define SLOT_AUTH		(-2)	/* the handshake's replies */
 #define SLOT_SELECT		(-3)
 #define SLOT_NAME		(-4)
+#define SLOT_ROLE		(-5)	/* ROLE: is it the master, how many replicas */
+
+/* How often a connection re-learns its node's role and replica count. */
+#define RCONN_ROLE_REFRESH_MS	1000
 
 struct RedisConn
 {
@@ -93,6 +97,22 @@ struct RedisConn
 	char		name[64];
 	RedisCmd	setname;
 
+	/*
+	 * The node's role, learned with ROLE in the handshake and again, in
+	 * front of the commands of a round trip, once RCONN_ROLE_REFRESH_MS old:
+	 * replicas (-1: unknown) says whether acquisitions wait for replica
+	 * acknowledgements.  A master located through the sentinels that turns
+	 * out not to be one (ROLE, or a READONLY reply) is "demoted": the
+	 * connection is replaced at its next use, which asks the sentinels
+	 * again.
+	 */
+	bool		check_role;		/* send ROLE with the handshake */
+	int			nreplicas;
+	TimestampTz role_at;
+	bool		demoted;
+	uint64		topology_epoch; /* rconn_topology_epoch() when located */
+	char		failed_at[300]; /* host:port of a master that just failed */
+
 	/* keys to DEL in front of the next round trip (malloc'd) */
 	char	  **deferred_del;
 	int			ndeferred;
@@ -105,11 +125,19 @@ extern void rconn_set_failure(RedisConn *conn, RconnFailure f,
 							  const char *detail);
 extern bool rconn_begin_connect(RedisConn *conn, TimestampTz deadline);
 extern bool rconn_is_stale(RedisConn *conn);
+extern bool rconn_uninterruptible(void);
 extern bool rconn_idle_expired(RedisConn *conn);
 extern void rconn_report(RedisConn *conn, int elevel, const char *what);
 extern TimestampTz rconn_round_trip_deadline(RedisConn *conn, int timeout_ms);
 extern void rconn_handshake_done(RedisConn *conn);
 extern bool rconn_queue_setname(RedisConn *conn);
+extern bool rconn_queue_role(RedisConn *conn);
+extern void rconn_set_address(RedisConn *conn);
+
+/* topology.c */
+extern bool rconn_locate_master(RedisConn *conn);
+extern void rconn_master_confirmed(RedisConn *conn);
+extern bool rconn_topology_moved(RedisConn *conn);
 
 /* connection_exchange.c */
 extern bool rconn_queue(RedisConn *conn, RedisCmd *cmd, bool as_eval,

@@ -16,11 +16,17 @@
  */
 #include "postgres.h"
 
+#include "miscadmin.h"
+#include "storage/latch.h"
 #include "utils/timestamp.h"
 
 #include "connection.h"
 #include "connection_int.h"
+#include "rlock.h"
 #include "stats.h"
+
+static bool subscribe_once(RedisConn *sub, const char *channel,
+						   const char *what);
 
 static bool
 is_push(redisReply *r, const char *kind, const char *channel)
@@ -35,13 +41,39 @@ is_push(redisReply *r, const char *kind, const char *channel)
 		strcmp(r->element[1]->str, channel) == 0;
 }
 
+/* Longest pause between two attempts to re-subscribe during a failover. */
+#define RESUBSCRIBE_PAUSE_MS	100
+
 /*
  * Subscribe the subscriber connection to channel (and to nothing else).
  * Reconnects as needed; ERROR on failure.  Messages of channels we were
- * subscribed to before are skipped.
+ * subscribed to before are skipped.  Where the master can move (Sentinel),
+ * a connection failure is retried until retry_until, a pause apart, so
+ * that a waiter rides out a failover (DT_NOEND: as long as it waits).
  */
 void
-rconn_subscribe(RedisConn *sub, const char *channel, const char *what)
+rconn_subscribe(RedisConn *sub, const char *channel, const char *what,
+				TimestampTz retry_until)
+{
+	for (;;)
+	{
+		TimestampTz now;
+
+		if (subscribe_once(sub, channel, what))
+			return;
+		now = GetCurrentTimestamp();
+		if (!rconn_follows_failover() || now >= retry_until)
+			rconn_report(sub, ERROR, what);
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 RESUBSCRIBE_PAUSE_MS, RLOCK_WAIT_EVENT);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/* One try at rconn_subscribe: false when the connection failed. */
+static bool
+subscribe_once(RedisConn *sub, const char *channel, const char *what)
 {
 	RedisCmd	cmd;
 
@@ -52,7 +84,7 @@ rconn_subscribe(RedisConn *sub, const char *channel, const char *what)
 		bool		skip_name;
 
 		if (!rconn_ensure(sub))
-			rconn_report(sub, ERROR, what);
+			return false;
 
 		deadline = rconn_round_trip_deadline(sub, rconn_command_timeout_ms());
 		rconn_reset_replies(sub);
@@ -93,7 +125,7 @@ rconn_subscribe(RedisConn *sub, const char *channel, const char *what)
 				sub->busy = false;
 				sub->proven = true;
 				sub->last_used = GetCurrentTimestamp();
-				return;
+				return true;
 			}
 			if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSUB", 5) == 0)
 			{
@@ -121,7 +153,7 @@ rconn_subscribe(RedisConn *sub, const char *channel, const char *what)
 			continue;
 		}
 		rconn_discard_failed(sub);
-		rconn_report(sub, ERROR, what);
+		return false;
 	}
 }
 

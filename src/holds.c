@@ -402,6 +402,47 @@ holds_keep_lease(HeldLock *h)
 }
 
 /*
+ * An acquisition fewer replicas acknowledged than rlock.replica_acks asks:
+ * give the hold back in Redis (one level: what was held before stays), keep
+ * nothing in the session, and fail.  If the release itself fails, the
+ * entry stays uncertain and is reconciled with Redis later.
+ */
+static void
+undo_unacknowledged(const LockName *ln, RlockKind kind, HoldRequest *req,
+					HeldLock *h, RedisConn *conn, int wanted, int64 acked,
+					const char *ack_error)
+{
+	RedisCmd	cmd;
+	RReply	   *r;
+	const char *latch;
+
+	latch = holds_kind_ops(kind)->build_release(&cmd, kind, ln->key,
+												 req->holder, 1,
+												 h ? holds_keep_lease(h) : 0);
+	r = rconn_run1(conn, &cmd, ln->name);
+	if (r->type == RREPLY_ERROR)
+		rconn_reply_error(r, ERROR, ln->name);
+	rconn_defer_del(conn, latch);
+	if (h)
+	{
+		holds_set_uncertain(h, false);
+		holds_drop_if_unused(h);
+	}
+	stats_count(RLOCK_STAT_ACK_REFUSALS);
+	ereport(ERROR,
+			(errcode(ERRCODE_CONNECTION_FAILURE),
+			 errmsg("lock \"%s\" was not acknowledged by enough Redis replicas",
+					ln->name),
+			 ack_error ?
+			 errdetail("WAIT failed: %s; the acquisition was undone.", ack_error) :
+			 errdetail("%d of the %d replica acknowledgements rlock.replica_acks asks for arrived within rlock.replica_ack_timeout (%d ms); the acquisition was undone.",
+					   (int) Max(acked, 0), wanted,
+					   rlock_replica_ack_timeout_ms),
+			 errhint("Check the replicas of the Redis master at %s, or lower rlock.replica_acks.",
+					 rconn_address(conn))));
+}
+
+/*
  * One acquire script round trip for ln as kind, with the table kept in
  * step: while the script is in flight Redis may hold one more hold than the
  * table (the entry is uncertain; an interrupted call is reconciled later),
@@ -414,15 +455,33 @@ holds_run_acquire(const LockName *ln, RlockKind kind, HoldRequest *req,
 {
 	AcquireResult res = {0};
 	HeldLock   *h = NULL;
-	RReply *r;
+	RReply	   *r;
+	RReply	  **replies;
+	RedisConn  *conn = rconn_backend();
+	RedisCmd	cmds[2];
+	int			acks_wanted = rconn_acks_wanted(conn);
+	int64		acked = -1;
+	char	   *ack_error = NULL;
 
 	if (req->track)
 	{
 		h = holds_enter(ln->key, kind);
 		holds_set_uncertain(h, true);
 	}
+	/* with replicas, WAIT for them right behind the script (SPEC 10) */
+	rcmd_copy(&cmds[0], cmd);
+	if (acks_wanted > 0)
+		rcmd_wait(&cmds[1], acks_wanted, rlock_replica_ack_timeout_ms);
 	req->sent_at = GetCurrentTimestamp();
-	r = rconn_run1(rconn_backend(), cmd, ln->name);
+	rconn_run(conn, cmds, acks_wanted > 0 ? 2 : 1, &replies, ERROR, ln->name);
+	r = replies[0];
+	if (acks_wanted > 0)
+	{
+		if (replies[1]->type == RREPLY_INTEGER)
+			acked = replies[1]->integer;
+		else if (replies[1]->type == RREPLY_ERROR)
+			ack_error = pstrdup(replies[1]->str);
+	}
 	if (r->type == RREPLY_ERROR)
 	{
 		/* every script checks before it writes: nothing was granted */
@@ -451,6 +510,9 @@ holds_run_acquire(const LockName *ln, RlockKind kind, HoldRequest *req,
 		res.extra = r->element[2]->integer;
 	}
 
+	if (res.status == 1 && acks_wanted > 0 && acked < acks_wanted)
+		undo_unacknowledged(ln, kind, req, h, conn, acks_wanted, acked,
+							ack_error);
 	if (res.status == 1)
 	{
 		if (h)
@@ -507,13 +569,15 @@ holds_prepare_acquire(const LockName *ln, RlockKind kind, RlockScope scope,
 	req->watchdog = (lease_ms == 0);
 	req->lease_ms = req->watchdog ? rlock_watchdog_timeout_ms : lease_ms;
 	req->sent_at = 0;
+	req->holder = owner;
 	if (owner != NULL)
 		return owner;
 
 	h = holds_find_conflicting(ln->key, kind);
 	if (h != NULL)
 		held_as_other_kind(ln, h);
-	return rlock_backend_holder();
+	req->holder = rlock_backend_holder();
+	return req->holder;
 }
 
 /* A release script refused a lock of another kind ("RLOCKKIND <kind>"). */

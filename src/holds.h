@@ -87,6 +87,7 @@ typedef struct HoldRequest
 	int64		lease_ms;
 	bool		watchdog;		/* taken without a lease */
 	TimestampTz sent_at;		/* when the acquire script was sent */
+	const char *holder;			/* whose hold it is */
 } HoldRequest;
 
 /*

@@ -262,11 +262,13 @@ rlock_locks(PG_FUNCTION_ARGS)
 	RegistryRow *rows;
 	int			n;
 	const char *uuid;
+	char	   *node;
 
 	registry_require("rlock_locks");
 	InitMaterializedSRF(fcinfo, 0);
 	n = registry_snapshot(&rows);
 	uuid = registry_instance_uuid();
+	node = rconn_master_address();	/* every lock lives on the master */
 
 	for (int i = 0; i < n; i++)
 	{
@@ -275,8 +277,8 @@ rlock_locks(PG_FUNCTION_ARGS)
 
 		for (int scope = 0; scope < 2; scope++)
 		{
-			Datum		vals[11];
-			bool		nulls[11] = {0};
+			Datum		vals[12];
+			bool		nulls[12] = {0};
 			int			count = scope == 0 ? e->session_count : e->xact_count;
 
 			if (count == 0)
@@ -298,6 +300,10 @@ rlock_locks(PG_FUNCTION_ARGS)
 			else
 				nulls[9] = true;
 			vals[10] = CStringGetTextDatum(e->state == REGISTRY_LOST ? "lost" : "held");
+			if (node)
+				vals[11] = CStringGetTextDatum(node);
+			else
+				nulls[11] = true;
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, vals, nulls);
 		}
 	}
@@ -380,4 +386,58 @@ rlock_ping(PG_FUNCTION_ARGS)
 	iv = palloc0(sizeof(Interval));
 	iv->time = GetCurrentTimestamp() - start;
 	PG_RETURN_INTERVAL_P(iv);
+}
+
+/*
+ * rlock_nodes(): the master locks live on now, pinged: its address, its
+ * role and connected replicas (ROLE; NULL where an ACL refuses ROLE), and
+ * the round trip.  One row for a standalone or Sentinel deployment.
+ */
+PG_FUNCTION_INFO_V1(rlock_nodes);
+Datum
+rlock_nodes(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	RedisConn  *conn = rconn_backend();
+	RedisCmd	cmds[2];
+	RReply	  **replies;
+	RReply	   *role;
+	TimestampTz start;
+	Interval   *iv;
+	Datum		vals[4];
+	bool		nulls[4] = {0};
+
+	InitMaterializedSRF(fcinfo, 0);
+	rconn_ready(conn, NULL);
+	rcmd_init(&cmds[0]);
+	rcmd_str(&cmds[0], "PING");
+	rcmd_init(&cmds[1]);
+	rcmd_str(&cmds[1], "ROLE");
+	start = GetCurrentTimestamp();
+	rconn_run(conn, cmds, 2, &replies, ERROR, NULL);
+	iv = palloc0(sizeof(Interval));
+	iv->time = GetCurrentTimestamp() - start;
+	if (replies[0]->type != RREPLY_STATUS)
+		rconn_unexpected_reply(replies[0], NULL);
+	role = replies[1];
+
+	vals[0] = CStringGetTextDatum(rconn_address(conn));
+	if (role->type == RREPLY_ARRAY && role->elements >= 1 &&
+		role->element[0]->type == RREPLY_STRING)
+	{
+		vals[1] = CStringGetTextDatum(role->element[0]->str);
+		if (strcmp(role->element[0]->str, "master") == 0 &&
+			role->elements >= 3 && role->element[2]->type == RREPLY_ARRAY)
+			vals[2] = Int32GetDatum((int32) role->element[2]->elements);
+		else
+			nulls[2] = true;
+	}
+	else
+	{
+		nulls[1] = true;
+		nulls[2] = true;
+	}
+	vals[3] = IntervalPGetDatum(iv);
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, vals, nulls);
+	return (Datum) 0;
 }

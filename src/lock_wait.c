@@ -91,7 +91,7 @@ lock_wait(const LockName *ln, const char *channel, int64 wait_ms,
 
 		holds_on_abort(leave_channel);
 		channel_pending = true;
-		rconn_subscribe(sub, channel, ln->name);
+		rconn_subscribe(sub, channel, ln->name, start);
 		waitqueue_join(channel);
 		for (;;)
 		{
@@ -122,7 +122,8 @@ lock_wait(const LockName *ln, const char *channel, int64 wait_ms,
 			rc = rconn_wait_message(sub, until);
 			if (rc < 0)
 			{
-				rconn_subscribe(sub, channel, ln->name);
+				/* the connection broke: a failover is ridden out */
+				rconn_subscribe(sub, channel, ln->name, deadline);
 				attempt_now = true;
 			}
 			else if (rc == 0)

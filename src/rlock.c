@@ -42,6 +42,9 @@ bool		rlock_verify_on_commit = true;
 bool		rlock_cancel_on_lost = false;
 int			rlock_connection_idle_timeout_ms = 60000;
 char	   *rlock_redis_password_file = NULL;
+char	   *rlock_sentinel_password_file = NULL;
+int			rlock_replica_acks = 1;
+int			rlock_replica_ack_timeout_ms = 1000;
 char	   *rlock_tls_ca_file = NULL;
 char	   *rlock_tls_cert_file = NULL;
 char	   *rlock_tls_key_file = NULL;
@@ -191,6 +194,25 @@ _PG_init(void)
 	define_connection_string("rlock.redis_password_file",
 							 "File whose first line is the Redis password, used when rlock.redis_url has none.",
 							 &rlock_redis_password_file, GUC_SUPERUSER_ONLY);
+	define_connection_string("rlock.sentinel_password_file",
+							 "File whose first line is the password of the sentinels of a redis-sentinel:// URL.",
+							 &rlock_sentinel_password_file, GUC_SUPERUSER_ONLY);
+	DefineCustomIntVariable("rlock.replica_acks",
+							"Replicas that must acknowledge an acquisition (Redis WAIT) when the master has replicas.",
+							"0 does not wait.  Fewer acknowledgements undo the acquisition and fail it.",
+							&rlock_replica_acks,
+							1, 0, 64,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("rlock.replica_ack_timeout",
+							"How long an acquisition waits for its replica acknowledgements.",
+							NULL,
+							&rlock_replica_ack_timeout_ms,
+							1000, 1, RLOCK_MAX_USER_TIMEOUT_MS,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
 	define_connection_string("rlock.tls_ca_file",
 							 "CA certificates that verify Redis servers' certificates (rediss:// URLs).",
 							 &rlock_tls_ca_file, 0);
@@ -237,6 +259,7 @@ _PG_init(void)
 	{
 		registry_install_hooks();
 		stats_install_hooks();
+		rconn_topology_shmem_install();
 		waitqueue_install_hooks();
 		watchdog_register();
 	}

@@ -35,6 +35,8 @@
  *	transport_tls.c	 TLS over that socket (OpenSSL), rlock.tls_*
  *	resolve.c		 host names resolved within a deadline
  *	url.c			 rlock.redis_url, its password kept out of sight
+ *	topology.c		 which node is the master (Sentinel), followed through
+ *					 failover and shared by the server's processes
  *	connection_error.c	 failures and error replies as ERRORs with SQLSTATEs
  *	registry.c		 shared memory: instance identity, registry of held locks
  *	stats.c			 shared-memory activity counters (rlock_stats)
@@ -101,6 +103,9 @@ extern bool rlock_verify_on_commit;
 extern bool rlock_cancel_on_lost;
 extern int	rlock_connection_idle_timeout_ms;
 extern char *rlock_redis_password_file;
+extern char *rlock_sentinel_password_file;
+extern int	rlock_replica_acks;
+extern int	rlock_replica_ack_timeout_ms;
 extern char *rlock_tls_ca_file;
 extern char *rlock_tls_cert_file;
 extern char *rlock_tls_key_file;

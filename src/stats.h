@@ -31,6 +31,9 @@ typedef enum RlockStat
 	RLOCK_STAT_ROUND_TRIPS,		/* Redis round trips (a pipeline is one) */
 	RLOCK_STAT_RECONNECTS,		/* connections opened after an earlier one */
 	RLOCK_STAT_REDIS_ERRORS,	/* failed round trips and error replies */
+	RLOCK_STAT_FAILOVERS,		/* new masters confirmed (Sentinel) */
+	RLOCK_STAT_ACK_REFUSALS,	/* acquisitions undone: too few replicas
+								 * acknowledged them */
 	RLOCK_NUM_STATS
 } RlockStat;
 

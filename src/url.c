@@ -2,9 +2,10 @@
  *
  * url.c
  *	  rlock.redis_url: parsing redis://[user[:password]@]host[:port][/db],
- *	  rediss://... (the same over TLS) and
- *	  unix://[user[:password]@]/path/redis.sock[?db=N], and keeping the
- *	  password out of sight.
+ *	  rediss://... (the same over TLS),
+ *	  unix://[user[:password]@]/path/redis.sock[?db=N] and
+ *	  redis-sentinel://[user[:password]@]host[:port][,host[:port]...][/db]#name
+ *	  (rediss-sentinel://: TLS), and keeping the password out of sight.
  *
  * The password must never show: not in SHOW or pg_settings (whose
  * reset_val and boot_val pg_read_all_settings members can read), not in
@@ -166,7 +167,7 @@ rconn_parse_url(const char *url, RedisUrl *out, char **errmsg)
 		out->scheme = URL_UNIX;
 	else
 	{
-		*errmsg = pstrdup("the URL must start with \"redis://\", \"rediss://\" or \"unix://\"");
+		*errmsg = pstrdup("the URL must start with \"redis://\", \"rediss://\", \"unix://\", \"redis-sentinel://\" or \"rediss-sentinel://\"");
 		return false;
 	}
 	p = strstr(url, "://") + 3;
@@ -275,8 +276,121 @@ rconn_parse_url(const char *url, RedisUrl *out, char **errmsg)
 }
 
 /*
+ * redis-sentinel://[user[:password]@]host[:port][,host[:port]...][/db]#name,
+ * Lettuce's form (rediss-sentinel://: TLS to the sentinels and the nodes).
+ * The hosts are the sentinels (port 26379 by default); user, password and
+ * db are the data nodes'; name is the master's name in the sentinels.
+ */
+static bool
+parse_sentinel(const char *url, RedisUrl *out, RedisSentinelAddr *sentinels,
+			   int *n, char **errmsg)
+{
+	bool		tls = strncmp(url, "rediss-sentinel://", 18) == 0;
+	const char *p = url + (tls ? 18 : 17);
+	const char *hash = strchr(p, '#');
+	const char *slash;
+	const char *at = NULL;
+	const char *hosts;
+	const char *hostsend;
+	char		name[sizeof(out->master_name)];
+
+	*n = 0;
+	if (hash == NULL || hash[1] == '\0')
+	{
+		*errmsg = pstrdup("a Sentinel URL must end with #mastername");
+		return false;
+	}
+	if (!copy_decoded(name, sizeof(name), hash + 1, strlen(hash + 1)))
+	{
+		*errmsg = pstrdup("the master name in the URL is invalid");
+		return false;
+	}
+	slash = memchr(p, '/', hash - p);
+	hostsend = slash ? slash : hash;
+	for (const char *q = p; q < hostsend; q++)
+		if (*q == '@')
+			at = q;
+	hosts = at ? at + 1 : p;
+
+	for (const char *h = hosts; h <= hostsend;)
+	{
+		const char *end = h;
+		bool		bracket = false;
+		const char *portpart;
+		RedisUrl	one;
+
+		while (end < hostsend && (bracket || *end != ','))
+		{
+			if (*end == '[')
+				bracket = true;
+			else if (*end == ']')
+				bracket = false;
+			end++;
+		}
+		if (end == h)
+		{
+			*errmsg = pstrdup("the URL has an empty sentinel address");
+			return false;
+		}
+		if (*n >= RLOCK_MAX_SENTINELS)
+		{
+			*errmsg = psprintf("the URL names more than %d sentinels",
+							   RLOCK_MAX_SENTINELS);
+			return false;
+		}
+		if (!rconn_parse_url(psprintf("redis://%.*s", (int) (end - h), h),
+							 &one, errmsg))
+			return false;
+		portpart = (*h == '[') ? memchr(h, ']', end - h) : h;
+		strlcpy(sentinels[*n].host, one.host, sizeof(sentinels[*n].host));
+		sentinels[*n].port = (portpart && memchr(portpart, ':', end - portpart))
+			? one.port : RLOCK_SENTINEL_PORT;
+		(*n)++;
+		h = end + 1;
+	}
+
+	/* user, password and db, as a redis:// URL of a placeholder host */
+	if (!rconn_parse_url(psprintf("%s://%.*s%s%.*s", tls ? "rediss" : "redis",
+								  at ? (int) (at - p + 1) : 0, p, "sentinel-master",
+								  slash ? (int) (hash - slash) : 0,
+								  slash ? slash : ""),
+						 out, errmsg))
+		return false;
+	out->kind = NODE_SENTINEL_MASTER;
+	out->host[0] = '\0';
+	out->port = 0;
+	strlcpy(out->master_name, name, sizeof(out->master_name));
+	return true;
+}
+
+/*
+ * Parse any form rlock.redis_url takes: a standalone node, or a Sentinel
+ * deployment (then *nsentinels > 0 and out is its master).
+ */
+bool
+rconn_parse_deployment(const char *url, RedisUrl *out,
+					   RedisSentinelAddr *sentinels, int *nsentinels,
+					   char **errmsg)
+{
+	*nsentinels = 0;
+	if (url != NULL && (strncmp(url, "redis-sentinel://", 17) == 0 ||
+						strncmp(url, "rediss-sentinel://", 18) == 0))
+	{
+		memset(out, 0, sizeof(*out));
+		return parse_sentinel(url, out, sentinels, nsentinels, errmsg);
+	}
+	if (url != NULL && strstr(url, "://") != NULL &&
+		strncmp(url, "redis-", 6) == 0)
+	{
+		*errmsg = pstrdup("the only deployment schemes are \"redis-sentinel://\" and \"rediss-sentinel://\"");
+		return false;
+	}
+	return rconn_parse_url(url, out, errmsg);
+}
+
+/*
  * Where the password of url is, if it has one: [*start, *end).  The
- * userinfo is what precedes the last '@' before the path.
+ * userinfo is what precedes the last '@' before the path (or fragment).
  */
 static bool
 find_password(const char *url, const char **start, const char **end)
@@ -289,7 +403,7 @@ find_password(const char *url, const char **start, const char **end)
 	if (p == NULL)
 		return false;
 	p += 3;
-	slash = strchr(p, '/');
+	slash = strpbrk(p, "/#");
 	at = NULL;
 	for (const char *q = p; *q && (slash == NULL || q < slash); q++)
 		if (*q == '@')
@@ -318,7 +432,8 @@ mask_password(const char *url)
 }
 
 static RedisUrlConf *
-new_conf(const RedisUrl *url, const char *full)
+new_conf(const RedisUrl *url, const RedisSentinelAddr *sentinels,
+		 int nsentinels, const char *full)
 {
 	size_t		len = strlen(full);
 	RedisUrlConf *conf = url_guc_malloc(offsetof(RedisUrlConf, full) + len + 1);
@@ -326,6 +441,10 @@ new_conf(const RedisUrl *url, const char *full)
 	if (conf == NULL)
 		return NULL;
 	conf->url = *url;
+	conf->nsentinels = nsentinels;
+	if (nsentinels > 0)
+		memcpy(conf->sentinels, sentinels,
+			   nsentinels * sizeof(RedisSentinelAddr));
 	memcpy(conf->full, full, len + 1);
 	return conf;
 }
@@ -334,6 +453,8 @@ bool
 rlock_check_redis_url(char **newval, void **extra, GucSource source)
 {
 	RedisUrl	url;
+	RedisSentinelAddr sentinels[RLOCK_MAX_SENTINELS];
+	int			nsentinels = 0;
 	char	   *err = NULL;
 	RedisUrlConf *conf;
 	char	   *stored;
@@ -346,23 +467,25 @@ rlock_check_redis_url(char **newval, void **extra, GucSource source)
 			GUC_check_errmsg("invalid value for parameter \"rlock.redis_url\"");
 			return false;
 		}
-		conf = new_conf(&rlock_redis_conf->url, rlock_redis_conf->full);
+		conf = new_conf(&rlock_redis_conf->url, rlock_redis_conf->sentinels,
+						rlock_redis_conf->nsentinels, rlock_redis_conf->full);
 		if (conf == NULL)
 			return false;
 		*extra = conf;
 		return true;
 	}
 
-	if (*newval == NULL || !rconn_parse_url(*newval, &url, &err))
+	if (*newval == NULL ||
+		!rconn_parse_deployment(*newval, &url, sentinels, &nsentinels, &err))
 	{
 		/* our own message: PostgreSQL would quote the value, password and all */
 		GUC_check_errmsg("invalid value for parameter \"rlock.redis_url\"");
 		GUC_check_errdetail("Invalid Redis URL: %s.", err ? err : "no value");
-		GUC_check_errhint("The forms are redis://[user[:password]@]host[:port][/db], rediss://... (TLS) and unix://[user[:password]@]/path/redis.sock[?db=N].");
+		GUC_check_errhint("The forms are redis://[user[:password]@]host[:port][/db], rediss://... (TLS), unix://[user[:password]@]/path/redis.sock[?db=N] and redis-sentinel://[user[:password]@]host[:port][,host[:port]...][/db]#mastername (rediss-sentinel://: TLS).");
 		return false;
 	}
 
-	conf = new_conf(&url, *newval);
+	conf = new_conf(&url, sentinels, nsentinels, *newval);
 	if (conf == NULL)
 		return false;
 	*extra = conf;

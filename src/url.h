@@ -20,16 +20,38 @@ typedef enum RedisUrlScheme
 	URL_UNIX					/* unix:// a Unix-domain socket */
 } RedisUrlScheme;
 
-/* A parsed Redis URL. */
+/* What a node is to rlock. */
+typedef enum RedisNodeKind
+{
+	NODE_DIRECT = 0,			/* a Redis server, at host:port (or socket) */
+	NODE_SENTINEL,				/* a sentinel, asked where the master is */
+	NODE_SENTINEL_MASTER		/* the master of master_name, wherever the
+								 * sentinels say it is now (host and port
+								 * are filled in when it is located) */
+} RedisNodeKind;
+
+/* A parsed Redis URL, or one node of a deployment. */
 typedef struct RedisUrl
 {
 	RedisUrlScheme scheme;
+	RedisNodeKind kind;
 	char		host[256];		/* unix://: the socket's path */
 	int			port;
 	char		user[256];
 	char		password[256];
 	int			db;
+	char		master_name[256];	/* NODE_SENTINEL_MASTER */
 } RedisUrl;
+
+/* Sentinels a redis-sentinel:// URL may name. */
+#define RLOCK_MAX_SENTINELS		16
+#define RLOCK_SENTINEL_PORT		26379
+
+typedef struct RedisSentinelAddr
+{
+	char		host[256];
+	int			port;
+} RedisSentinelAddr;
 
 /*
  * The current rlock.redis_url, as the GUC's assign hook left it: parsed,
@@ -38,13 +60,19 @@ typedef struct RedisUrl
  */
 typedef struct RedisUrlConf
 {
-	RedisUrl	url;
+	RedisUrl	url;			/* the node locks live on (for Sentinel: its
+								 * master, located through the sentinels) */
+	int			nsentinels;
+	RedisSentinelAddr sentinels[RLOCK_MAX_SENTINELS];
 	char		full[FLEXIBLE_ARRAY_MEMBER];
 } RedisUrlConf;
 
 extern const RedisUrlConf *rlock_redis_conf;
 
 extern bool rconn_parse_url(const char *url, RedisUrl *out, char **errmsg);
+extern bool rconn_parse_deployment(const char *url, RedisUrl *out,
+								   RedisSentinelAddr *sentinels,
+								   int *nsentinels, char **errmsg);
 
 /* GUC hooks of rlock.redis_url. */
 extern bool rlock_check_redis_url(char **newval, void **extra,

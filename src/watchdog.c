@@ -23,6 +23,10 @@
  * renewed by the next one, well within its lease: backends never wake the
  * worker (that would cost a signal per acquisition).
  *
+ * With a Sentinel deployment the worker also asks the sentinels once a
+ * second where the master is, and moves to a new one by itself (which,
+ * through shared memory, moves every backend too: topology.c).
+ *
  * Redis failures are logged once per outage and retried with a growing
  * back-off; the worker never exits because of them (an exit would only
  * make the postmaster restart it).  Other errors end the process, and the
@@ -58,6 +62,8 @@
 /* Shortest and longest wait before retrying after a Redis failure, ms. */
 #define BACKOFF_MIN_MS		100
 #define BACKOFF_MAX_MS		1000
+/* Longest sleep when the master can move: it is looked for that often. */
+#define WATCH_TOPOLOGY_MS	1000
 
 void
 watchdog_register(void)
@@ -248,6 +254,9 @@ rlock_watchdog_main(Datum arg)
 			ProcessConfigFile(PGC_SIGHUP);
 		}
 
+		/* Sentinel: where the master is now (at most once a second) */
+		rconn_watch_topology();
+
 		now = GetCurrentTimestamp();
 		if (now >= next_cycle)
 		{
@@ -287,6 +296,8 @@ rlock_watchdog_main(Datum arg)
 
 		now = GetCurrentTimestamp();
 		wait_ms = (next_cycle > now) ? (long) ((next_cycle - now + 999) / 1000) : 0;
+		if (rconn_follows_failover())
+			wait_ms = Min(wait_ms, WATCH_TOPOLOGY_MS);
 		if (wait_ms > 0)
 		{
 			(void) WaitLatch(MyLatch,

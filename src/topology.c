@@ -1,0 +1,404 @@
+/*-------------------------------------------------------------------------
+ *
+ * topology.c
+ *	  Which node is the master: for a Sentinel deployment
+ *	  (redis-sentinel:// URLs), asked of the sentinels and confirmed by the
+ *	  node itself, followed through failovers, and shared by this server's
+ *	  processes.
+ *
+ * A connection to "the master of <name>" (NODE_SENTINEL_MASTER) has no
+ * address of its own: each time it connects, it asks the sentinels
+ * (SENTINEL GET-MASTER-ADDR-BY-NAME), one after another, starting with the
+ * one that answered last, each bounded by rlock.connect_timeout and
+ * rlock.command_timeout, and connects to the node they name, whose ROLE
+ * must say "master" (connection.c queues ROLE with the handshake;
+ * connection_exchange.c reads it).  A master that just failed is not taken
+ * from the first sentinel that still names it: during a failover the
+ * sentinels disagree for a moment, and the one that led the failover knows
+ * first.
+ *
+ * Failover is followed three ways: a connection that breaks (the master
+ * died) or is told READONLY or a ROLE other than master (it was demoted)
+ * is replaced at its next use, which asks the sentinels again; the worker
+ * asks them once a second (rconn_watch_topology) and re-points itself; and
+ * the master last confirmed lives in shared memory with an epoch that is
+ * bumped when it changes, so every backend's connections to the old master
+ * are replaced at their next use even when nothing broke.  The process that
+ * first confirms a new master counts the failover and logs it.
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
+#include "utils/timestamp.h"
+
+#include "compat.h"
+#include "connection.h"
+#include "connection_int.h"
+#include "rlock.h"
+#include "stats.h"
+
+/* How often the worker asks the sentinels where the master is. */
+#define WATCH_INTERVAL_MS	1000
+
+typedef struct TopologyShared
+{
+	slock_t		mutex;
+	pg_atomic_uint64 epoch;		/* bumped when the master changes */
+	char		master[300];	/* host:port last confirmed, "" none yet */
+} TopologyShared;
+
+static TopologyShared *topo = NULL;
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+/* The sentinel that answered last: asked first next time. */
+static int	first_sentinel = 0;
+
+/* When the worker last asked the sentinels. */
+static TimestampTz last_watch = 0;
+
+/* ----------------------------------------------------------------
+ * Shared memory
+ * ----------------------------------------------------------------
+ */
+
+static void
+topology_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	RequestAddinShmemSpace(MAXALIGN(sizeof(TopologyShared)));
+}
+
+static void
+topology_shmem_startup(void)
+{
+	bool		found;
+
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	topo = ShmemInitStruct("rlock topology", sizeof(TopologyShared), &found);
+	if (!found)
+	{
+		SpinLockInit(&topo->mutex);
+		pg_atomic_init_u64(&topo->epoch, 1);
+		topo->master[0] = '\0';
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+void
+rconn_topology_shmem_install(void)
+{
+	RLOCK_SHMEM_REQUEST(prev_shmem_request_hook, topology_shmem_request);
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = topology_shmem_startup;
+}
+
+static uint64
+epoch_now(void)
+{
+	return topo ? pg_atomic_read_u64(&topo->epoch) : 0;
+}
+
+/* Has another process confirmed a new master since conn was located? */
+bool
+rconn_topology_moved(RedisConn *conn)
+{
+	return conn->node.kind == NODE_SENTINEL_MASTER &&
+		conn->state != CS_CLOSED && topo != NULL &&
+		conn->topology_epoch != pg_atomic_read_u64(&topo->epoch);
+}
+
+/*
+ * conn's node answered ROLE "master": record it as this server's master,
+ * counting and logging a change.  Never throws (it runs mid-handshake).
+ */
+void
+rconn_master_confirmed(RedisConn *conn)
+{
+	char		old[sizeof(topo->master)];
+	bool		changed = false;
+
+	conn->failed_at[0] = '\0';
+	if (topo == NULL)
+		return;
+	SpinLockAcquire(&topo->mutex);
+	if (strcmp(topo->master, conn->addr) != 0)
+	{
+		strlcpy(old, topo->master, sizeof(old));
+		strlcpy(topo->master, conn->addr, sizeof(topo->master));
+		if (old[0] != '\0')
+		{
+			pg_atomic_fetch_add_u64(&topo->epoch, 1);
+			changed = true;
+		}
+	}
+	SpinLockRelease(&topo->mutex);
+	conn->topology_epoch = epoch_now();
+	if (changed)
+	{
+		stats_count(RLOCK_STAT_FAILOVERS);
+		ereport(LOG,
+				(errmsg("rlock: Redis master \"%s\" is now %s (was %s)",
+						conn->node.master_name, conn->addr, old)));
+	}
+}
+
+/* ----------------------------------------------------------------
+ * Asking the sentinels
+ * ----------------------------------------------------------------
+ */
+
+/* Does rlock.redis_url name a deployment whose master can move? */
+bool
+rconn_follows_failover(void)
+{
+	return rlock_redis_conf != NULL &&
+		rlock_redis_conf->url.kind == NODE_SENTINEL_MASTER;
+}
+
+typedef enum SentinelAnswer
+{
+	SENTINEL_NAMED,				/* it named the master */
+	SENTINEL_UNKNOWN,			/* it knows no master of that name */
+	SENTINEL_FAILED				/* no answer, or an error */
+} SentinelAnswer;
+
+/*
+ * Ask sentinel i of conf where master name is (no round trip past cap, a
+ * timestamp or 0).
+ */
+static SentinelAnswer
+ask_sentinel(const RedisUrlConf *conf, int i, TimestampTz cap, char *host,
+			 size_t hostsize, int *port, StringInfo why)
+{
+	RedisUrl	node;
+	RedisConn  *s;
+	RedisCmd	cmd;
+	RconnOp		op;
+	RReply	   *r;
+
+	memset(&node, 0, sizeof(node));
+	node.scheme = conf->url.scheme;
+	node.kind = NODE_SENTINEL;
+	strlcpy(node.host, conf->sentinels[i].host, sizeof(node.host));
+	node.port = conf->sentinels[i].port;
+	s = rconn_get(&node, RCONN_COMMANDS);
+
+	rcmd_init(&cmd);
+	rcmd_str(&cmd, "SENTINEL");
+	rcmd_str(&cmd, "GET-MASTER-ADDR-BY-NAME");
+	rcmd_str(&cmd, conf->url.master_name);
+	op.conn = s;
+	op.cmds = &cmd;
+	op.ncmds = 1;
+	rconn_set_deadline_cap(s, cap != 0 ? cap : DT_NOEND);
+	rconn_run_parallel(&op, 1);
+	rconn_set_deadline_cap(s, DT_NOEND);
+	if (!op.ok)
+	{
+		appendStringInfo(why, "%s%s: %s", why->len ? "; " : "", s->addr,
+						 s->errdetail[0] ? s->errdetail :
+						 s->failure == RF_TIMEOUT || s->failure == RF_CONNECT_TIMEOUT ?
+						 "no answer in time" : "no answer");
+		return SENTINEL_FAILED;
+	}
+	r = op.replies[0];
+	if (r->type == RREPLY_NIL)
+		return SENTINEL_UNKNOWN;
+	if (r->type == RREPLY_ARRAY && r->elements == 2 &&
+		r->element[0]->type == RREPLY_STRING &&
+		r->element[1]->type == RREPLY_STRING &&
+		r->element[0]->len > 0 && r->element[0]->len < hostsize)
+	{
+		*port = atoi(r->element[1]->str);
+		if (*port > 0 && *port <= 65535)
+		{
+			strlcpy(host, r->element[0]->str, hostsize);
+			return SENTINEL_NAMED;
+		}
+	}
+	appendStringInfo(why, "%s%s: %s", why->len ? "; " : "", s->addr,
+					 r->type == RREPLY_ERROR ? r->str : "an unexpected reply");
+	return SENTINEL_FAILED;
+}
+
+/*
+ * Ask the sentinels, one after another, where the master is.  A master
+ * named "avoid" (host:port that just failed) is taken only when no
+ * sentinel names another.  On failure sets *failure and *detail.
+ */
+static bool
+ask_sentinels(const char *avoid, char *host, size_t hostsize, int *port,
+			  RconnFailure *failure, char **detail)
+{
+	const RedisUrlConf *conf = rlock_redis_conf;
+	int			n = conf ? conf->nsentinels : 0;
+	int			nunknown = 0;
+	char		fallback[256] = "";
+	int			fallback_port = 0;
+	StringInfoData why;
+	TimestampTz cap = 0;
+
+	/* where nothing can interrupt us, all the sentinels share one bound */
+	if (rconn_uninterruptible())
+		cap = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+										  RLOCK_UNINTERRUPTIBLE_CAP_MS);
+	initStringInfo(&why);
+	for (int k = 0; k < n; k++)
+	{
+		int			i = (first_sentinel + k) % n;
+		char		addr[300];
+
+		switch (ask_sentinel(conf, i, cap, host, hostsize, port, &why))
+		{
+			case SENTINEL_NAMED:
+				snprintf(addr, sizeof(addr),
+						 strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, *port);
+				if (avoid != NULL && avoid[0] != '\0' &&
+					strcmp(addr, avoid) == 0)
+				{
+					if (fallback[0] == '\0')
+					{
+						strlcpy(fallback, host, sizeof(fallback));
+						fallback_port = *port;
+					}
+					continue;
+				}
+				first_sentinel = i;
+				return true;
+			case SENTINEL_UNKNOWN:
+				nunknown++;
+				break;
+			case SENTINEL_FAILED:
+				break;
+		}
+	}
+	if (fallback[0] != '\0')
+	{
+		strlcpy(host, fallback, hostsize);
+		*port = fallback_port;
+		return true;
+	}
+	*failure = RF_NO_MASTER;
+	if (n == 0)
+		*detail = pstrdup("rlock.redis_url names no sentinel.");
+	else if (nunknown > 0)
+		*detail = psprintf("No sentinel knows a master named \"%s\" (%d of %d sentinels answered).%s%s",
+						   conf->url.master_name, nunknown, n,
+						   why.len ? " " : "", why.data);
+	else
+		*detail = psprintf("No sentinel answered: %s.", why.data);
+	return false;
+}
+
+/*
+ * Before conn connects: fill in its node's host and port from the
+ * sentinels.  On failure conn->failure says why.
+ */
+bool
+rconn_locate_master(RedisConn *conn)
+{
+	RconnFailure failure = RF_NONE;
+	char	   *detail = NULL;
+
+	snprintf(conn->addr, sizeof(conn->addr), "master \"%s\"",
+			 conn->node.master_name);
+	if (!ask_sentinels(conn->failed_at, conn->node.host,
+					   sizeof(conn->node.host), &conn->node.port,
+					   &failure, &detail))
+	{
+		conn->node.host[0] = '\0';
+		rconn_set_failure(conn, failure, detail);
+		return false;
+	}
+	rconn_set_address(conn);
+	conn->topology_epoch = epoch_now();
+	return true;
+}
+
+/*
+ * The background worker, every loop: at most once a second, ask the
+ * sentinels where the master is, and when it moved, reconnect the worker's
+ * connection to it now (confirming it, which tells every backend through
+ * shared memory).  Failures are left to the next time; never throws for
+ * Redis's sake.
+ */
+void
+rconn_watch_topology(void)
+{
+	RedisConn  *conn;
+	char		host[256];
+	char		addr[300];
+	int			port;
+	RconnFailure failure;
+	char	   *detail;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (!rconn_follows_failover() ||
+		!TimestampDifferenceExceeds(last_watch, now, WATCH_INTERVAL_MS))
+		return;
+	last_watch = now;
+	conn = rconn_backend();
+	if (!ask_sentinels(NULL, host, sizeof(host), &port, &failure, &detail))
+	{
+		ereport(DEBUG1,
+				(errmsg_internal("rlock watchdog: could not ask the sentinels: %s",
+								 detail)));
+		return;
+	}
+	snprintf(addr, sizeof(addr), strchr(host, ':') ? "[%s]:%d" : "%s:%d",
+			 host, port);
+	if (conn->state != CS_CLOSED && strcmp(addr, conn->addr) == 0)
+		return;
+	conn->demoted = true;		/* replaced now */
+	(void) rconn_ensure(conn);
+}
+
+/* host:port of the master now (palloc'd), or NULL when not known yet. */
+char *
+rconn_master_address(void)
+{
+	RedisConn  *conn = rconn_backend();
+
+	if (topo != NULL && rconn_follows_failover())
+	{
+		char		addr[sizeof(topo->master)];
+
+		SpinLockAcquire(&topo->mutex);
+		strlcpy(addr, topo->master, sizeof(addr));
+		SpinLockRelease(&topo->mutex);
+		if (addr[0] != '\0')
+			return pstrdup(addr);
+	}
+	if (conn->node.kind == NODE_SENTINEL_MASTER && conn->node.host[0] == '\0')
+		return NULL;
+	return pstrdup(conn->addr);
+}
+
+/* Replicas that must acknowledge an acquisition on conn (0: do not wait). */
+int
+rconn_acks_wanted(RedisConn *conn)
+{
+	if (rlock_replica_acks <= 0 || conn->nreplicas <= 0)
+		return 0;
+	return rlock_replica_acks;
+}
+
+/* Replicas of conn's node when last asked (-1: unknown). */
+int
+rconn_replicas(RedisConn *conn)
+{
+	return conn->nreplicas;
+}
