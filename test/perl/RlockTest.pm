@@ -1165,6 +1165,8 @@ use strict;
 use warnings;
 
 use Carp;
+use File::Basename ();
+use File::Copy ();
 use File::Spec;
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
@@ -1915,7 +1917,10 @@ sub _sentinel_pid
 
 Stop every sentinel (SIGTERM, SIGKILL if it lingers) and then every data
 node still running.  Done at END (sentinels before data nodes, so no
-failover starts while the nodes go down).
+failover starts while the nodes go down).  The logs of the sentinels and
+of the data nodes are then copied beside the test's own log
+(tmp_check/log/<test>_sentinel_<port>.log, <test>_redis_<port>.log): their
+directories are temporary.
 
 =cut
 
@@ -1934,6 +1939,21 @@ sub stop
 	foreach my $n (@{ $self->{nodes} })
 	{
 		$n->stop if $n->{running};
+	}
+	my $logdir = $PostgreSQL::Test::Utils::log_path;
+	if (defined $logdir && -d $logdir)
+	{
+		my $test = File::Basename::basename($0, '.pl');
+		foreach my $st (@{ $self->{sentinels} })
+		{
+			File::Copy::copy("$st->{dir}/sentinel.log",
+				"$logdir/${test}_sentinel_$st->{port}.log");
+		}
+		foreach my $n (@{ $self->{nodes} })
+		{
+			File::Copy::copy($n->dir . '/redis.log',
+				"$logdir/${test}_redis_" . $n->port . '.log');
+		}
 	}
 	return;
 }
