@@ -1220,9 +1220,13 @@ Options (defaults in brackets):
 
 =item master_name => 'name' ['rlockmaster']
 
-=item down_after_ms => ms [1000]
+=item down_after_ms => ms [2000]
 
-C<sentinel down-after-milliseconds>.
+C<sentinel down-after-milliseconds>.  A sentinel pings every
+min(down-after, 1 s): with 1000 ms a single late reply makes a node look
+down, and on a loaded machine a master just promoted was often failed over
+again at once, about 1 s after the switch, with nobody having touched it.
+2000 ms allows for one late reply; a failover takes about 3 s then.
 
 =item failover_timeout_ms => ms [5000]
 
@@ -1272,7 +1276,7 @@ sub new
 		n_replicas => $opts{replicas} // 2,
 		n_sentinels => $opts{sentinels} // 3,
 		master_name => $opts{master_name} // 'rlockmaster',
-		down_after_ms => $opts{down_after_ms} // 1000,
+		down_after_ms => $opts{down_after_ms} // 2000,
 		failover_timeout_ms => $opts{failover_timeout_ms} // 5000,
 		password => $opts{password},
 		sentinel_password => $opts{sentinel_password},

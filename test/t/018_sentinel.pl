@@ -59,8 +59,9 @@ my $pwfile = PostgreSQL::Test::Utils::tempdir('sentinelpw') . '/sentinel.pw';
 
 # Locks without a lease get 15 s, renewed every 5 s: a lock renewed just
 # before the master dies counts as lost (fail closed) 12 s after that
-# renewal, far later than a failover (about 2 s with down-after 1 s) plus
-# the worker's next look at the sentinels (about 1 s).
+# renewal, at the earliest 7 s after the kill: later than a failover (about
+# 3 s with down-after 2 s) plus the worker's next look at the sentinels
+# (about 1 s) and its next renewal.
 my %conf = (
 	url => $s->url,
 	watchdog_timeout => '15s',
