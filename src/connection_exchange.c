@@ -508,50 +508,6 @@ queue_op(OpState *os)
 	return true;
 }
 
-/*
- * ROLE's answer: the number of replicas of a master, or (for a master the
- * sentinels located) the news that it is not one, which fails the
- * connection so that the next attempt asks the sentinels again.  A server
- * that refuses ROLE (an ACL) leaves the replica count unknown: then no
- * acknowledgement is waited for, and a located master is taken on the
- * sentinels' word.
- */
-static bool
-take_role(RedisConn *conn, redisReply *r)
-{
-	const char *role;
-
-	if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
-		r->element[0]->type != REDIS_REPLY_STRING)
-	{
-		conn->nreplicas = -1;
-		if (conn->node.kind == NODE_SENTINEL_MASTER && conn->state == CS_HANDSHAKE)
-			rconn_master_confirmed(conn);
-		return true;
-	}
-	role = r->element[0]->str;
-	if (strcmp(role, "master") == 0)
-	{
-		conn->nreplicas = (r->elements >= 3 &&
-						   r->element[2]->type == REDIS_REPLY_ARRAY) ?
-			(int) r->element[2]->elements : 0;
-		if (conn->node.kind == NODE_SENTINEL_MASTER && conn->state == CS_HANDSHAKE)
-			rconn_master_confirmed(conn);
-		return true;
-	}
-	conn->nreplicas = -1;
-	if (conn->node.kind != NODE_SENTINEL_MASTER)
-		return true;
-	conn->demoted = true;
-	if (conn->state != CS_HANDSHAKE)
-		return true;			/* this round trip's replies say the rest */
-	strlcpy(conn->failed_at, conn->addr, sizeof(conn->failed_at));
-	rconn_set_failure(conn, RF_NOT_MASTER,
-					  psprintf("The sentinels named it as master \"%s\", but its role is \"%s\".",
-							   conn->node.master_name, role));
-	return false;
-}
-
 /* A reply arrived for slot. */
 static bool
 take_reply(OpState *os, int slot, redisReply *r)
@@ -560,7 +516,7 @@ take_reply(OpState *os, int slot, redisReply *r)
 
 	if (slot == SLOT_ROLE)
 	{
-		bool		ok = take_role(conn, r);
+		bool		ok = rconn_take_role(conn, r);
 
 		freeReplyObject(r);
 		return ok;
@@ -799,60 +755,4 @@ rconn_run_parallel(RconnOp *ops, int nops)
 	}
 	if (os != inline_os)
 		pfree(os);
-}
-
-/* ----------------------------------------------------------------
- * Primitives for the subscriber connection (connection_pubsub.c)
- * ----------------------------------------------------------------
- */
-
-/* Write everything queued, waiting for the socket as needed. */
-bool
-rconn_flush(RedisConn *conn, TimestampTz deadline)
-{
-	for (;;)
-	{
-		TransportStatus st = rconn_write_some(conn);
-
-		if (st == TS_DONE)
-			return true;
-		if (st == TS_ERROR)
-			return false;
-		if (!rconn_wait(conn, conn->want, deadline, NULL))
-		{
-			rconn_set_failure(conn, RF_TIMEOUT, NULL);
-			return false;
-		}
-	}
-}
-
-/* Read one reply (hiredis' own: freed by the caller), waiting as needed. */
-bool
-rconn_read_raw(RedisConn *conn, TimestampTz deadline, redisReply **reply)
-{
-	for (;;)
-	{
-		void	   *r = NULL;
-		TransportStatus st;
-
-		if (redisReaderGetReply(conn->reader, &r) != REDIS_OK)
-		{
-			rconn_set_failure(conn, RF_PROTOCOL, conn->reader->errstr);
-			return false;
-		}
-		if (r != NULL)
-		{
-			*reply = (redisReply *) r;
-			return true;
-		}
-		st = rconn_read_some(conn);
-		if (st == TS_ERROR)
-			return false;
-		if (st != TS_DONE &&
-			!rconn_wait(conn, conn->want, deadline, NULL))
-		{
-			rconn_set_failure(conn, RF_TIMEOUT, NULL);
-			return false;
-		}
-	}
 }

@@ -138,6 +138,7 @@ extern void rconn_set_address(RedisConn *conn);
 extern bool rconn_locate_master(RedisConn *conn);
 extern void rconn_master_confirmed(RedisConn *conn);
 extern bool rconn_topology_moved(RedisConn *conn);
+extern bool rconn_take_role(RedisConn *conn, redisReply *r);
 
 /* connection_exchange.c */
 extern bool rconn_queue(RedisConn *conn, RedisCmd *cmd, bool as_eval,
@@ -147,9 +148,6 @@ extern bool rconn_wait(RedisConn *conn, uint32 events, TimestampTz deadline,
 					   bool *latch_woken);
 extern TransportStatus rconn_write_some(RedisConn *conn);
 extern TransportStatus rconn_read_some(RedisConn *conn);
-extern bool rconn_flush(RedisConn *conn, TimestampTz deadline);
-extern bool rconn_read_raw(RedisConn *conn, TimestampTz deadline,
-						   redisReply **reply);
 extern void rconn_free_io(RedisConn *conn);
 
 #endif							/* RLOCK_CONNECTION_INT_H */

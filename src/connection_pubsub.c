@@ -9,6 +9,9 @@
  * connection of their own (rconn_backend_subscriber).  A waiter subscribes
  * to one channel at a time; leaving it does not wait for Redis's answer,
  * and whatever arrives meanwhile is skipped by the next subscription.
+ * Where the master can move (Sentinel), a subscription that breaks is
+ * retried until the waiter's deadline, so a waiter rides out a failover
+ * and listens on the new master.
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -39,6 +42,62 @@ is_push(redisReply *r, const char *kind, const char *channel)
 		return true;
 	return r->element[1]->type == REDIS_REPLY_STRING &&
 		strcmp(r->element[1]->str, channel) == 0;
+}
+
+/* ----------------------------------------------------------------
+ * Primitives: writing and reading on the subscriber connection
+ * ----------------------------------------------------------------
+ */
+
+/* Write everything queued, waiting for the socket as needed. */
+static bool
+rconn_flush(RedisConn *conn, TimestampTz deadline)
+{
+	for (;;)
+	{
+		TransportStatus st = rconn_write_some(conn);
+
+		if (st == TS_DONE)
+			return true;
+		if (st == TS_ERROR)
+			return false;
+		if (!rconn_wait(conn, conn->want, deadline, NULL))
+		{
+			rconn_set_failure(conn, RF_TIMEOUT, NULL);
+			return false;
+		}
+	}
+}
+
+/* Read one reply (hiredis' own: freed by the caller), waiting as needed. */
+static bool
+rconn_read_raw(RedisConn *conn, TimestampTz deadline, redisReply **reply)
+{
+	for (;;)
+	{
+		void	   *r = NULL;
+		TransportStatus st;
+
+		if (redisReaderGetReply(conn->reader, &r) != REDIS_OK)
+		{
+			rconn_set_failure(conn, RF_PROTOCOL, conn->reader->errstr);
+			return false;
+		}
+		if (r != NULL)
+		{
+			*reply = (redisReply *) r;
+			return true;
+		}
+		st = rconn_read_some(conn);
+		if (st == TS_ERROR)
+			return false;
+		if (st != TS_DONE &&
+			!rconn_wait(conn, conn->want, deadline, NULL))
+		{
+			rconn_set_failure(conn, RF_TIMEOUT, NULL);
+			return false;
+		}
+	}
 }
 
 /* Longest pause between two attempts to re-subscribe during a failover. */

@@ -155,6 +155,50 @@ rconn_master_confirmed(RedisConn *conn)
 	}
 }
 
+/*
+ * ROLE's answer: the number of replicas of a master, or (for a master the
+ * sentinels located) the news that it is not one, which fails the
+ * connection so that the next attempt asks the sentinels again.  A server
+ * that refuses ROLE (an ACL) leaves the replica count unknown: then no
+ * acknowledgement is waited for, and a located master is taken on the
+ * sentinels' word.
+ */
+bool
+rconn_take_role(RedisConn *conn, redisReply *r)
+{
+	const char *role;
+
+	if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+		r->element[0]->type != REDIS_REPLY_STRING)
+	{
+		conn->nreplicas = -1;
+		if (conn->node.kind == NODE_SENTINEL_MASTER && conn->state == CS_HANDSHAKE)
+			rconn_master_confirmed(conn);
+		return true;
+	}
+	role = r->element[0]->str;
+	if (strcmp(role, "master") == 0)
+	{
+		conn->nreplicas = (r->elements >= 3 &&
+						   r->element[2]->type == REDIS_REPLY_ARRAY) ?
+			(int) r->element[2]->elements : 0;
+		if (conn->node.kind == NODE_SENTINEL_MASTER && conn->state == CS_HANDSHAKE)
+			rconn_master_confirmed(conn);
+		return true;
+	}
+	conn->nreplicas = -1;
+	if (conn->node.kind != NODE_SENTINEL_MASTER)
+		return true;
+	conn->demoted = true;
+	if (conn->state != CS_HANDSHAKE)
+		return true;			/* this round trip's replies say the rest */
+	strlcpy(conn->failed_at, conn->addr, sizeof(conn->failed_at));
+	rconn_set_failure(conn, RF_NOT_MASTER,
+					  psprintf("The sentinels named it as master \"%s\", but its role is \"%s\".",
+							   conn->node.master_name, role));
+	return false;
+}
+
 /* ----------------------------------------------------------------
  * Asking the sentinels
  * ----------------------------------------------------------------
