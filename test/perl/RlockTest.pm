@@ -286,6 +286,18 @@ sub redis_version
 
 =cut
 
+# The pid in a server's pidfile, or undef (no file, or not a pid).
+sub read_pidfile
+{
+	my ($f) = @_;
+	open my $fh, '<', $f or return undef;
+	my $pid = <$fh>;
+	close $fh;
+	return undef unless defined $pid;
+	chomp $pid;
+	return $pid =~ /^\d+$/ ? $pid : undef;
+}
+
 #
 # A private redis-server (or valkey-server).
 #
@@ -845,14 +857,7 @@ Pid of the running server (from its pidfile), or undef.
 sub pid
 {
 	my ($self) = @_;
-	my $f = "$self->{dir}/redis.pid";
-	return undef unless -f $f;
-	open my $fh, '<', $f or return undef;
-	my $pid = <$fh>;
-	close $fh;
-	return undef unless defined $pid;
-	chomp $pid;
-	return $pid =~ /^\d+$/ ? $pid : undef;
+	return RlockTest::read_pidfile("$self->{dir}/redis.pid");
 }
 
 =pod
@@ -1906,13 +1911,7 @@ sub start_sentinel
 sub _sentinel_pid
 {
 	my ($st) = @_;
-	my $f = "$st->{dir}/sentinel.pid";
-	open my $fh, '<', $f or return undef;
-	my $pid = <$fh>;
-	close $fh;
-	return undef unless defined $pid;
-	chomp $pid;
-	return $pid =~ /^\d+$/ ? $pid : undef;
+	return RlockTest::read_pidfile("$st->{dir}/sentinel.pid");
 }
 
 =pod
