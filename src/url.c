@@ -349,7 +349,7 @@ parse_sentinel(const char *url, RedisUrl *out, RedisSentinelAddr *sentinels,
 		h = end + 1;
 	}
 
-	/* user, password and db, as a redis:// URL of a placeholder host */
+	/* user, password and db, parsed as a redis:// URL with a stand-in host */
 	if (!rconn_parse_url(psprintf("%s://%.*s%s%.*s", tls ? "rediss" : "redis",
 								  at ? (int) (at - p + 1) : 0, p, "sentinel-master",
 								  slash ? (int) (hash - slash) : 0,
