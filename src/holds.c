@@ -469,11 +469,14 @@ holds_run_acquire(const LockName *ln, RlockKind kind, HoldRequest *req,
 		holds_set_uncertain(h, true);
 	}
 	/* with replicas, WAIT for them right behind the script (SPEC 10) */
-	rcmd_copy(&cmds[0], cmd);
 	if (acks_wanted > 0)
+	{
+		rcmd_copy(&cmds[0], cmd);
 		rcmd_wait(&cmds[1], acks_wanted, rlock_replica_ack_timeout_ms);
+	}
 	req->sent_at = GetCurrentTimestamp();
-	rconn_run(conn, cmds, acks_wanted > 0 ? 2 : 1, &replies, ERROR, ln->name);
+	rconn_run(conn, acks_wanted > 0 ? cmds : cmd, acks_wanted > 0 ? 2 : 1,
+			  &replies, ERROR, ln->name);
 	r = replies[0];
 	if (acks_wanted > 0)
 	{

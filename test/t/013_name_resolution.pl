@@ -54,11 +54,7 @@ my $node = RlockTest::new_node('resolve', $redis);
 sub set_url
 {
 	my ($url) = @_;
-	$node->safe_psql('postgres', "ALTER SYSTEM SET rlock.redis_url = '$url'");
-	$node->reload;
-	$node->poll_query_until('postgres',
-		"SELECT current_setting('rlock.redis_url') = '$url'")
-	  or die "rlock.redis_url did not become $url";
+	RlockTest::set_gucs($node, 'rlock.redis_url' => $url);
 	return;
 }
 
