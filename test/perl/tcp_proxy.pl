@@ -2,7 +2,7 @@
 # Copyright (c) 2026, rlock developers
 #
 # tcp_proxy.pl -- a loopback TCP proxy whose link can be stalled, cut and
-# refused on command; spawned by RlockTest::Proxy (test/perl/RlockTest.pm),
+# refused on command; spawned by RlockTest::Proxy (test/perl/RlockTest/Proxy.pm),
 # which documents what each command means.
 #
 #   perl tcp_proxy.pl LISTEN_PORT TARGET_PORT
