@@ -210,7 +210,8 @@ AS 'MODULE_PATHNAME', 'rlock_ping'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- The master locks live on now, pinged: address, role, connected replicas,
--- round trip (one row for a standalone or Sentinel deployment).
+-- round trip (one row for a standalone or Sentinel deployment, one per master
+-- of a Cluster: those that did not answer show NULLs).
 CREATE FUNCTION rlock_nodes(OUT node text, OUT role text, OUT replicas integer,
                             OUT round_trip interval)
 RETURNS SETOF record
@@ -248,6 +249,8 @@ CREATE FUNCTION rlock_stats(OUT acquisitions bigint,
                             OUT redis_errors bigint,
                             OUT failovers bigint,
                             OUT replica_ack_refusals bigint,
+                            OUT renewal_round_trips bigint,
+                            OUT redirections bigint,
                             OUT stats_reset timestamptz)
 RETURNS record
 AS 'MODULE_PATHNAME', 'rlock_stats'

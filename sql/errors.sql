@@ -152,6 +152,17 @@ ALTER SYSTEM SET rlock.redis_url = 'redis-sentinel://h1,h2,h3,h4,h5,h6,h7,h8,h9,
 \echo :LAST_ERROR_SQLSTATE
 ALTER SYSTEM SET rlock.redis_url = 'redis-elsewhere://10.0.0.1#m';
 \echo :LAST_ERROR_SQLSTATE
+-- Cluster forms: seed nodes only, no database, no name
+ALTER SYSTEM SET rlock.redis_url = 'redis-cluster://10.0.0.1:7000,10.0.0.2:7001/1';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET rlock.redis_url = 'redis-cluster://10.0.0.1:7000#mymaster';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET rlock.redis_url = 'redis-cluster://10.0.0.1:7000,,10.0.0.2';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET rlock.redis_url = 'redis-cluster://10.0.0.1:99999';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET rlock.publish_mode = 'broadcast';
+\echo :LAST_ERROR_SQLSTATE
 ALTER SYSTEM SET rlock.replica_acks = -1;
 \echo :LAST_ERROR_SQLSTATE
 \set VERBOSITY sqlstate
@@ -161,6 +172,10 @@ ALTER SYSTEM SET rlock.replica_ack_timeout = 0;
 -- valid forms are accepted (not applied: no reload)
 ALTER SYSTEM SET rlock.redis_url = 'redis-sentinel://user:pw@s1.example.com,10.0.0.2:26380,[::1]:26381/2#my%20master';
 ALTER SYSTEM SET rlock.redis_url = 'rediss-sentinel://10.0.0.1#mymaster';
+ALTER SYSTEM SET rlock.redis_url = 'redis-cluster://user:pw@10.0.0.1:7000,node2.example.com,[::1]:7002';
+ALTER SYSTEM SET rlock.redis_url = 'rediss-cluster://10.0.0.1:7000';
+ALTER SYSTEM SET rlock.publish_mode = 'spublish';
+ALTER SYSTEM RESET rlock.publish_mode;
 ALTER SYSTEM SET rlock.redis_url = 'unix://:pw@/tmp/redis.sock?db=3';
 ALTER SYSTEM SET rlock.redis_url = 'rediss://user:pw@redis.example.com:6380/2';
 ALTER SYSTEM SET rlock.tls_verify = 'ca';

@@ -105,7 +105,10 @@ rconn_assign_enum_setting(int newval, void *extra)
 static void
 node_key(const RedisUrl *node, RconnRole role, char *buf, size_t size)
 {
-	if (node->kind == NODE_SENTINEL_MASTER)
+	if (node->kind == NODE_CLUSTER)
+		snprintf(buf, size, "C%d|%s|%d", (int) node->scheme, node->user,
+				 (int) role);
+	else if (node->kind == NODE_SENTINEL_MASTER)
 		snprintf(buf, size, "M%d|%s|%s|%d|%d", (int) node->scheme,
 				 node->master_name, node->user, node->db, (int) role);
 	else
@@ -156,6 +159,13 @@ rconn_get(const RedisUrl *node, RconnRole role)
 		}
 	}
 	/* the password, which is not part of the key, may have changed */
+	if (node->kind == NODE_CLUSTER)
+	{
+		/* routed (cluster.c): never connected itself; named by its seeds */
+		conn->node = *node;
+		rconn_set_cluster_address(conn);
+		return conn;
+	}
 	if (node->kind == NODE_SENTINEL_MASTER)
 	{
 		/* where it was located stays until it is located again */
@@ -564,6 +574,8 @@ rconn_ensure(RedisConn *conn)
 {
 	RconnOp		op = {conn, NULL, 0, false, NULL};
 
+	if (conn->node.kind == NODE_CLUSTER)
+		return cluster_ensure(conn);
 	if (conn->state == CS_READY && !conn->busy && !rconn_is_stale(conn) &&
 		!conn->demoted && !rconn_topology_moved(conn))
 		return true;
@@ -661,6 +673,14 @@ rconn_defer_del(RedisConn *conn, const char *key)
 {
 	char	   *copy;
 
+	if (conn->node.kind == NODE_CLUSTER)
+	{
+		/* on the node of the key's slot, if the map names it (no I/O) */
+		conn = cluster_known_conn(key);
+		if (conn == NULL)
+			return;
+	}
+
 	if (conn->ndeferred >= conn->maxdeferred)
 	{
 		int			newmax = Max(8, conn->maxdeferred * 2);
@@ -687,6 +707,8 @@ rconn_run(RedisConn *conn, RedisCmd *cmds, int ncmds,
 {
 	RconnOp		op = {conn, cmds, ncmds, false, NULL};
 
+	if (conn->node.kind == NODE_CLUSTER)
+		return cluster_run(conn, cmds, ncmds, replies, elevel, what);
 	rconn_run_parallel(&op, 1);
 	if (op.ok)
 	{
@@ -697,7 +719,10 @@ rconn_run(RedisConn *conn, RedisCmd *cmds, int ncmds,
 	return false;
 }
 
-/* Run one command; ERROR on failure.  The reply belongs to the connection. */
+/*
+ * Run one command; ERROR on failure.  The reply belongs to the connection
+ * (to the routed one, for a Cluster).
+ */
 RReply *
 rconn_run1(RedisConn *conn, RedisCmd *cmd, const char *what)
 {

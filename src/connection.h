@@ -80,7 +80,8 @@ typedef enum RconnFailure
 	RF_TLS,						/* the TLS handshake failed (detail: why) */
 	RF_CONFIG,					/* a setting rlock needs is unusable */
 	RF_NO_MASTER,				/* the sentinels named no master (detail) */
-	RF_NOT_MASTER				/* the node located as master is not one */
+	RF_NOT_MASTER,				/* the node located as master is not one */
+	RF_CLUSTER					/* the cluster could not serve (detail) */
 } RconnFailure;
 
 
@@ -135,10 +136,11 @@ extern void rconn_set_progress_deadlines(RedisConn *conn, bool on);
 extern void rconn_set_deadline_cap(RedisConn *conn, TimestampTz cap);
 extern void rconn_defer_del(RedisConn *conn, const char *key);
 extern const char *rconn_address(RedisConn *conn);
-extern int	rconn_acks_wanted(RedisConn *conn);
+extern int	rconn_acks_wanted(RedisConn *conn, const char *key);
 extern int	rconn_replicas(RedisConn *conn);
 extern bool rconn_follows_failover(void);
 extern char *rconn_master_address(void);
+extern char *rconn_node_address(const char *key);
 extern void rconn_watch_topology(void);
 extern void rconn_topology_shmem_install(void);
 extern int	rconn_command_timeout_ms(void);
@@ -159,6 +161,19 @@ extern RReply *rconn_run1(RedisConn *conn, RedisCmd *cmd, const char *what);
  * has failed (op->ok; op->conn's failure then says why, for rconn_report).
  */
 extern void rconn_run_parallel(RconnOp *ops, int nops);
+
+/*
+ * Redis Cluster (cluster.c): which slot a key hashes to (-1 outside a
+ * Cluster), keys grouped so that each group fits one script call, and the
+ * round trips the last rconn_run took (1 outside a Cluster).
+ */
+extern bool rconn_is_cluster(void);
+extern int	rconn_key_slot(const char *key);
+extern int	rconn_slot_groups(const char *const *keys, int n, int maxper,
+							  int *order, int *starts);
+extern int	rconn_last_rounds(void);
+extern bool rconn_sharded_publish(void);
+extern int	rconn_cluster_masters(RedisConn ***conns);
 
 /* Replies and failures (connection_error.c). */
 extern void rconn_reply_error(RReply *reply, int elevel, const char *what);

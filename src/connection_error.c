@@ -144,6 +144,14 @@ rconn_report_failure(RconnFailure failure, const char *addr,
 					 errdetail_internal("%s", detail),
 					 errhint("A failover may be under way; the next call asks the sentinels again.")));
 			break;
+		case RF_CLUSTER:
+			ereport(elevel,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("Redis Cluster at %s could not serve the command%s",
+							addr, for_lock(what)),
+					 errdetail_internal("%s", detail),
+					 errhint("A failover or a resharding may be under way; check the cluster with CLUSTER INFO.")));
+			break;
 		case RF_NONE:
 			elog(elevel, "unexpected Redis failure%s", for_lock(what));
 			break;

@@ -700,6 +700,7 @@ rconn_run_parallel(RconnOp *ops, int nops)
 	{
 		RedisConn  *conn = ops[i].conn;
 
+		Assert(conn->node.kind != NODE_CLUSTER);	/* routed: cluster.c */
 		memset(&os[i], 0, sizeof(OpState));
 		os[i].op = &ops[i];
 		ops[i].ok = false;

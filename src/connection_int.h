@@ -113,6 +113,14 @@ struct RedisConn
 	uint64		topology_epoch; /* rconn_topology_epoch() when located */
 	char		failed_at[300]; /* host:port of a master that just failed */
 
+	/*
+	 * Pub/sub: whether this subscriber connection's channel was taken with
+	 * SSUBSCRIBE (sharded); for a Cluster's routed subscriber connection,
+	 * the node connection subscribed now.
+	 */
+	bool		sub_sharded;
+	RedisConn  *target;
+
 	/* keys to DEL in front of the next round trip (malloc'd) */
 	char	  **deferred_del;
 	int			ndeferred;
@@ -139,6 +147,20 @@ extern bool rconn_locate_master(RedisConn *conn);
 extern void rconn_master_confirmed(RedisConn *conn);
 extern bool rconn_topology_moved(RedisConn *conn);
 extern bool rconn_take_role(RedisConn *conn, redisReply *r);
+
+/* cluster.c: the routed connection of a Cluster deployment */
+extern bool cluster_ensure(RedisConn *conn);
+extern bool cluster_run(RedisConn *conn, RedisCmd *cmds, int ncmds,
+						RReply ***replies, int elevel, const char *what);
+extern RedisConn *cluster_conn_for(RedisConn *conn, const char *key,
+								   size_t len, RconnRole role);
+extern RedisConn *cluster_known_conn(const char *key);
+extern char *cluster_node_address(RedisConn *conn, const char *key);
+extern void cluster_note_moved(const char *err);
+extern bool cluster_sharded(void);
+extern void cluster_map_stale(void);
+extern int	cluster_masters(RedisConn *conn, RedisConn ***conns);
+extern void rconn_set_cluster_address(RedisConn *conn);
 
 /* connection_exchange.c */
 extern bool rconn_queue(RedisConn *conn, RedisCmd *cmd, bool as_eval,

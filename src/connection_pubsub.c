@@ -9,9 +9,17 @@
  * connection of their own (rconn_backend_subscriber).  A waiter subscribes
  * to one channel at a time; leaving it does not wait for Redis's answer,
  * and whatever arrives meanwhile is skipped by the next subscription.
- * Where the master can move (Sentinel), a subscription that breaks is
- * retried until the waiter's deadline, so a waiter rides out a failover
- * and listens on the new master.
+ * Where the master can move (Sentinel, Cluster), a subscription that
+ * breaks is retried until the waiter's deadline, so a waiter rides out a
+ * failover and listens on the new master.
+ *
+ * In a Cluster the routed subscriber connection subscribes on the
+ * subscriber connection of the channel's node (every channel of a lock
+ * shares the lock's slot), leaving the one it used before.  With sharded
+ * pub/sub (rlock.publish_mode: SPUBLISH on a Redis 7 Cluster) the verbs are
+ * SSUBSCRIBE and SUNSUBSCRIBE and messages come as "smessage"; a slot that
+ * moves away makes the node drop the subscription (a "sunsubscribe" push),
+ * after which the waiter subscribes again where the slot went.
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -28,8 +36,15 @@
 #include "rlock.h"
 #include "stats.h"
 
-static bool subscribe_once(RedisConn *sub, const char *channel,
-						   const char *what);
+typedef enum SubResult
+{
+	SUB_OK,
+	SUB_FAILED,					/* the connection failed: sub->failure */
+	SUB_MOVED					/* MOVED: the slot lives elsewhere */
+} SubResult;
+
+static SubResult subscribe_once(RedisConn *sub, const char *channel,
+								const char *what);
 
 static bool
 is_push(redisReply *r, const char *kind, const char *channel)
@@ -102,27 +117,50 @@ rconn_read_raw(RedisConn *conn, TimestampTz deadline, redisReply **reply)
 
 /* Longest pause between two attempts to re-subscribe during a failover. */
 #define RESUBSCRIBE_PAUSE_MS	100
+/* MOVED answers one subscription follows before it is an ERROR. */
+#define MAX_SUBSCRIBE_MOVES		5
 
 /*
  * Subscribe the subscriber connection to channel (and to nothing else).
  * Reconnects as needed; ERROR on failure.  Messages of channels we were
- * subscribed to before are skipped.  Where the master can move (Sentinel),
- * a connection failure is retried until retry_until, a pause apart, so
- * that a waiter rides out a failover (DT_NOEND: as long as it waits).
+ * subscribed to before are skipped.  Where the master can move (Sentinel,
+ * Cluster), a connection failure is retried until retry_until, a pause
+ * apart, so that a waiter rides out a failover (DT_NOEND: as long as it
+ * waits).
  */
 void
 rconn_subscribe(RedisConn *sub, const char *channel, const char *what,
 				TimestampTz retry_until)
 {
+	int			moves = 0;
+
 	for (;;)
 	{
 		TimestampTz now;
+		RedisConn  *node = sub;
+		SubResult	res = SUB_FAILED;
 
-		if (subscribe_once(sub, channel, what))
+		if (sub->node.kind == NODE_CLUSTER)
+		{
+			node = cluster_conn_for(sub, channel, strlen(channel),
+									RCONN_SUBSCRIBER);
+			if (sub->target != NULL && sub->target != node)
+				rconn_unsubscribe_nowait(sub->target);
+			sub->target = node;
+		}
+		if (node != NULL)
+			res = subscribe_once(node, channel, what);
+		if (res == SUB_OK)
 			return;
+		if (res == SUB_MOVED && ++moves <= MAX_SUBSCRIBE_MOVES)
+			continue;
+		if (res == SUB_MOVED)
+			rconn_set_failure(node, RF_CLUSTER,
+							  psprintf("The subscription to channel \"%s\" was redirected more than %d times.",
+									   channel, MAX_SUBSCRIBE_MOVES));
 		now = GetCurrentTimestamp();
 		if (!rconn_follows_failover() || now >= retry_until)
-			rconn_report(sub, ERROR, what);
+			rconn_report(node != NULL ? node : sub, ERROR, what);
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 RESUBSCRIBE_PAUSE_MS, RLOCK_WAIT_EVENT);
 		ResetLatch(MyLatch);
@@ -130,11 +168,12 @@ rconn_subscribe(RedisConn *sub, const char *channel, const char *what,
 	}
 }
 
-/* One try at rconn_subscribe: false when the connection failed. */
-static bool
+/* One try at rconn_subscribe. */
+static SubResult
 subscribe_once(RedisConn *sub, const char *channel, const char *what)
 {
 	RedisCmd	cmd;
+	bool		sharded = rconn_sharded_publish();
 
 	for (int attempt = 0;; attempt++)
 	{
@@ -143,7 +182,7 @@ subscribe_once(RedisConn *sub, const char *channel, const char *what)
 		bool		skip_name;
 
 		if (!rconn_ensure(sub))
-			return false;
+			return SUB_FAILED;
 
 		deadline = rconn_round_trip_deadline(sub, rconn_command_timeout_ms());
 		rconn_reset_replies(sub);
@@ -153,12 +192,13 @@ subscribe_once(RedisConn *sub, const char *channel, const char *what)
 		if (sub->subscribed)
 		{
 			rcmd_init(&cmd);
-			rcmd_str(&cmd, "UNSUBSCRIBE");
+			rcmd_str(&cmd, sub->sub_sharded ? "SUNSUBSCRIBE" : "UNSUBSCRIBE");
 			ok = ok && rconn_queue(sub, &cmd, false, SLOT_DROP);
 		}
 		sub->subscribed = true;
+		sub->sub_sharded = sharded;
 		rcmd_init(&cmd);
-		rcmd_str(&cmd, "SUBSCRIBE");
+		rcmd_str(&cmd, sharded ? "SSUBSCRIBE" : "SUBSCRIBE");
 		rcmd_str(&cmd, channel);
 		ok = ok && rconn_queue(sub, &cmd, false, SLOT_DROP);
 		stats_count(RLOCK_STAT_ROUND_TRIPS);
@@ -177,20 +217,28 @@ subscribe_once(RedisConn *sub, const char *channel, const char *what)
 				skip_name = false;
 				continue;
 			}
-			if (is_push(r, "subscribe", channel))
+			if (is_push(r, sharded ? "ssubscribe" : "subscribe", channel))
 			{
 				freeReplyObject(r);
 				rconn_reset_replies(sub);
 				sub->busy = false;
 				sub->proven = true;
 				sub->last_used = GetCurrentTimestamp();
-				return true;
+				return SUB_OK;
 			}
 			if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSUB", 5) == 0)
 			{
 				/* an UNSUBSCRIBE that found us unsubscribed (Valkey) */
 				freeReplyObject(r);
 				continue;
+			}
+			if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "MOVED ", 6) == 0)
+			{
+				/* a Cluster's slot that moved: subscribe where it went */
+				cluster_note_moved(r->str);
+				freeReplyObject(r);
+				rconn_discard(sub);
+				return SUB_MOVED;
 			}
 			if (r->type == REDIS_REPLY_ERROR)
 			{
@@ -212,7 +260,7 @@ subscribe_once(RedisConn *sub, const char *channel, const char *what)
 			continue;
 		}
 		rconn_discard_failed(sub);
-		return false;
+		return SUB_FAILED;
 	}
 }
 
@@ -228,6 +276,12 @@ rconn_wait_message(RedisConn *sub, TimestampTz deadline)
 {
 	bool		latch_woken = false;
 
+	if (sub->node.kind == NODE_CLUSTER)
+	{
+		if (sub->target == NULL)
+			return -1;
+		return rconn_wait_message(sub->target, deadline);
+	}
 	if (sub->state != CS_READY || sub->busy)
 		return -1;
 	for (;;)
@@ -242,13 +296,24 @@ rconn_wait_message(RedisConn *sub, TimestampTz deadline)
 		}
 		if (r != NULL)
 		{
-			bool		msg = is_push((redisReply *) r, "message", NULL);
+			bool		msg = is_push((redisReply *) r,
+									  sub->sub_sharded ? "smessage" : "message",
+									  NULL);
+			bool		dropped = sub->sub_sharded &&
+				is_push((redisReply *) r, "sunsubscribe", NULL);
 
 			freeReplyObject(r);
 			if (msg)
 			{
 				sub->last_used = GetCurrentTimestamp();
 				return 1;
+			}
+			if (dropped)
+			{
+				/* the slot moved away: subscribe again where it went */
+				cluster_map_stale();
+				rconn_discard(sub);
+				return -1;
 			}
 			continue;
 		}
@@ -273,10 +338,16 @@ rconn_unsubscribe_nowait(RedisConn *sub)
 {
 	RedisCmd	cmd;
 
+	if (sub->node.kind == NODE_CLUSTER)
+	{
+		if (sub->target != NULL)
+			rconn_unsubscribe_nowait(sub->target);
+		return;
+	}
 	if (sub->state != CS_READY || sub->busy)
 		return;
 	rcmd_init(&cmd);
-	rcmd_str(&cmd, "UNSUBSCRIBE");
+	rcmd_str(&cmd, sub->sub_sharded ? "SUNSUBSCRIBE" : "UNSUBSCRIBE");
 	if (!rconn_queue(sub, &cmd, false, SLOT_DROP) ||
 		rconn_write_some(sub) == TS_ERROR)
 		rconn_discard(sub);

@@ -459,7 +459,7 @@ holds_run_acquire(const LockName *ln, RlockKind kind, HoldRequest *req,
 	RReply	  **replies;
 	RedisConn  *conn = rconn_backend();
 	RedisCmd	cmds[2];
-	int			acks_wanted = rconn_acks_wanted(conn);
+	int			acks_wanted = rconn_acks_wanted(conn, ln->key);
 	int64		acked = -1;
 	char	   *ack_error = NULL;
 

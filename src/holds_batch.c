@@ -44,7 +44,6 @@ holds_run_batch(BatchItem *items, int n, int elevel)
 	RReply **replies = NULL;
 	RedisConn  *conn = rconn_backend();
 	const char *holder = rlock_backend_holder();
-	bool		ok;
 	int			nheld = 0;
 	RReply *failed = NULL;
 	const char *failed_key = NULL;
@@ -86,13 +85,14 @@ holds_run_batch(BatchItem *items, int n, int elevel)
 		items[i].h->settle_at_end = retry;
 	}
 
-	ok = rconn_run(conn, cmds, n, &replies, elevel,
+	(void) rconn_run(conn, cmds, n, &replies, elevel,
 				   n == 1 ? items[0].h->key : NULL);
 
 	for (int i = 0; i < n; i++)
 	{
 		HeldLock   *h = items[i].h;
-		RReply *r = ok ? replies[i] : NULL;
+		/* (a Cluster's node that failed leaves NULL for its commands) */
+		RReply *r = replies != NULL ? replies[i] : NULL;
 		bool		lost;
 
 		if (r == NULL)

@@ -290,8 +290,12 @@ static void
 verify_xact_holds(void)
 {
 	HeldLock  **hs;
-	RedisCmd	cmd;
-	RReply *r;
+	RenewArg   *args;
+	RedisCmd   *cmds;
+	RReply	  **replies;
+	int		   *order;
+	int		   *starts;
+	int			ncalls;
 	const char *holder = rlock_backend_holder();
 	TimestampTz sent_at;
 	TimestampTz now;
@@ -310,47 +314,57 @@ verify_xact_holds(void)
 								 "It expired, was force-released, Redis restarted, or it could not be renewed in time while the transaction held it; the transaction is rolled back.");
 	}
 
-	rcmd_script(&cmd, RLOCK_SCRIPT_RENEW, n);
-	for (int i = 0; i < n; i++)
-		rcmd_str(&cmd, hs[i]->key);
+	args = palloc(n * sizeof(RenewArg));
 	for (int i = 0; i < n; i++)
 	{
 		HeldLock   *h = hs[i];
 
-		rcmd_str(&cmd, lockname_holder_field(h->kind, holder));
-		rcmd_str(&cmd, h->renew_lease_ms == 0 ? "c" :
-				 h->kind == RLOCK_KIND_READ ? "r" : "x");
-		rcmd_int(&cmd, h->renew_lease_ms);
+		args[i].key = h->key;
+		args[i].field = lockname_holder_field(h->kind, holder);
+		args[i].how = h->renew_lease_ms == 0 ? "c" :
+			h->kind == RLOCK_KIND_READ ? "r" : "x";
+		args[i].lease_ms = h->renew_lease_ms;
 	}
+	/* one call (in a Cluster: one per slot, every node at once) */
+	ncalls = rcmd_renew_calls(args, n, n, &cmds, &order, &starts);
 	sent_at = GetCurrentTimestamp();
-	r = rconn_run1(rconn_backend(), &cmd, n == 1 ? hs[0]->key : NULL);
+	rconn_run(rconn_backend(), cmds, ncalls, &replies, ERROR,
+			  n == 1 ? hs[0]->key : NULL);
 	now = GetCurrentTimestamp();
-	if (r->type == RREPLY_ERROR)
-		rconn_reply_error(r, ERROR, n == 1 ? hs[0]->key : NULL);
-	if (r->type != RREPLY_ARRAY || r->elements != 2 * n)
-		rconn_unexpected_reply(r, NULL);
-	for (int i = 0; i < n; i++)
+	for (int g = 0; g < ncalls; g++)
 	{
-		RReply *c = r->element[2 * i];
-		RReply *t = r->element[2 * i + 1];
-		int64		left;
+		RReply	   *r = replies[g];
+		int			first = starts[g];
+		int			count = starts[g + 1] - first;
+		const char *what = count == 1 ? hs[order[first]]->key : NULL;
 
-		if (c->type != RREPLY_INTEGER || t->type != RREPLY_INTEGER)
-			rconn_unexpected_reply(r, hs[i]->key);
-		if (c->integer < holds_total(hs[i]))
-			holds_lost_at_commit(hs[i],
-								 "It expired, was force-released, or Redis restarted while the transaction held it; the transaction is rolled back.");
+		if (r->type == RREPLY_ERROR)
+			rconn_reply_error(r, ERROR, what);
+		if (r->type != RREPLY_ARRAY || r->elements != 2 * count)
+			rconn_unexpected_reply(r, what);
+		for (int j = 0; j < count; j++)
+		{
+			HeldLock   *h = hs[order[first + j]];
+			RReply	   *c = r->element[2 * j];
+			RReply	   *t = r->element[2 * j + 1];
+			int64		left;
 
-		/* what is left for sure: Redis measured it somewhere in the trip */
-		left = t->integer - (now - sent_at) / 1000;
-		if (t->integer >= 0 && left < COMMIT_MIN_LEASE_MS)
-			holds_lost_at_commit(hs[i],
-								 psprintf("Its lease had %lld ms left, less than the %d ms a commit is given; the transaction is rolled back.",
-										  (long long) Max(left, 0),
-										  COMMIT_MIN_LEASE_MS));
-		if (hs[i]->renew_lease_ms > 0)
-			holds_renewed_at_commit(hs[i],
-									sent_at + hs[i]->renew_lease_ms * 1000);
+			if (c->type != RREPLY_INTEGER || t->type != RREPLY_INTEGER)
+				rconn_unexpected_reply(r, h->key);
+			if (c->integer < holds_total(h))
+				holds_lost_at_commit(h,
+									 "It expired, was force-released, or Redis restarted while the transaction held it; the transaction is rolled back.");
+
+			/* what is left for sure: Redis measured it somewhere in the trip */
+			left = t->integer - (now - sent_at) / 1000;
+			if (t->integer >= 0 && left < COMMIT_MIN_LEASE_MS)
+				holds_lost_at_commit(h,
+									 psprintf("Its lease had %lld ms left, less than the %d ms a commit is given; the transaction is rolled back.",
+											  (long long) Max(left, 0),
+											  COMMIT_MIN_LEASE_MS));
+			if (h->renew_lease_ms > 0)
+				holds_renewed_at_commit(h, sent_at + h->renew_lease_ms * 1000);
+		}
 	}
 }
 

@@ -268,7 +268,8 @@ rlock_locks(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	n = registry_snapshot(&rows);
 	uuid = registry_instance_uuid();
-	node = rconn_master_address();	/* every lock lives on the master */
+	/* every lock lives on the master (of its slot, in a Cluster) */
+	node = rconn_is_cluster() ? NULL : rconn_master_address();
 
 	for (int i = 0; i < n; i++)
 	{
@@ -300,6 +301,8 @@ rlock_locks(PG_FUNCTION_ARGS)
 			else
 				nulls[9] = true;
 			vals[10] = CStringGetTextDatum(e->state == REGISTRY_LOST ? "lost" : "held");
+			if (rconn_is_cluster())
+				node = rconn_node_address(e->key);
 			if (node)
 				vals[11] = CStringGetTextDatum(node);
 			else
@@ -366,6 +369,36 @@ rlock_fenced_token(PG_FUNCTION_ARGS)
 	PG_RETURN_INT64(token);
 }
 
+/*
+ * PING (and ROLE, with_role) every master of a Cluster at once; ops[i] says
+ * how each fared.  Returns the number of masters.
+ */
+static int
+ping_cluster_masters(RconnOp **ops, bool with_role)
+{
+	RedisConn **conns;
+	int			n = rconn_cluster_masters(&conns);
+	RedisCmd   *cmds = palloc(2 * sizeof(RedisCmd));
+
+	rcmd_init(&cmds[0]);
+	rcmd_str(&cmds[0], "PING");
+	rcmd_init(&cmds[1]);
+	rcmd_str(&cmds[1], "ROLE");
+	*ops = palloc0(Max(n, 1) * sizeof(RconnOp));
+	for (int i = 0; i < n; i++)
+	{
+		(*ops)[i].conn = conns[i];
+		(*ops)[i].cmds = cmds;
+		(*ops)[i].ncmds = with_role ? 2 : 1;
+	}
+	rconn_run_parallel(*ops, n);
+	return n;
+}
+
+/*
+ * rlock_ping(): one round trip to Redis (in a Cluster: to every master at
+ * once); ERROR when one cannot be reached.
+ */
 PG_FUNCTION_INFO_V1(rlock_ping);
 Datum
 rlock_ping(PG_FUNCTION_ARGS)
@@ -377,52 +410,42 @@ rlock_ping(PG_FUNCTION_ARGS)
 	Interval   *iv;
 
 	rconn_ready(conn, NULL);
-	rcmd_init(&cmd);
-	rcmd_str(&cmd, "PING");
 	start = GetCurrentTimestamp();
-	r = rconn_run1(conn, &cmd, NULL);
-	if (r->type != RREPLY_STATUS || strcmp(r->str, "PONG") != 0)
-		rconn_unexpected_reply(r, NULL);
+	if (rconn_is_cluster())
+	{
+		RconnOp    *ops;
+		int			n = ping_cluster_masters(&ops, false);
+
+		for (int i = 0; i < n; i++)
+			if (!ops[i].ok)
+				ereport(ERROR,
+						(errcode(ERRCODE_CONNECTION_FAILURE),
+						 errmsg("Redis Cluster master %s did not answer PING",
+								rconn_address(ops[i].conn)),
+						 errhint("A failover may be under way; check the cluster with CLUSTER INFO.")));
+	}
+	else
+	{
+		rcmd_init(&cmd);
+		rcmd_str(&cmd, "PING");
+		r = rconn_run1(conn, &cmd, NULL);
+		if (r->type != RREPLY_STATUS || strcmp(r->str, "PONG") != 0)
+			rconn_unexpected_reply(r, NULL);
+	}
 	iv = palloc0(sizeof(Interval));
 	iv->time = GetCurrentTimestamp() - start;
 	PG_RETURN_INTERVAL_P(iv);
 }
 
-/*
- * rlock_nodes(): the master locks live on now, pinged: its address, its
- * role and connected replicas (ROLE; NULL where an ACL refuses ROLE), and
- * the round trip.  One row for a standalone or Sentinel deployment.
- */
-PG_FUNCTION_INFO_V1(rlock_nodes);
-Datum
-rlock_nodes(PG_FUNCTION_ARGS)
+/* One row of rlock_nodes: a node, its ROLE answer (or NULL), the round trip. */
+static void
+node_row(ReturnSetInfo *rsinfo, const char *addr, RReply *role, int64 us)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	RedisConn  *conn = rconn_backend();
-	RedisCmd	cmds[2];
-	RReply	  **replies;
-	RReply	   *role;
-	TimestampTz start;
-	Interval   *iv;
 	Datum		vals[4];
 	bool		nulls[4] = {0};
 
-	InitMaterializedSRF(fcinfo, 0);
-	rconn_ready(conn, NULL);
-	rcmd_init(&cmds[0]);
-	rcmd_str(&cmds[0], "PING");
-	rcmd_init(&cmds[1]);
-	rcmd_str(&cmds[1], "ROLE");
-	start = GetCurrentTimestamp();
-	rconn_run(conn, cmds, 2, &replies, ERROR, NULL);
-	iv = palloc0(sizeof(Interval));
-	iv->time = GetCurrentTimestamp() - start;
-	if (replies[0]->type != RREPLY_STATUS)
-		rconn_unexpected_reply(replies[0], NULL);
-	role = replies[1];
-
-	vals[0] = CStringGetTextDatum(rconn_address(conn));
-	if (role->type == RREPLY_ARRAY && role->elements >= 1 &&
+	vals[0] = CStringGetTextDatum(addr);
+	if (role != NULL && role->type == RREPLY_ARRAY && role->elements >= 1 &&
 		role->element[0]->type == RREPLY_STRING)
 	{
 		vals[1] = CStringGetTextDatum(role->element[0]->str);
@@ -437,7 +460,58 @@ rlock_nodes(PG_FUNCTION_ARGS)
 		nulls[1] = true;
 		nulls[2] = true;
 	}
-	vals[3] = IntervalPGetDatum(iv);
+	if (us >= 0)
+	{
+		Interval   *iv = palloc0(sizeof(Interval));
+
+		iv->time = us;
+		vals[3] = IntervalPGetDatum(iv);
+	}
+	else
+		nulls[3] = true;
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, vals, nulls);
+}
+
+/*
+ * rlock_nodes(): the master locks live on now, pinged: its address, its
+ * role and connected replicas (ROLE; NULL where an ACL refuses ROLE), and
+ * the round trip.  One row for a standalone or Sentinel deployment, one
+ * per master for a Cluster.
+ */
+PG_FUNCTION_INFO_V1(rlock_nodes);
+Datum
+rlock_nodes(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	RedisConn  *conn = rconn_backend();
+	RedisCmd	cmds[2];
+	RReply	  **replies;
+	TimestampTz start;
+
+	InitMaterializedSRF(fcinfo, 0);
+	rconn_ready(conn, NULL);
+	start = GetCurrentTimestamp();
+	if (rconn_is_cluster())
+	{
+		/* every master at once; one that does not answer shows NULLs */
+		RconnOp    *ops;
+		int			n = ping_cluster_masters(&ops, true);
+		int64		us = GetCurrentTimestamp() - start;
+
+		for (int i = 0; i < n; i++)
+			node_row(rsinfo, rconn_address(ops[i].conn),
+					 ops[i].ok ? ops[i].replies[1] : NULL,
+					 ops[i].ok ? us : -1);
+		return (Datum) 0;
+	}
+	rcmd_init(&cmds[0]);
+	rcmd_str(&cmds[0], "PING");
+	rcmd_init(&cmds[1]);
+	rcmd_str(&cmds[1], "ROLE");
+	rconn_run(conn, cmds, 2, &replies, ERROR, NULL);
+	if (replies[0]->type != RREPLY_STATUS)
+		rconn_unexpected_reply(replies[0], NULL);
+	node_row(rsinfo, rconn_address(conn), replies[1],
+			 GetCurrentTimestamp() - start);
 	return (Datum) 0;
 }

@@ -50,6 +50,14 @@ char	   *rlock_tls_cert_file = NULL;
 char	   *rlock_tls_key_file = NULL;
 char	   *rlock_tls_server_name = NULL;
 int			rlock_tls_verify = RLOCK_TLS_VERIFY_FULL;
+int			rlock_publish_mode = RLOCK_PUBLISH_AUTO;
+
+static const struct config_enum_entry publish_mode_options[] = {
+	{"auto", RLOCK_PUBLISH_AUTO, false},
+	{"publish", RLOCK_PUBLISH_PLAIN, false},
+	{"spublish", RLOCK_PUBLISH_SHARDED, false},
+	{NULL, 0, false}
+};
 
 static const struct config_enum_entry tls_verify_options[] = {
 	{"none", RLOCK_TLS_VERIFY_NONE, false},
@@ -234,6 +242,16 @@ _PG_init(void)
 							 PGC_SIGHUP,
 							 0,
 							 NULL, rconn_assign_enum_setting, NULL);
+
+	DefineCustomEnumVariable("rlock.publish_mode",
+							 "How releases are published and waiters subscribe: publish, spublish (sharded pub/sub, Redis 7), or auto.",
+							 "auto: sharded on a Redis Cluster that has it (Redisson's default), plain elsewhere.",
+							 &rlock_publish_mode,
+							 RLOCK_PUBLISH_AUTO,
+							 publish_mode_options,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
 
 	/*
 	 * The registry's size is fixed when shared memory is created; a

@@ -111,6 +111,7 @@ extern char *rlock_tls_cert_file;
 extern char *rlock_tls_key_file;
 extern char *rlock_tls_server_name;
 extern int	rlock_tls_verify;
+extern int	rlock_publish_mode;
 
 /* rlock.tls_verify */
 typedef enum RlockTlsVerify
@@ -119,6 +120,14 @@ typedef enum RlockTlsVerify
 	RLOCK_TLS_VERIFY_CA,		/* the certificate chains to the CA */
 	RLOCK_TLS_VERIFY_FULL		/* ... and names the server */
 } RlockTlsVerify;
+
+/* rlock.publish_mode: how releases are published, and waiters subscribe */
+typedef enum RlockPublishMode
+{
+	RLOCK_PUBLISH_AUTO,			/* sharded on a Redis >= 7 Cluster */
+	RLOCK_PUBLISH_PLAIN,		/* PUBLISH / SUBSCRIBE */
+	RLOCK_PUBLISH_SHARDED		/* SPUBLISH / SSUBSCRIBE */
+} RlockPublishMode;
 
 extern const char *rlock_kind_name(RlockKind kind);
 extern bool rlock_kinds_compatible(RlockKind a, RlockKind b);

@@ -20,6 +20,9 @@
 #include <openssl/evp.h>
 #include <openssl/sha.h>
 
+#include "lib/stringinfo.h"
+#include "utils/memutils.h"
+
 #include "scripts.h"
 
 /*
@@ -592,6 +595,12 @@ static RlockScript scripts[RLOCK_NUM_SCRIPTS] = {
 	[RLOCK_SCRIPT_FAIR_GIVE_UP] = {"fair give-up", fair_give_up_body},
 };
 
+/*
+ * The same scripts publishing with SPUBLISH (sharded pub/sub: a Redis 7
+ * Cluster, rlock.publish_mode), made from the bodies above on first use.
+ */
+static RlockScript sharded_scripts[RLOCK_NUM_SCRIPTS];
+
 static bool digests_ready = false;
 
 /*
@@ -617,25 +626,87 @@ compute_sha1(RlockScript *s)
 	s->sha1[40] = '\0';
 }
 
+/* body with every redis.call('publish', ...) made 'spublish' (malloc'd). */
+static char *
+sharded_body(const char *body)
+{
+	const char *from = "'publish'";
+	const char *to = "'spublish'";
+	StringInfoData buf;
+	const char *p = body;
+	const char *hit;
+
+	initStringInfo(&buf);
+	while ((hit = strstr(p, from)) != NULL)
+	{
+		appendBinaryStringInfo(&buf, p, hit - p);
+		appendStringInfoString(&buf, to);
+		p = hit + strlen(from);
+	}
+	appendStringInfoString(&buf, p);
+	return MemoryContextStrdup(TopMemoryContext, buf.data);
+}
+
 /* Compute every script's digest at once, on first use. */
 static void
 compute_all_sha1(void)
 {
 	for (int i = 0; i < RLOCK_NUM_SCRIPTS; i++)
+	{
 		compute_sha1(&scripts[i]);
+		sharded_scripts[i].name = scripts[i].name;
+		sharded_scripts[i].body = sharded_body(scripts[i].body);
+		compute_sha1(&sharded_scripts[i]);
+	}
 	digests_ready = true;
 }
 
 void
 rcmd_script(RedisCmd *cmd, RlockScriptId id, int nkeys)
 {
-	RlockScript *s = &scripts[id];
+	RlockScript *s;
 
 	if (!digests_ready)
 		compute_all_sha1();
+	s = rconn_sharded_publish() ? &sharded_scripts[id] : &scripts[id];
 	rcmd_init(cmd);
 	rcmd_arg(cmd, "EVALSHA", 7);
 	rcmd_arg(cmd, s->sha1, 40);
 	rcmd_int(cmd, nkeys);
 	cmd->script = s;
+}
+
+int
+rcmd_renew_calls(const RenewArg *args, int n, int maxper, RedisCmd **cmds,
+				 int **order, int **starts)
+{
+	const char **keys = palloc(Max(n, 1) * sizeof(char *));
+	int			ncalls;
+
+	for (int i = 0; i < n; i++)
+		keys[i] = args[i].key;
+	*order = palloc(Max(n, 1) * sizeof(int));
+	*starts = palloc((n + 1) * sizeof(int));
+	ncalls = rconn_slot_groups(keys, n, maxper, *order, *starts);
+	*cmds = palloc(Max(ncalls, 1) * sizeof(RedisCmd));
+	for (int g = 0; g < ncalls; g++)
+	{
+		RedisCmd   *cmd = &(*cmds)[g];
+		int			from = (*starts)[g];
+		int			to = (*starts)[g + 1];
+
+		rcmd_script(cmd, RLOCK_SCRIPT_RENEW, to - from);
+		for (int j = from; j < to; j++)
+			rcmd_str(cmd, args[(*order)[j]].key);
+		for (int j = from; j < to; j++)
+		{
+			const RenewArg *a = &args[(*order)[j]];
+
+			rcmd_str(cmd, a->field);
+			rcmd_str(cmd, a->how);
+			rcmd_int(cmd, a->lease_ms);
+		}
+	}
+	pfree(keys);
+	return ncalls;
 }

@@ -41,4 +41,22 @@ typedef struct RlockScript
 /* Start cmd as EVALSHA of the script with nkeys keys; add keys, then args. */
 extern void rcmd_script(RedisCmd *cmd, RlockScriptId id, int nkeys);
 
+/* One lock for the renew script: its holder's field, how, its lease. */
+typedef struct RenewArg
+{
+	const char *key;
+	const char *field;			/* the holder's field in the lock's hash */
+	const char *how;			/* "x" renew, "r" renew a read hold, "c" check */
+	int64		lease_ms;
+} RenewArg;
+
+/*
+ * Renew script calls for n locks, at most maxper keys a call, the keys of
+ * one call sharing a hash slot (in a Cluster): returns the number of calls
+ * in *cmds; the locks of call g are order[starts[g]] ... order[starts[g+1]-1],
+ * and its reply has a (hold count, PTTL) pair for each, in that order.
+ */
+extern int	rcmd_renew_calls(const RenewArg *args, int n, int maxper,
+							 RedisCmd **cmds, int **order, int **starts);
+
 #endif							/* RLOCK_SCRIPTS_H */

@@ -34,6 +34,10 @@ typedef enum RlockStat
 	RLOCK_STAT_FAILOVERS,		/* new masters confirmed (Sentinel) */
 	RLOCK_STAT_ACK_REFUSALS,	/* acquisitions undone: too few replicas
 								 * acknowledged them */
+	RLOCK_STAT_RENEWAL_ROUND_TRIPS, /* the watchdog's round trips (one
+									 * parallel round over every node counts
+									 * once) */
+	RLOCK_STAT_REDIRECTIONS,	/* Cluster MOVED and ASK answers followed */
 	RLOCK_NUM_STATS
 } RlockStat;
 

@@ -204,9 +204,17 @@ rconn_take_role(RedisConn *conn, redisReply *r)
  * ----------------------------------------------------------------
  */
 
-/* Does rlock.redis_url name a deployment whose master can move? */
+/* Does rlock.redis_url name a deployment whose masters can move? */
 bool
 rconn_follows_failover(void)
+{
+	return rlock_redis_conf != NULL &&
+		(rlock_redis_conf->url.kind == NODE_SENTINEL_MASTER ||
+		 rlock_redis_conf->url.kind == NODE_CLUSTER);
+}
+
+static bool
+sentinel_deployment(void)
 {
 	return rlock_redis_conf != NULL &&
 		rlock_redis_conf->url.kind == NODE_SENTINEL_MASTER;
@@ -236,8 +244,8 @@ ask_sentinel(const RedisUrlConf *conf, int i, TimestampTz cap, char *host,
 	memset(&node, 0, sizeof(node));
 	node.scheme = conf->url.scheme;
 	node.kind = NODE_SENTINEL;
-	strlcpy(node.host, conf->sentinels[i].host, sizeof(node.host));
-	node.port = conf->sentinels[i].port;
+	strlcpy(node.host, conf->hosts[i].host, sizeof(node.host));
+	node.port = conf->hosts[i].port;
 	s = rconn_get(&node, RCONN_COMMANDS);
 
 	rcmd_init(&cmd);
@@ -288,7 +296,7 @@ ask_sentinels(const char *avoid, char *host, size_t hostsize, int *port,
 			  RconnFailure *failure, char **detail)
 {
 	const RedisUrlConf *conf = rlock_redis_conf;
-	int			n = conf ? conf->nsentinels : 0;
+	int			n = conf ? conf->nhosts : 0;
 	int			nunknown = 0;
 	char		fallback[256] = "";
 	int			fallback_port = 0;
@@ -390,7 +398,7 @@ rconn_watch_topology(void)
 	char	   *detail;
 	TimestampTz now = GetCurrentTimestamp();
 
-	if (!rconn_follows_failover() ||
+	if (!sentinel_deployment() ||
 		!TimestampDifferenceExceeds(last_watch, now, WATCH_INTERVAL_MS))
 		return;
 	last_watch = now;
@@ -416,7 +424,7 @@ rconn_master_address(void)
 {
 	RedisConn  *conn = rconn_backend();
 
-	if (topo != NULL && rconn_follows_failover())
+	if (topo != NULL && sentinel_deployment())
 	{
 		char		addr[sizeof(topo->master)];
 
@@ -431,11 +439,25 @@ rconn_master_address(void)
 	return pstrdup(conn->addr);
 }
 
-/* Replicas that must acknowledge an acquisition on conn (0: do not wait). */
+/*
+ * Replicas that must acknowledge an acquisition of key on conn (0: do not
+ * wait).  In a Cluster: those of the master of key's slot, which is
+ * connected now if it never was (its ROLE tells).
+ */
 int
-rconn_acks_wanted(RedisConn *conn)
+rconn_acks_wanted(RedisConn *conn, const char *key)
 {
-	if (rlock_replica_acks <= 0 || conn->nreplicas <= 0)
+	if (rlock_replica_acks <= 0)
+		return 0;
+	if (conn->node.kind == NODE_CLUSTER)
+	{
+		conn = cluster_conn_for(conn, key, strlen(key), RCONN_COMMANDS);
+		if (conn == NULL)
+			return 0;			/* the acquisition fails the same way */
+		if (conn->state == CS_CLOSED && conn->nreplicas < 0)
+			(void) rconn_ensure(conn);
+	}
+	if (conn->nreplicas <= 0)
 		return 0;
 	return rlock_replica_acks;
 }

@@ -5,7 +5,9 @@
  *	  rediss://... (the same over TLS),
  *	  unix://[user[:password]@]/path/redis.sock[?db=N] and
  *	  redis-sentinel://[user[:password]@]host[:port][,host[:port]...][/db]#name
- *	  (rediss-sentinel://: TLS), and keeping the password out of sight.
+ *	  (rediss-sentinel://: TLS) and
+ *	  redis-cluster://[user[:password]@]host[:port][,host[:port]...]
+ *	  (rediss-cluster://: TLS), and keeping the password out of sight.
  *
  * The password must never show: not in SHOW or pg_settings (whose
  * reset_val and boot_val pg_read_all_settings members can read), not in
@@ -167,7 +169,7 @@ rconn_parse_url(const char *url, RedisUrl *out, char **errmsg)
 		out->scheme = URL_UNIX;
 	else
 	{
-		*errmsg = pstrdup("the URL must start with \"redis://\", \"rediss://\", \"unix://\", \"redis-sentinel://\" or \"rediss-sentinel://\"");
+		*errmsg = pstrdup("the URL must start with \"redis://\", \"rediss://\", \"unix://\", \"redis-sentinel://\", \"rediss-sentinel://\", \"redis-cluster://\" or \"rediss-cluster://\"");
 		return false;
 	}
 	p = strstr(url, "://") + 3;
@@ -276,43 +278,64 @@ rconn_parse_url(const char *url, RedisUrl *out, char **errmsg)
 }
 
 /*
- * redis-sentinel://[user[:password]@]host[:port][,host[:port]...][/db]#name,
- * Lettuce's form (rediss-sentinel://: TLS to the sentinels and the nodes).
- * The hosts are the sentinels (port 26379 by default); user, password and
- * db are the data nodes'; name is the master's name in the sentinels.
+ * The deployments with several hosts:
+ *   redis-sentinel://[user[:password]@]host[:port][,host[:port]...][/db]#name,
+ *   Lettuce's form (rediss-sentinel://: TLS to the sentinels and the nodes):
+ *   the hosts are the sentinels (port 26379 by default); user, password and
+ *   db are the data nodes'; name is the master's name in the sentinels.
+ *   redis-cluster://[user[:password]@]host[:port][,host[:port]...]
+ *   (rediss-cluster://: TLS): the hosts are seed nodes of a Redis Cluster
+ *   (port 6379 by default), which has no database but 0 and no name.
  */
 static bool
-parse_sentinel(const char *url, RedisUrl *out, RedisSentinelAddr *sentinels,
-			   int *n, char **errmsg)
+parse_multi_host(const char *url, bool cluster, RedisUrl *out,
+				 RedisHostAddr *hosts, int *n, char **errmsg)
 {
-	bool		tls = strncmp(url, "rediss-sentinel://", 18) == 0;
-	const char *p = url + (tls ? 18 : 17);
+	const char *scheme = cluster ? "cluster" : "sentinel";
+	bool		tls = strncmp(url, "rediss-", 7) == 0;
+	const char *p = strstr(url, "://") + 3;
 	const char *hash = strchr(p, '#');
 	const char *slash;
 	const char *at = NULL;
-	const char *hosts;
+	const char *first;
 	const char *hostsend;
 	char		name[sizeof(out->master_name)];
 
 	*n = 0;
-	if (hash == NULL || hash[1] == '\0')
+	name[0] = '\0';
+	if (cluster && hash != NULL)
 	{
-		*errmsg = pstrdup("a Sentinel URL must end with #mastername");
+		*errmsg = pstrdup("a Cluster URL takes no #name");
 		return false;
 	}
-	if (!copy_decoded(name, sizeof(name), hash + 1, strlen(hash + 1)))
+	if (!cluster)
 	{
-		*errmsg = pstrdup("the master name in the URL is invalid");
-		return false;
+		if (hash == NULL || hash[1] == '\0')
+		{
+			*errmsg = pstrdup("a Sentinel URL must end with #mastername");
+			return false;
+		}
+		if (!copy_decoded(name, sizeof(name), hash + 1, strlen(hash + 1)))
+		{
+			*errmsg = pstrdup("the master name in the URL is invalid");
+			return false;
+		}
 	}
+	else
+		hash = p + strlen(p);
 	slash = memchr(p, '/', hash - p);
+	if (cluster && slash != NULL)
+	{
+		*errmsg = pstrdup("a Cluster URL takes no /db: a Redis Cluster has only database 0");
+		return false;
+	}
 	hostsend = slash ? slash : hash;
 	for (const char *q = p; q < hostsend; q++)
 		if (*q == '@')
 			at = q;
-	hosts = at ? at + 1 : p;
+	first = at ? at + 1 : p;
 
-	for (const char *h = hosts; h <= hostsend;)
+	for (const char *h = first; h <= hostsend;)
 	{
 		const char *end = h;
 		bool		bracket = false;
@@ -329,34 +352,36 @@ parse_sentinel(const char *url, RedisUrl *out, RedisSentinelAddr *sentinels,
 		}
 		if (end == h)
 		{
-			*errmsg = pstrdup("the URL has an empty sentinel address");
+			*errmsg = psprintf("the URL has an empty %s address",
+							   cluster ? "seed node" : "sentinel");
 			return false;
 		}
-		if (*n >= RLOCK_MAX_SENTINELS)
+		if (*n >= RLOCK_MAX_HOSTS)
 		{
-			*errmsg = psprintf("the URL names more than %d sentinels",
-							   RLOCK_MAX_SENTINELS);
+			*errmsg = psprintf("the URL names more than %d %s",
+							   RLOCK_MAX_HOSTS,
+							   cluster ? "seed nodes" : "sentinels");
 			return false;
 		}
 		if (!rconn_parse_url(psprintf("redis://%.*s", (int) (end - h), h),
 							 &one, errmsg))
 			return false;
 		portpart = (*h == '[') ? memchr(h, ']', end - h) : h;
-		strlcpy(sentinels[*n].host, one.host, sizeof(sentinels[*n].host));
-		sentinels[*n].port = (portpart && memchr(portpart, ':', end - portpart))
-			? one.port : RLOCK_SENTINEL_PORT;
+		strlcpy(hosts[*n].host, one.host, sizeof(hosts[*n].host));
+		hosts[*n].port = (portpart && memchr(portpart, ':', end - portpart))
+			? one.port : cluster ? RLOCK_REDIS_PORT : RLOCK_SENTINEL_PORT;
 		(*n)++;
 		h = end + 1;
 	}
 
 	/* user, password and db, parsed as a redis:// URL with a stand-in host */
-	if (!rconn_parse_url(psprintf("%s://%.*s%s%.*s", tls ? "rediss" : "redis",
-								  at ? (int) (at - p + 1) : 0, p, "sentinel-master",
+	if (!rconn_parse_url(psprintf("%s://%.*s%s-node%.*s", tls ? "rediss" : "redis",
+								  at ? (int) (at - p + 1) : 0, p, scheme,
 								  slash ? (int) (hash - slash) : 0,
 								  slash ? slash : ""),
 						 out, errmsg))
 		return false;
-	out->kind = NODE_SENTINEL_MASTER;
+	out->kind = cluster ? NODE_CLUSTER : NODE_SENTINEL_MASTER;
 	out->host[0] = '\0';
 	out->port = 0;
 	strlcpy(out->master_name, name, sizeof(out->master_name));
@@ -364,25 +389,29 @@ parse_sentinel(const char *url, RedisUrl *out, RedisSentinelAddr *sentinels,
 }
 
 /*
- * Parse any form rlock.redis_url takes: a standalone node, or a Sentinel
- * deployment (then *nsentinels > 0 and out is its master).
+ * Parse any form rlock.redis_url takes: a standalone node, a Sentinel
+ * deployment (then *nhosts > 0 and out is its master) or a Cluster (then
+ * out->kind is NODE_CLUSTER and the hosts are its seeds).
  */
 bool
 rconn_parse_deployment(const char *url, RedisUrl *out,
-					   RedisSentinelAddr *sentinels, int *nsentinels,
+					   RedisHostAddr *hosts, int *nhosts,
 					   char **errmsg)
 {
-	*nsentinels = 0;
+	*nhosts = 0;
 	if (url != NULL && (strncmp(url, "redis-sentinel://", 17) == 0 ||
-						strncmp(url, "rediss-sentinel://", 18) == 0))
+						strncmp(url, "rediss-sentinel://", 18) == 0 ||
+						strncmp(url, "redis-cluster://", 16) == 0 ||
+						strncmp(url, "rediss-cluster://", 17) == 0))
 	{
 		memset(out, 0, sizeof(*out));
-		return parse_sentinel(url, out, sentinels, nsentinels, errmsg);
+		return parse_multi_host(url, strstr(url, "-cluster://") != NULL,
+								out, hosts, nhosts, errmsg);
 	}
 	if (url != NULL && strstr(url, "://") != NULL &&
 		strncmp(url, "redis-", 6) == 0)
 	{
-		*errmsg = pstrdup("the only deployment schemes are \"redis-sentinel://\" and \"rediss-sentinel://\"");
+		*errmsg = pstrdup("the only deployment schemes are \"redis-sentinel://\", \"rediss-sentinel://\", \"redis-cluster://\" and \"rediss-cluster://\"");
 		return false;
 	}
 	return rconn_parse_url(url, out, errmsg);
@@ -432,8 +461,8 @@ mask_password(const char *url)
 }
 
 static RedisUrlConf *
-new_conf(const RedisUrl *url, const RedisSentinelAddr *sentinels,
-		 int nsentinels, const char *full)
+new_conf(const RedisUrl *url, const RedisHostAddr *hosts,
+		 int nhosts, const char *full)
 {
 	size_t		len = strlen(full);
 	RedisUrlConf *conf = url_guc_malloc(offsetof(RedisUrlConf, full) + len + 1);
@@ -441,10 +470,10 @@ new_conf(const RedisUrl *url, const RedisSentinelAddr *sentinels,
 	if (conf == NULL)
 		return NULL;
 	conf->url = *url;
-	conf->nsentinels = nsentinels;
-	if (nsentinels > 0)
-		memcpy(conf->sentinels, sentinels,
-			   nsentinels * sizeof(RedisSentinelAddr));
+	conf->nhosts = nhosts;
+	if (nhosts > 0)
+		memcpy(conf->hosts, hosts,
+			   nhosts * sizeof(RedisHostAddr));
 	memcpy(conf->full, full, len + 1);
 	return conf;
 }
@@ -453,8 +482,8 @@ bool
 rlock_check_redis_url(char **newval, void **extra, GucSource source)
 {
 	RedisUrl	url;
-	RedisSentinelAddr sentinels[RLOCK_MAX_SENTINELS];
-	int			nsentinels = 0;
+	RedisHostAddr hosts[RLOCK_MAX_HOSTS];
+	int			nhosts = 0;
 	char	   *err = NULL;
 	RedisUrlConf *conf;
 	char	   *stored;
@@ -467,8 +496,8 @@ rlock_check_redis_url(char **newval, void **extra, GucSource source)
 			GUC_check_errmsg("invalid value for parameter \"rlock.redis_url\"");
 			return false;
 		}
-		conf = new_conf(&rlock_redis_conf->url, rlock_redis_conf->sentinels,
-						rlock_redis_conf->nsentinels, rlock_redis_conf->full);
+		conf = new_conf(&rlock_redis_conf->url, rlock_redis_conf->hosts,
+						rlock_redis_conf->nhosts, rlock_redis_conf->full);
 		if (conf == NULL)
 			return false;
 		*extra = conf;
@@ -476,16 +505,16 @@ rlock_check_redis_url(char **newval, void **extra, GucSource source)
 	}
 
 	if (*newval == NULL ||
-		!rconn_parse_deployment(*newval, &url, sentinels, &nsentinels, &err))
+		!rconn_parse_deployment(*newval, &url, hosts, &nhosts, &err))
 	{
 		/* our own message: PostgreSQL would quote the value, password and all */
 		GUC_check_errmsg("invalid value for parameter \"rlock.redis_url\"");
 		GUC_check_errdetail("Invalid Redis URL: %s.", err ? err : "no value");
-		GUC_check_errhint("The forms are redis://[user[:password]@]host[:port][/db], rediss://... (TLS), unix://[user[:password]@]/path/redis.sock[?db=N] and redis-sentinel://[user[:password]@]host[:port][,host[:port]...][/db]#mastername (rediss-sentinel://: TLS).");
+		GUC_check_errhint("The forms are redis://[user[:password]@]host[:port][/db], rediss://... (TLS), unix://[user[:password]@]/path/redis.sock[?db=N], redis-sentinel://[user[:password]@]host[:port][,host[:port]...][/db]#mastername and redis-cluster://[user[:password]@]host[:port][,host[:port]...] (rediss-sentinel://, rediss-cluster://: TLS).");
 		return false;
 	}
 
-	conf = new_conf(&url, sentinels, nsentinels, *newval);
+	conf = new_conf(&url, hosts, nhosts, *newval);
 	if (conf == NULL)
 		return false;
 	*extra = conf;

@@ -25,9 +25,11 @@ typedef enum RedisNodeKind
 {
 	NODE_DIRECT = 0,			/* a Redis server, at host:port (or socket) */
 	NODE_SENTINEL,				/* a sentinel, asked where the master is */
-	NODE_SENTINEL_MASTER		/* the master of master_name, wherever the
+	NODE_SENTINEL_MASTER,		/* the master of master_name, wherever the
 								 * sentinels say it is now (host and port
 								 * are filled in when it is located) */
+	NODE_CLUSTER				/* a Redis Cluster: each command goes to the
+								 * master of its key's slot (cluster.c) */
 } RedisNodeKind;
 
 /* A parsed Redis URL, or one node of a deployment. */
@@ -43,15 +45,16 @@ typedef struct RedisUrl
 	char		master_name[256];	/* NODE_SENTINEL_MASTER */
 } RedisUrl;
 
-/* Sentinels a redis-sentinel:// URL may name. */
-#define RLOCK_MAX_SENTINELS		16
+/* Sentinels or cluster seeds a URL may name. */
+#define RLOCK_MAX_HOSTS		16
 #define RLOCK_SENTINEL_PORT		26379
+#define RLOCK_REDIS_PORT		6379
 
-typedef struct RedisSentinelAddr
+typedef struct RedisHostAddr
 {
 	char		host[256];
 	int			port;
-} RedisSentinelAddr;
+} RedisHostAddr;
 
 /*
  * The current rlock.redis_url, as the GUC's assign hook left it: parsed,
@@ -61,9 +64,11 @@ typedef struct RedisSentinelAddr
 typedef struct RedisUrlConf
 {
 	RedisUrl	url;			/* the node locks live on (for Sentinel: its
-								 * master, located through the sentinels) */
-	int			nsentinels;
-	RedisSentinelAddr sentinels[RLOCK_MAX_SENTINELS];
+								 * master, located through the sentinels;
+								 * for a Cluster: the nodes' scheme and
+								 * credentials) */
+	int			nhosts;
+	RedisHostAddr hosts[RLOCK_MAX_HOSTS];	/* sentinels, or cluster seeds */
 	char		full[FLEXIBLE_ARRAY_MEMBER];
 } RedisUrlConf;
 
@@ -71,8 +76,8 @@ extern const RedisUrlConf *rlock_redis_conf;
 
 extern bool rconn_parse_url(const char *url, RedisUrl *out, char **errmsg);
 extern bool rconn_parse_deployment(const char *url, RedisUrl *out,
-								   RedisSentinelAddr *sentinels,
-								   int *nsentinels, char **errmsg);
+								   RedisHostAddr *hosts,
+								   int *nhosts, char **errmsg);
 
 /* GUC hooks of rlock.redis_url. */
 extern bool rlock_check_redis_url(char **newval, void **extra,

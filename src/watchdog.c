@@ -101,7 +101,7 @@ renew_cycle(RedisConn *conn, int elevel, TimestampTz *next_due)
 	int			nrenewed = 0;
 	TimestampTz start = GetCurrentTimestamp();
 	int			nbatches;
-	RedisCmd   *cmds;
+	RedisCmd   *cmds = NULL;
 	RReply **replies;
 	RenewOutcome *outcome;
 	int		   *ask;
@@ -135,70 +135,69 @@ renew_cycle(RedisConn *conn, int elevel, TimestampTz *next_due)
 		ask[nask++] = i;
 	}
 
-	nbatches = (nask + RENEW_BATCH - 1) / RENEW_BATCH;
-	if (nbatches > 0)
+	if (nask > 0)
 	{
-		cmds = palloc(nbatches * sizeof(RedisCmd));
-		for (int b = 0; b < nbatches; b++)
+		RenewArg   *args = palloc(nask * sizeof(RenewArg));
+		int		   *order;
+		int		   *starts;
+
+		for (int j = 0; j < nask; j++)
 		{
-			int			first = b * RENEW_BATCH;
-			int			count = Min(RENEW_BATCH, nask - first);
+			RenewItem  *it = &items[ask[j]];
 
-			rcmd_script(&cmds[b], RLOCK_SCRIPT_RENEW, count);
-			for (int j = first; j < first + count; j++)
-				rcmd_str(&cmds[b], items[ask[j]].key);
-			for (int j = first; j < first + count; j++)
-			{
-				RenewItem  *it = &items[ask[j]];
-
-				/* the holder's field, how to renew it, and its lease */
-				rcmd_str(&cmds[b],
-						 lockname_holder_field(it->kind,
-											   psprintf("%s:%d", uuid, it->pid)));
-				rcmd_str(&cmds[b], it->renew_lease_ms == 0 ? "c" :
-						 it->kind == RLOCK_KIND_READ ? "r" : "x");
-				rcmd_int(&cmds[b], it->renew_lease_ms);
-			}
+			/* the holder's field, how to renew it, and its lease */
+			args[j].key = it->key;
+			args[j].field = lockname_holder_field(it->kind,
+												  psprintf("%s:%d", uuid, it->pid));
+			args[j].how = it->renew_lease_ms == 0 ? "c" :
+				it->kind == RLOCK_KIND_READ ? "r" : "x";
+			args[j].lease_ms = it->renew_lease_ms;
 		}
+		/* in a Cluster: one call per slot, every node's calls at once */
+		nbatches = rcmd_renew_calls(args, nask, RENEW_BATCH, &cmds, &order,
+									&starts);
 
 		/* no answer after the first lock must count as lost is no answer */
+		replies = NULL;
 		rconn_set_deadline_cap(conn, earliest);
 		ok = rconn_run(conn, cmds, nbatches, &replies, elevel, NULL);
 		rconn_set_deadline_cap(conn, DT_NOEND);
+		stats_add(RLOCK_STAT_RENEWAL_ROUND_TRIPS, rconn_last_rounds());
 		if (!ok)
-		{
 			stats_count(RLOCK_STAT_RENEWAL_FAILURES);
-		}
-		else
+		/* a Cluster's node that failed leaves its calls without a reply */
+		for (int b = 0; replies != NULL && b < nbatches; b++)
 		{
-			for (int b = 0; b < nbatches; b++)
+			RReply	   *r = replies[b];
+			int			first = starts[b];
+			int			count = starts[b + 1] - first;
+
+			if (r == NULL)
+				continue;		/* not renewed: the fail-closed rule runs */
+			if (r->type != RREPLY_ARRAY || r->elements != 2 * count)
 			{
-				RReply *r = replies[b];
-				int			first = b * RENEW_BATCH;
-				int			count = Min(RENEW_BATCH, nask - first);
+				/* an error reply: say so; the fail-closed rule still runs */
+				ereport(LOG,
+						(errmsg("rlock watchdog: unexpected reply to a renewal"),
+						 r->type == RREPLY_ERROR ?
+						 errdetail_internal("%s", r->str) : 0));
+				ok = false;
+				continue;
+			}
+			for (int j = 0; j < count; j++)
+			{
+				int			i = ask[order[first + j]];
+				bool		held = (r->element[2 * j]->type == RREPLY_INTEGER &&
+									r->element[2 * j]->integer > 0);
 
-				if (r->type != RREPLY_ARRAY || r->elements != 2 * count)
-				{
-					/* an error reply: say so; the fail-closed rule still runs */
-					ereport(LOG,
-							(errmsg("rlock watchdog: unexpected reply to a renewal"),
-							 r->type == RREPLY_ERROR ?
-							 errdetail_internal("%s", r->str) : 0));
-					ok = false;
-					continue;
-				}
-				for (int j = 0; j < count; j++)
-				{
-					bool		held = (r->element[2 * j]->type == RREPLY_INTEGER &&
-										r->element[2 * j]->integer > 0);
-
-					outcome[ask[first + j]] = held ? RENEW_HELD : RENEW_GONE;
-					if (held && items[ask[first + j]].renew_lease_ms > 0)
-						nrenewed++;
-				}
+				outcome[i] = held ? RENEW_HELD : RENEW_GONE;
+				if (held && items[i].renew_lease_ms > 0)
+					nrenewed++;
 			}
 		}
 	}
+	else
+		nbatches = 0;
 	registry_renewed(items, outcome, n, start, rlock_cancel_on_lost);
 
 	*next_due = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), period_ms);

@@ -1,0 +1,954 @@
+/*-------------------------------------------------------------------------
+ *
+ * cluster.c
+ *	  Redis Cluster (redis-cluster:// URLs): the slot map, and every round
+ *	  trip routed to the master of its slot, through resharding and
+ *	  failover.
+ *
+ * A Cluster deployment gives the layers above one connection, as any other
+ * deployment does: a "routed" connection (node kind NODE_CLUSTER) that
+ * never has a socket of its own.  A round trip on it (rconn_run) sends each
+ * command to the master of its key's hash slot (CRC16 of the {hash tag},
+ * PROTOCOL.md: every key and channel of one lock shares a slot), the
+ * commands of each node pipelined on that node's connection, all nodes at
+ * once (rconn_run_parallel), and hands back the replies in the order of the
+ * commands, copied into the routed connection's reply context.  A command
+ * without a key (WAIT after an acquisition) travels with the command before
+ * it, on the same node connection, as replica acknowledgement needs.
+ *
+ * The slot map is read with CLUSTER SLOTS (Redis 6.0 has no CLUSTER SHARDS)
+ * from any node that answers, known nodes first, then the URL's seeds, and
+ * read again when a reply says MOVED (the slot lives elsewhere for good), a
+ * node cannot be reached (it may have failed over), or the settings
+ * change.  ASK (a slot being migrated) is followed once with ASKING on the
+ * named node, without touching the map; TRYAGAIN, CLUSTERDOWN and LOADING
+ * are retried a pause apart until rlock.command_timeout; a command
+ * redirected more than MAX_REDIRECTS times is an ERROR, never a loop.  A
+ * node that failed after the commands went out is not asked again in the
+ * same call (the command may have run there): the call fails and the
+ * caller's bookkeeping (uncertain holds) reconciles.
+ *
+ * Waiters subscribe on the subscriber connection of their channel's node
+ * (SSUBSCRIBE when releases are published with SPUBLISH: rlock.publish_mode,
+ * connection_pubsub.c); CLUSTER SLOTS is asked together with COMMAND INFO
+ * SPUBLISH, which tells whether the cluster has sharded pub/sub (Redis 7).
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "storage/latch.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "compat.h"
+#include "connection.h"
+#include "connection_int.h"
+#include "rlock.h"
+#include "stats.h"
+
+#define CLUSTER_SLOTS		16384
+#define MAX_CLUSTER_NODES	256
+#define MAX_REDIRECTS		5
+/* Pause before retrying TRYAGAIN, CLUSTERDOWN, LOADING or an unreachable node. */
+#define RETRY_PAUSE_MS		50
+
+typedef struct ClusterNode
+{
+	RedisUrl	url;
+	RedisConn  *conn;			/* commands connection, once asked for */
+	RedisConn  *sub;			/* subscriber connection, once asked for */
+} ClusterNode;
+
+typedef struct ClusterMap
+{
+	uint64		generation;		/* rconn_settings_generation when read */
+	bool		valid;
+	bool		stale;			/* read it again before the next round trip */
+	bool		sharded;		/* the cluster knows SPUBLISH */
+	int			nnodes;
+	ClusterNode nodes[MAX_CLUSTER_NODES];
+	int16		owner[CLUSTER_SLOTS];	/* index in nodes, -1 none */
+} ClusterMap;
+
+static ClusterMap *map = NULL;
+
+/* Round trips of the last rconn_run on a routed connection (parallel ones count once). */
+static int	last_rounds = 0;
+
+/* ----------------------------------------------------------------
+ * Hash slots
+ * ----------------------------------------------------------------
+ */
+
+/* CRC16-CCITT (XMODEM), as the Redis Cluster specification computes it. */
+static uint16
+crc16(const char *buf, size_t len)
+{
+	uint16		crc = 0;
+
+	for (size_t i = 0; i < len; i++)
+	{
+		crc ^= (uint16) ((unsigned char) buf[i]) << 8;
+		for (int b = 0; b < 8; b++)
+			crc = (crc & 0x8000) ? (uint16) ((crc << 1) ^ 0x1021) : (uint16) (crc << 1);
+	}
+	return crc;
+}
+
+/* The slot of a key: of its {hash tag} when it has a non-empty one. */
+static int
+key_slot(const char *key, size_t len)
+{
+	const char *open = memchr(key, '{', len);
+
+	if (open != NULL)
+	{
+		const char *close = memchr(open + 1, '}', len - (open + 1 - key));
+
+		if (close != NULL && close > open + 1)
+			return crc16(open + 1, close - open - 1) % CLUSTER_SLOTS;
+	}
+	return crc16(key, len) % CLUSTER_SLOTS;
+}
+
+bool
+rconn_is_cluster(void)
+{
+	return rlock_redis_conf != NULL && rlock_redis_conf->url.kind == NODE_CLUSTER;
+}
+
+/* The slot of key in a Cluster deployment; -1 elsewhere (one node has all). */
+int
+rconn_key_slot(const char *key)
+{
+	if (!rconn_is_cluster())
+		return -1;
+	return key_slot(key, strlen(key));
+}
+
+/*
+ * Group n keys so that the keys of one group may go into one script call
+ * (one hash slot, at most maxper keys): order[] receives the keys' indexes
+ * group after group, starts[g] the position in order[] where group g
+ * begins (starts[ngroups] = n).  Returns the number of groups.  Outside a
+ * Cluster the keys keep their order and are cut into chunks of maxper.
+ */
+int
+rconn_slot_groups(const char *const *keys, int n, int maxper, int *order,
+				  int *starts)
+{
+	int			ngroups = 0;
+	int		   *slots;
+
+	if (n == 0)
+	{
+		starts[0] = 0;
+		return 0;
+	}
+	slots = palloc(n * sizeof(int));
+	for (int i = 0; i < n; i++)
+	{
+		order[i] = i;
+		slots[i] = rconn_key_slot(keys[i]);
+	}
+	if (rconn_is_cluster())
+	{
+		/* insertion sort would be quadratic for 10 000 locks: counting sort */
+		int		   *count = palloc0((CLUSTER_SLOTS + 1) * sizeof(int));
+
+		for (int i = 0; i < n; i++)
+			count[slots[i] + 1]++;
+		for (int s = 0; s < CLUSTER_SLOTS; s++)
+			count[s + 1] += count[s];
+		for (int i = 0; i < n; i++)
+			order[count[slots[i]]++] = i;
+		pfree(count);
+	}
+	for (int i = 0; i < n; i++)
+	{
+		if (i == 0 || slots[order[i]] != slots[order[i - 1]] ||
+			i - starts[ngroups - 1] >= maxper)
+			starts[ngroups++] = i;
+	}
+	starts[ngroups] = n;
+	pfree(slots);
+	return ngroups;
+}
+
+/* The key a command is routed by, or NULL for a command without one. */
+static bool
+command_key(const RedisCmd *cmd, const char **key, size_t *len)
+{
+	const char *verb = cmd->argv[0];
+
+	if (cmd->argc < 2)
+		return false;
+	if (pg_strcasecmp(verb, "EVALSHA") == 0 || pg_strcasecmp(verb, "EVAL") == 0)
+	{
+		if (cmd->argc < 4 || atoi(cmd->argv[2]) <= 0)
+			return false;
+		*key = cmd->argv[3];
+		*len = cmd->argvlen[3];
+		return true;
+	}
+	if (pg_strcasecmp(verb, "WAIT") == 0 || pg_strcasecmp(verb, "PING") == 0 ||
+		pg_strcasecmp(verb, "ROLE") == 0 || pg_strcasecmp(verb, "INFO") == 0 ||
+		pg_strcasecmp(verb, "CLUSTER") == 0 || pg_strcasecmp(verb, "COMMAND") == 0)
+		return false;
+	*key = cmd->argv[1];
+	*len = cmd->argvlen[1];
+	return true;
+}
+
+/* ----------------------------------------------------------------
+ * The map
+ * ----------------------------------------------------------------
+ */
+
+static ClusterMap *
+get_map(void)
+{
+	if (map == NULL)
+	{
+		map = MemoryContextAllocZero(TopMemoryContext, sizeof(ClusterMap));
+		memset(map->owner, -1, sizeof(map->owner));
+	}
+	if (map->generation != rconn_settings_generation)
+	{
+		map->valid = false;
+		map->nnodes = 0;
+		map->generation = rconn_settings_generation;
+	}
+	return map;
+}
+
+/* The index of host:port in m, added if new (-1 when the table is full). */
+static int
+node_index(ClusterMap *m, const char *host, int port)
+{
+	const RedisUrl *base = &rlock_redis_conf->url;
+	ClusterNode *n;
+
+	for (int i = 0; i < m->nnodes; i++)
+		if (m->nodes[i].url.port == port && strcmp(m->nodes[i].url.host, host) == 0)
+			return i;
+	if (m->nnodes >= MAX_CLUSTER_NODES)
+		return -1;
+	n = &m->nodes[m->nnodes];
+	memset(n, 0, sizeof(*n));
+	n->url = *base;
+	n->url.kind = NODE_DIRECT;
+	n->url.db = 0;
+	n->url.master_name[0] = '\0';
+	strlcpy(n->url.host, host, sizeof(n->url.host));
+	n->url.port = port;
+	return m->nnodes++;
+}
+
+static RedisConn *
+node_conn(ClusterMap *m, int i, RconnRole role)
+{
+	ClusterNode *n = &m->nodes[i];
+	RedisConn **slot = role == RCONN_COMMANDS ? &n->conn : &n->sub;
+
+	if (*slot == NULL)
+		*slot = rconn_get(&n->url, role);
+	return *slot;
+}
+
+/* Parse "MOVED 3999 127.0.0.1:6381" (or ASK): slot and node index. */
+static bool
+parse_redirect(ClusterMap *m, const char *err, int *slot, int *node)
+{
+	const char *p = strchr(err, ' ');
+	const char *addr;
+	const char *colon;
+	char		host[256];
+
+	if (p == NULL)
+		return false;
+	*slot = atoi(p + 1);
+	addr = strchr(p + 1, ' ');
+	if (addr == NULL || *slot < 0 || *slot >= CLUSTER_SLOTS)
+		return false;
+	addr++;
+	colon = strrchr(addr, ':');
+	if (colon == NULL || colon - addr >= (int) sizeof(host))
+		return false;
+	if (colon == addr)
+		return false;			/* an unknown endpoint: read the map again */
+	if (addr[0] == '[' && colon[-1] == ']')
+		strlcpy(host, addr + 1, colon - addr - 1);
+	else
+		strlcpy(host, addr, colon - addr + 1);
+	*node = node_index(m, host, atoi(colon + 1));
+	return *node >= 0;
+}
+
+/* Take a CLUSTER SLOTS reply (asked of node asked) into m. */
+static bool
+take_slots(ClusterMap *m, int asked, RReply *r, StringInfo why)
+{
+	int16	   *owner;
+	int			covered = 0;
+
+	if (r->type != RREPLY_ARRAY)
+	{
+		appendStringInfo(why, "%s%s: %s", why->len ? "; " : "",
+						 m->nodes[asked].url.host,
+						 r->type == RREPLY_ERROR ? r->str : "an unexpected reply to CLUSTER SLOTS");
+		return false;
+	}
+	owner = palloc(sizeof(m->owner));
+	memset(owner, -1, sizeof(m->owner));
+	for (size_t i = 0; i < r->elements; i++)
+	{
+		RReply	   *e = r->element[i];
+		RReply	   *master;
+		const char *host;
+		int			idx;
+
+		if (e->type != RREPLY_ARRAY || e->elements < 3 ||
+			e->element[0]->type != RREPLY_INTEGER ||
+			e->element[1]->type != RREPLY_INTEGER ||
+			e->element[2]->type != RREPLY_ARRAY)
+			continue;
+		master = e->element[2];
+		if (master->elements < 2 || master->element[0]->type != RREPLY_STRING ||
+			master->element[1]->type != RREPLY_INTEGER)
+			continue;
+		host = master->element[0]->str;
+		/* "" or "?": the node's address is the one we asked it at */
+		if (host[0] == '\0' || strcmp(host, "?") == 0)
+			host = m->nodes[asked].url.host;
+		idx = node_index(m, host, (int) master->element[1]->integer);
+		if (idx < 0)
+			continue;
+		for (int64 s = e->element[0]->integer;
+			 s <= e->element[1]->integer && s < CLUSTER_SLOTS; s++)
+		{
+			if (s >= 0 && owner[s] < 0)
+				covered++;
+			if (s >= 0)
+				owner[s] = (int16) idx;
+		}
+	}
+	if (covered == 0)
+	{
+		appendStringInfo(why, "%s%s: no slot is assigned", why->len ? "; " : "",
+						 m->nodes[asked].url.host);
+		pfree(owner);
+		return false;
+	}
+	memcpy(m->owner, owner, sizeof(m->owner));
+	pfree(owner);
+	return true;
+}
+
+/*
+ * Read the slot map from the first node that answers: the masters known
+ * now, then the URL's seeds.  On failure conn (the routed connection)
+ * says why.
+ */
+static bool
+load_map(RedisConn *conn)
+{
+	ClusterMap *m = get_map();
+	const RedisUrlConf *conf = rlock_redis_conf;
+	int			ncand = 0;
+	int		   *cand;
+	StringInfoData why;
+	TimestampTz cap = 0;
+	RedisConn  *last = NULL;
+
+	if (conf == NULL || conf->url.kind != NODE_CLUSTER)
+	{
+		rconn_set_failure(conn, RF_CONFIG, "rlock.redis_url does not name a Redis Cluster");
+		return false;
+	}
+	/* candidates: nodes that own slots now, then the seeds */
+	cand = palloc((m->nnodes + conf->nhosts + 1) * sizeof(int));
+	if (m->valid)
+	{
+		bool	   *seen = palloc0((m->nnodes + 1) * sizeof(bool));
+
+		for (int s = 0; s < CLUSTER_SLOTS; s++)
+			if (m->owner[s] >= 0 && !seen[m->owner[s]])
+			{
+				seen[m->owner[s]] = true;
+				cand[ncand++] = m->owner[s];
+			}
+	}
+	for (int i = 0; i < conf->nhosts; i++)
+	{
+		int			idx = node_index(m, conf->hosts[i].host, conf->hosts[i].port);
+		bool		dup = false;
+
+		for (int k = 0; k < ncand; k++)
+			dup |= (cand[k] == idx);
+		if (idx >= 0 && !dup)
+			cand[ncand++] = idx;
+	}
+
+	if (rconn_uninterruptible())
+		cap = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+										  RLOCK_UNINTERRUPTIBLE_CAP_MS);
+	initStringInfo(&why);
+	for (int k = 0; k < ncand; k++)
+	{
+		RedisConn  *c = node_conn(m, cand[k], RCONN_COMMANDS);
+		RedisCmd	cmds[2];
+		RconnOp		op;
+
+		rcmd_init(&cmds[0]);
+		rcmd_str(&cmds[0], "CLUSTER");
+		rcmd_str(&cmds[0], "SLOTS");
+		rcmd_init(&cmds[1]);
+		rcmd_str(&cmds[1], "COMMAND");
+		rcmd_str(&cmds[1], "INFO");
+		rcmd_str(&cmds[1], "SPUBLISH");
+		op.conn = c;
+		op.cmds = cmds;
+		op.ncmds = 2;
+		rconn_set_deadline_cap(c, cap != 0 ? cap : DT_NOEND);
+		rconn_run_parallel(&op, 1);
+		rconn_set_deadline_cap(c, DT_NOEND);
+		last = c;
+		if (!op.ok)
+		{
+			appendStringInfo(&why, "%s%s: %s", why.len ? "; " : "", c->addr,
+							 c->errdetail[0] ? c->errdetail :
+							 c->failure == RF_TIMEOUT || c->failure == RF_CONNECT_TIMEOUT ?
+							 "no answer in time" : "no answer");
+			continue;
+		}
+		if (!take_slots(m, cand[k], op.replies[0], &why))
+			continue;
+		m->sharded = op.replies[1]->type == RREPLY_ARRAY &&
+			op.replies[1]->elements == 1 &&
+			op.replies[1]->element[0]->type == RREPLY_ARRAY;
+		m->valid = true;
+		m->stale = false;
+		pfree(cand);
+		return true;
+	}
+	pfree(cand);
+	if (ncand == 1 && last != NULL)
+	{
+		/* one seed: its own failure says it best (refused, TLS, AUTH...) */
+		rconn_set_failure(conn, last->failure, last->errdetail);
+		strlcpy(conn->addr, last->addr, sizeof(conn->addr));
+		return false;
+	}
+	rconn_set_failure(conn, RF_CLUSTER,
+					  psprintf("No node of the cluster gave its slot map: %s.",
+							   why.len ? why.data : "no node to ask"));
+	return false;
+}
+
+/* Make sure the slot map is known and current (reading it if not). */
+bool
+cluster_ensure(RedisConn *conn)
+{
+	ClusterMap *m = get_map();
+
+	if (m->valid && !m->stale)
+		return true;
+	return load_map(conn);
+}
+
+/* Does the cluster have sharded pub/sub (SPUBLISH)?  Learned with the map. */
+bool
+cluster_sharded(void)
+{
+	return map != NULL && map->valid && map->sharded;
+}
+
+/*
+ * The connection (commands or subscriber) to the master of key's slot;
+ * NULL when the map cannot be read (conn, the routed one, says why).
+ */
+RedisConn *
+cluster_conn_for(RedisConn *conn, const char *key, size_t len, RconnRole role)
+{
+	ClusterMap *m = get_map();
+	int			slot = key_slot(key, len);
+
+	if (!cluster_ensure(conn))
+		return NULL;
+	if (m->owner[slot] < 0 && !load_map(conn))
+		return NULL;
+	if (m->owner[slot] < 0)
+	{
+		rconn_set_failure(conn, RF_CLUSTER,
+						  psprintf("No node serves hash slot %d (the cluster is down).", slot));
+		return NULL;
+	}
+	return node_conn(m, m->owner[slot], role);
+}
+
+/* A reply said MOVED: take the slot's new owner; read the whole map later. */
+void
+cluster_note_moved(const char *err)
+{
+	ClusterMap *m = get_map();
+	int			slot;
+	int			node;
+
+	m->stale = true;
+	if (parse_redirect(m, err, &slot, &node))
+		m->owner[slot] = (int16) node;
+	stats_count(RLOCK_STAT_REDIRECTIONS);
+}
+
+/* The masters that own slots now (indexes into the map), for rlock_nodes. */
+int
+cluster_masters(RedisConn *conn, RedisConn ***conns)
+{
+	ClusterMap *m = get_map();
+	bool	   *seen;
+	int			n = 0;
+
+	if (!cluster_ensure(conn))
+		rconn_report(conn, ERROR, NULL);
+	seen = palloc0((m->nnodes + 1) * sizeof(bool));
+	*conns = palloc((m->nnodes + 1) * sizeof(RedisConn *));
+	for (int s = 0; s < CLUSTER_SLOTS; s++)
+		if (m->owner[s] >= 0 && !seen[m->owner[s]])
+		{
+			seen[m->owner[s]] = true;
+			(*conns)[n++] = node_conn(m, m->owner[s], RCONN_COMMANDS);
+		}
+	return n;
+}
+
+/* ----------------------------------------------------------------
+ * Routed round trips
+ * ----------------------------------------------------------------
+ */
+
+/* Where one command (and the keyless ones behind it) goes next. */
+typedef struct Unit
+{
+	int			first;			/* its first command */
+	int			ncmds;			/* it and the keyless commands behind it */
+	int			slot;			/* -1: no key (any node) */
+	int			node;			/* where it goes this round */
+	bool		asking;			/* ASK: send ASKING in front */
+	bool		pending;
+	int			redirects;
+} Unit;
+
+/* Deep copy of a reply into cxt. */
+static RReply *
+copy_reply(const RReply *r, MemoryContext cxt)
+{
+	RReply	   *c = MemoryContextAlloc(cxt, sizeof(RReply));
+
+	*c = *r;
+	if (r->str != NULL)
+	{
+		c->str = MemoryContextAlloc(cxt, r->len + 1);
+		memcpy(c->str, r->str, r->len);
+		c->str[r->len] = '\0';
+	}
+	if (r->type == RREPLY_ARRAY && r->elements > 0)
+	{
+		c->element = MemoryContextAlloc(cxt, r->elements * sizeof(RReply *));
+		for (size_t i = 0; i < r->elements; i++)
+			c->element[i] = copy_reply(r->element[i], cxt);
+	}
+	return c;
+}
+
+static bool
+is_retry_later(const RReply *r)
+{
+	return r->type == RREPLY_ERROR &&
+		(strncmp(r->str, "TRYAGAIN", 8) == 0 ||
+		 strncmp(r->str, "CLUSTERDOWN", 11) == 0 ||
+		 strncmp(r->str, "LOADING", 7) == 0);
+}
+
+/* Did a failure happen before the commands could have reached the node? */
+static bool
+failed_before_sending(RconnFailure f)
+{
+	return f == RF_CONNECT || f == RF_CONNECT_TIMEOUT || f == RF_RESOLVE ||
+		f == RF_NOFD;
+}
+
+static void
+pause_before_retry(void)
+{
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 RETRY_PAUSE_MS, RLOCK_WAIT_EVENT);
+	ResetLatch(MyLatch);
+	if (!rconn_uninterruptible())
+		CHECK_FOR_INTERRUPTS();
+}
+
+/*
+ * rconn_run on a routed connection.  On failure (reported at elevel), when
+ * elevel < ERROR, *replies still holds the replies that arrived, NULL for
+ * the commands whose node failed.
+ */
+bool
+cluster_run(RedisConn *conn, RedisCmd *cmds, int ncmds, RReply ***replies,
+			int elevel, const char *what)
+{
+	ClusterMap *m;
+	Unit	   *units;
+	int			nunits = 0;
+	RReply	  **out;
+	TimestampTz deadline;
+	RedisConn  *failed = NULL;
+	bool		ok = true;
+
+	MemoryContextReset(conn->replycxt);
+	out = MemoryContextAllocZero(conn->replycxt, Max(ncmds, 1) * sizeof(RReply *));
+	*replies = out;
+	last_rounds = 0;
+	if (!cluster_ensure(conn))
+	{
+		rconn_report(conn, elevel, what);
+		return false;
+	}
+	m = get_map();
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+										   rconn_command_timeout_ms());
+
+	units = palloc(Max(ncmds, 1) * sizeof(Unit));
+	for (int i = 0; i < ncmds; i++)
+	{
+		const char *key;
+		size_t		len;
+
+		if (command_key(&cmds[i], &key, &len))
+		{
+			units[nunits].first = i;
+			units[nunits].ncmds = 1;
+			units[nunits].slot = key_slot(key, len);
+			units[nunits].asking = false;
+			units[nunits].pending = true;
+			units[nunits].redirects = 0;
+			nunits++;
+		}
+		else if (nunits > 0)
+			units[nunits - 1].ncmds++;
+		else
+		{
+			units[nunits].first = i;
+			units[nunits].ncmds = 1;
+			units[nunits].slot = -1;
+			units[nunits].asking = false;
+			units[nunits].pending = true;
+			units[nunits].redirects = 0;
+			nunits++;
+		}
+	}
+
+	for (;;)
+	{
+		int			npending = 0;
+		int		   *opof;
+		RconnOp    *ops;
+		RedisCmd  **opcmds;
+		int		  **opunits;
+		int		   *opn;
+		int			nops = 0;
+		bool		retry_later = false;
+		bool		unreachable = false;
+
+		/* route what is left */
+		if (m->stale && !load_map(conn))
+		{
+			/* keep the map we have: MOVED and failures correct it */
+			m->stale = false;
+		}
+		opof = palloc(m->nnodes * sizeof(int) + sizeof(int));
+		for (int k = 0; k < m->nnodes; k++)
+			opof[k] = -1;
+		ops = palloc(Max(nunits, 1) * sizeof(RconnOp));
+		opcmds = palloc(Max(nunits, 1) * sizeof(RedisCmd *));
+		opunits = palloc(Max(nunits, 1) * sizeof(int *));
+		opn = palloc0(Max(nunits, 1) * sizeof(int));
+		for (int u = 0; u < nunits; u++)
+		{
+			Unit	   *un = &units[u];
+			int			o;
+
+			if (!un->pending)
+				continue;
+			npending++;
+			if (!un->asking)
+			{
+				int			s = un->slot >= 0 ? un->slot : 0;
+
+				un->node = m->owner[s];
+				if (un->node < 0)
+				{
+					/* nobody serves the slot now: a failover under way */
+					if (GetCurrentTimestamp() >= deadline)
+					{
+						rconn_set_failure(conn, RF_CLUSTER,
+										  psprintf("No node serves hash slot %d (the cluster is down).", s));
+						un->pending = false;
+						ok = false;
+						failed = conn;
+						npending--;
+						continue;
+					}
+					m->stale = true;
+					retry_later = true;
+					continue;
+				}
+			}
+			if (opof[un->node] < 0)
+			{
+				o = nops++;
+				opof[un->node] = o;
+				ops[o].conn = node_conn(m, un->node, RCONN_COMMANDS);
+				ops[o].conn->progress_deadlines = conn->progress_deadlines;
+				ops[o].conn->deadline_cap = conn->deadline_cap;
+				opcmds[o] = palloc((ncmds * 2) * sizeof(RedisCmd));
+				opunits[o] = palloc(nunits * sizeof(int));
+				ops[o].ncmds = 0;
+				ops[o].cmds = opcmds[o];
+			}
+			o = opof[un->node];
+			opunits[o][opn[o]++] = u;
+			if (un->asking)
+			{
+				rcmd_init(&opcmds[o][ops[o].ncmds]);
+				rcmd_str(&opcmds[o][ops[o].ncmds], "ASKING");
+				ops[o].ncmds++;
+			}
+			for (int c = 0; c < un->ncmds; c++)
+				opcmds[o][ops[o].ncmds++] = cmds[un->first + c];
+		}
+		if (npending == 0)
+			break;
+
+		if (nops > 0)
+		{
+			rconn_run_parallel(ops, nops);
+			last_rounds++;
+		}
+
+		for (int o = 0; o < nops; o++)
+		{
+			int			pos = 0;
+
+			if (!ops[o].ok)
+			{
+				RedisConn  *nc = ops[o].conn;
+
+				/* it may have failed over: read the map again */
+				m->stale = true;
+				if (failed_before_sending(nc->failure) &&
+					GetCurrentTimestamp() < deadline)
+				{
+					unreachable = true;
+					for (int k = 0; k < opn[o]; k++)
+						units[opunits[o][k]].asking = false;
+					continue;	/* retried where the new map says */
+				}
+				for (int k = 0; k < opn[o]; k++)
+					units[opunits[o][k]].pending = false;
+				ok = false;
+				failed = nc;
+				continue;
+			}
+			for (int k = 0; k < opn[o]; k++)
+			{
+				Unit	   *un = &units[opunits[o][k]];
+				RReply	   *lead;
+				int			slot;
+				int			node;
+
+				if (un->asking)
+					pos++;		/* ASKING's answer */
+				lead = ops[o].replies[pos];
+				if (lead->type == RREPLY_ERROR &&
+					(strncmp(lead->str, "MOVED ", 6) == 0 ||
+					 strncmp(lead->str, "ASK ", 4) == 0))
+				{
+					bool		ask = lead->str[1] == 'S';
+
+					un->asking = false;
+					if (++un->redirects > MAX_REDIRECTS)
+					{
+						rconn_set_failure(conn, RF_CLUSTER,
+										  psprintf("Hash slot %d was redirected more than %d times (last: %s).",
+												   un->slot, MAX_REDIRECTS, lead->str));
+						un->pending = false;
+						ok = false;
+						failed = conn;
+					}
+					else if (ask && parse_redirect(m, lead->str, &slot, &node))
+					{
+						un->asking = true;
+						un->node = node;
+						stats_count(RLOCK_STAT_REDIRECTIONS);
+					}
+					else
+						cluster_note_moved(lead->str);
+					pos += un->ncmds;
+					continue;
+				}
+				un->asking = false;
+				if (is_retry_later(lead) && GetCurrentTimestamp() < deadline)
+				{
+					retry_later = true;
+					pos += un->ncmds;
+					continue;
+				}
+				for (int c = 0; c < un->ncmds; c++)
+					out[un->first + c] = copy_reply(ops[o].replies[pos + c],
+													conn->replycxt);
+				pos += un->ncmds;
+				un->pending = false;
+			}
+		}
+		pfree(opof);
+		pfree(ops);
+		if (retry_later || unreachable)
+		{
+			if (GetCurrentTimestamp() >= deadline)
+			{
+				for (int u = 0; u < nunits; u++)
+					if (units[u].pending)
+					{
+						units[u].pending = false;
+						ok = false;
+						if (failed == NULL)
+						{
+							rconn_set_failure(conn, RF_CLUSTER,
+											  psprintf("Hash slot %d could not be served within rlock.command_timeout (%d ms).",
+													   units[u].slot, rconn_command_timeout_ms()));
+							failed = conn;
+						}
+					}
+				break;
+			}
+			pause_before_retry();
+		}
+	}
+	pfree(units);
+	if (ok)
+		return true;
+	if (failed != conn)
+	{
+		rconn_set_failure(conn, failed->failure, failed->errdetail);
+		strlcpy(conn->addr, failed->addr, sizeof(conn->addr));
+	}
+	rconn_report(conn, elevel, what);
+	return false;
+}
+
+/* Round trips the last routed rconn_run took (parallel ones count once). */
+int
+rconn_last_rounds(void)
+{
+	return rconn_is_cluster() ? last_rounds : 1;
+}
+
+/* ----------------------------------------------------------------
+ * For the rest of the connection layer and introspection
+ * ----------------------------------------------------------------
+ */
+
+/* The routed connection's name in messages: the URL's seeds. */
+void
+rconn_set_cluster_address(RedisConn *conn)
+{
+	const RedisUrlConf *conf = rlock_redis_conf;
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, "cluster ");
+	for (int i = 0; conf != NULL && i < conf->nhosts; i++)
+		appendStringInfo(&buf, strchr(conf->hosts[i].host, ':') ? "%s[%s]:%d" : "%s%s:%d",
+						 i > 0 ? "," : "", conf->hosts[i].host, conf->hosts[i].port);
+	strlcpy(conn->addr, buf.data, sizeof(conn->addr));
+	pfree(buf.data);
+}
+
+/* The commands connection of key's node if the map names one (no I/O). */
+RedisConn *
+cluster_known_conn(const char *key)
+{
+	ClusterMap *m = get_map();
+	int			slot = key_slot(key, strlen(key));
+
+	if (!m->valid || m->owner[slot] < 0)
+		return NULL;
+	return node_conn(m, m->owner[slot], RCONN_COMMANDS);
+}
+
+/*
+ * host:port of the master of key's slot (palloc'd), reading the map if it
+ * is not known yet; NULL when it cannot be read.
+ */
+char *
+cluster_node_address(RedisConn *conn, const char *key)
+{
+	ClusterMap *m = get_map();
+	int			slot = key_slot(key, strlen(key));
+
+	if (!cluster_ensure(conn) || m->owner[slot] < 0)
+		return NULL;
+	return pstrdup(node_conn(m, m->owner[slot], RCONN_COMMANDS)->addr);
+}
+
+/* Read the map again before the next routed round trip. */
+void
+cluster_map_stale(void)
+{
+	if (map != NULL)
+		map->stale = true;
+}
+
+/*
+ * Are releases published with SPUBLISH (and waited for with SSUBSCRIBE)?
+ * rlock.publish_mode; "auto" means: on a Cluster that has sharded pub/sub
+ * (Redisson's default), read from the map (read now if need be).
+ */
+bool
+rconn_sharded_publish(void)
+{
+	switch (rlock_publish_mode)
+	{
+		case RLOCK_PUBLISH_SHARDED:
+			return true;
+		case RLOCK_PUBLISH_PLAIN:
+			return false;
+		default:
+			if (!rconn_is_cluster())
+				return false;
+			(void) cluster_ensure(rconn_backend());
+			return cluster_sharded();
+	}
+}
+
+/* The commands connections of the masters that own slots now. */
+int
+rconn_cluster_masters(RedisConn ***conns)
+{
+	return cluster_masters(rconn_backend(), conns);
+}
+
+/* host:port of the node key lives on (palloc'd), or NULL when not known. */
+char *
+rconn_node_address(const char *key)
+{
+	if (rconn_is_cluster())
+		return cluster_node_address(rconn_backend(), key);
+	return rconn_master_address();
+}
