@@ -1,32 +1,26 @@
 /*-------------------------------------------------------------------------
  *
  * cluster.c
- *	  Redis Cluster (redis-cluster:// URLs): the slot map, and every round
- *	  trip routed to the master of its slot, through resharding and
- *	  failover.
+ *	  Redis Cluster (redis-cluster:// URLs): hash slots, and the slot map
+ *	  that says which master serves each, kept current through resharding
+ *	  and failover.
  *
  * A Cluster deployment gives the layers above one connection, as any other
  * deployment does: a "routed" connection (node kind NODE_CLUSTER) that
  * never has a socket of its own.  A round trip on it (rconn_run) sends each
  * command to the master of its key's hash slot (CRC16 of the {hash tag},
- * PROTOCOL.md: every key and channel of one lock shares a slot), the
- * commands of each node pipelined on that node's connection, all nodes at
- * once (rconn_run_parallel), and hands back the replies in the order of the
- * commands, copied into the routed connection's reply context.  A command
- * without a key (WAIT after an acquisition) travels with the command before
- * it, on the same node connection, as replica acknowledgement needs.
+ * PROTOCOL.md: every key and channel of one lock shares a slot), all nodes
+ * at once: cluster_route.c.  Scripts over many locks (renewals, the check
+ * before COMMIT) are cut per slot by their builders (rconn_slot_groups), so
+ * that no script call spans two slots (CROSSSLOT).
  *
  * The slot map is read with CLUSTER SLOTS (Redis 6.0 has no CLUSTER SHARDS)
- * from any node that answers, known nodes first, then the URL's seeds, and
- * read again when a reply says MOVED (the slot lives elsewhere for good), a
- * node cannot be reached (it may have failed over), or the settings
- * change.  ASK (a slot being migrated) is followed once with ASKING on the
- * named node, without touching the map; TRYAGAIN, CLUSTERDOWN and LOADING
- * are retried a pause apart until rlock.command_timeout; a command
- * redirected more than MAX_REDIRECTS times is an ERROR, never a loop.  A
- * node that failed after the commands went out is not asked again in the
- * same call (the command may have run there): the call fails and the
- * caller's bookkeeping (uncertain holds) reconciles.
+ * from the first node that answers: the masters known now (those that just
+ * failed last), then the URL's seeds; and read again after a MOVED answer
+ * (the slot lives elsewhere for good), a node that cannot be reached (it may
+ * have failed over), a sharded subscription the server dropped (the slot
+ * moved), or a change of settings.  It is this backend's own (16 K slots of
+ * two bytes); each process learns changes from the cluster's answers.
  *
  * Waiters subscribe on the subscriber connection of their channel's node
  * (SSUBSCRIBE when releases are published with SPUBLISH: rlock.publish_mode,
@@ -53,9 +47,6 @@
 
 #define CLUSTER_SLOTS		16384
 #define MAX_CLUSTER_NODES	256
-#define MAX_REDIRECTS		5
-/* Pause before retrying TRYAGAIN, CLUSTERDOWN, LOADING or an unreachable node. */
-#define RETRY_PAUSE_MS		50
 
 typedef struct ClusterNode
 {
@@ -77,8 +68,6 @@ typedef struct ClusterMap
 
 static ClusterMap *map = NULL;
 
-/* Round trips of the last rconn_run on a routed connection (parallel ones count once). */
-static int	last_rounds = 0;
 
 /* ----------------------------------------------------------------
  * Hash slots
@@ -178,31 +167,6 @@ rconn_slot_groups(const char *const *keys, int n, int maxper, int *order,
 	starts[ngroups] = n;
 	pfree(slots);
 	return ngroups;
-}
-
-/* The key a command is routed by, or NULL for a command without one. */
-static bool
-command_key(const RedisCmd *cmd, const char **key, size_t *len)
-{
-	const char *verb = cmd->argv[0];
-
-	if (cmd->argc < 2)
-		return false;
-	if (pg_strcasecmp(verb, "EVALSHA") == 0 || pg_strcasecmp(verb, "EVAL") == 0)
-	{
-		if (cmd->argc < 4 || atoi(cmd->argv[2]) <= 0)
-			return false;
-		*key = cmd->argv[3];
-		*len = cmd->argvlen[3];
-		return true;
-	}
-	if (pg_strcasecmp(verb, "WAIT") == 0 || pg_strcasecmp(verb, "PING") == 0 ||
-		pg_strcasecmp(verb, "ROLE") == 0 || pg_strcasecmp(verb, "INFO") == 0 ||
-		pg_strcasecmp(verb, "CLUSTER") == 0 || pg_strcasecmp(verb, "COMMAND") == 0)
-		return false;
-	*key = cmd->argv[1];
-	*len = cmd->argvlen[1];
-	return true;
 }
 
 /* ----------------------------------------------------------------
@@ -395,6 +359,20 @@ load_map(RedisConn *conn)
 			cand[ncand++] = idx;
 	}
 
+	/* nodes whose last round trip failed (dead, stopped) are asked last */
+	for (int k = 0, good = 0; k < ncand; k++)
+	{
+		RedisConn  *c = m->nodes[cand[k]].conn;
+
+		if (c == NULL || c->failure == RF_NONE)
+		{
+			int			t = cand[k];
+
+			memmove(&cand[good + 1], &cand[good], (k - good) * sizeof(int));
+			cand[good++] = t;
+		}
+	}
+
 	if (rconn_uninterruptible())
 		cap = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 										  RLOCK_UNINTERRUPTIBLE_CAP_MS);
@@ -528,335 +506,55 @@ cluster_masters(RedisConn *conn, RedisConn ***conns)
 }
 
 /* ----------------------------------------------------------------
- * Routed round trips
+ * The map, for cluster_route.c
  * ----------------------------------------------------------------
  */
 
-/* Where one command (and the keyless ones behind it) goes next. */
-typedef struct Unit
+int
+cluster_slot_of(const char *key, size_t len)
 {
-	int			first;			/* its first command */
-	int			ncmds;			/* it and the keyless commands behind it */
-	int			slot;			/* -1: no key (any node) */
-	int			node;			/* where it goes this round */
-	bool		asking;			/* ASK: send ASKING in front */
-	bool		pending;
-	int			redirects;
-} Unit;
-
-/* Deep copy of a reply into cxt. */
-static RReply *
-copy_reply(const RReply *r, MemoryContext cxt)
-{
-	RReply	   *c = MemoryContextAlloc(cxt, sizeof(RReply));
-
-	*c = *r;
-	if (r->str != NULL)
-	{
-		c->str = MemoryContextAlloc(cxt, r->len + 1);
-		memcpy(c->str, r->str, r->len);
-		c->str[r->len] = '\0';
-	}
-	if (r->type == RREPLY_ARRAY && r->elements > 0)
-	{
-		c->element = MemoryContextAlloc(cxt, r->elements * sizeof(RReply *));
-		for (size_t i = 0; i < r->elements; i++)
-			c->element[i] = copy_reply(r->element[i], cxt);
-	}
-	return c;
+	return key_slot(key, len);
 }
 
-static bool
-is_retry_later(const RReply *r)
+/* The node that owns slot (an index for cluster_node), -1 when none. */
+int
+cluster_owner(int slot)
 {
-	return r->type == RREPLY_ERROR &&
-		(strncmp(r->str, "TRYAGAIN", 8) == 0 ||
-		 strncmp(r->str, "CLUSTERDOWN", 11) == 0 ||
-		 strncmp(r->str, "LOADING", 7) == 0);
+	ClusterMap *m = get_map();
+
+	return m->valid ? m->owner[slot] : -1;
 }
 
-/* Did a failure happen before the commands could have reached the node? */
-static bool
-failed_before_sending(RconnFailure f)
+int
+cluster_nnodes(void)
 {
-	return f == RF_CONNECT || f == RF_CONNECT_TIMEOUT || f == RF_RESOLVE ||
-		f == RF_NOFD;
+	return get_map()->nnodes;
 }
 
-static void
-pause_before_retry(void)
+RedisConn *
+cluster_node(int idx, RconnRole role)
 {
-	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-					 RETRY_PAUSE_MS, RLOCK_WAIT_EVENT);
-	ResetLatch(MyLatch);
-	if (!rconn_uninterruptible())
-		CHECK_FOR_INTERRUPTS();
+	return node_conn(get_map(), idx, role);
+}
+
+/* The node a MOVED or ASK answer names (added to the table if new). */
+bool
+cluster_redirect_target(const char *err, int *slot, int *node)
+{
+	return parse_redirect(get_map(), err, slot, node);
 }
 
 /*
- * rconn_run on a routed connection.  On failure (reported at elevel), when
- * elevel < ERROR, *replies still holds the replies that arrived, NULL for
- * the commands whose node failed.
+ * Read the map again if it was found stale; when no node answers, keep the
+ * one we have (MOVED answers and failures correct it).
  */
-bool
-cluster_run(RedisConn *conn, RedisCmd *cmds, int ncmds, RReply ***replies,
-			int elevel, const char *what)
+void
+cluster_refresh_if_stale(RedisConn *conn)
 {
-	ClusterMap *m;
-	Unit	   *units;
-	int			nunits = 0;
-	RReply	  **out;
-	TimestampTz deadline;
-	RedisConn  *failed = NULL;
-	bool		ok = true;
+	ClusterMap *m = get_map();
 
-	MemoryContextReset(conn->replycxt);
-	out = MemoryContextAllocZero(conn->replycxt, Max(ncmds, 1) * sizeof(RReply *));
-	*replies = out;
-	last_rounds = 0;
-	if (!cluster_ensure(conn))
-	{
-		rconn_report(conn, elevel, what);
-		return false;
-	}
-	m = get_map();
-	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-										   rconn_command_timeout_ms());
-
-	units = palloc(Max(ncmds, 1) * sizeof(Unit));
-	for (int i = 0; i < ncmds; i++)
-	{
-		const char *key;
-		size_t		len;
-
-		if (command_key(&cmds[i], &key, &len))
-		{
-			units[nunits].first = i;
-			units[nunits].ncmds = 1;
-			units[nunits].slot = key_slot(key, len);
-			units[nunits].asking = false;
-			units[nunits].pending = true;
-			units[nunits].redirects = 0;
-			nunits++;
-		}
-		else if (nunits > 0)
-			units[nunits - 1].ncmds++;
-		else
-		{
-			units[nunits].first = i;
-			units[nunits].ncmds = 1;
-			units[nunits].slot = -1;
-			units[nunits].asking = false;
-			units[nunits].pending = true;
-			units[nunits].redirects = 0;
-			nunits++;
-		}
-	}
-
-	for (;;)
-	{
-		int			npending = 0;
-		int		   *opof;
-		RconnOp    *ops;
-		RedisCmd  **opcmds;
-		int		  **opunits;
-		int		   *opn;
-		int			nops = 0;
-		bool		retry_later = false;
-		bool		unreachable = false;
-
-		/* route what is left */
-		if (m->stale && !load_map(conn))
-		{
-			/* keep the map we have: MOVED and failures correct it */
-			m->stale = false;
-		}
-		opof = palloc(m->nnodes * sizeof(int) + sizeof(int));
-		for (int k = 0; k < m->nnodes; k++)
-			opof[k] = -1;
-		ops = palloc(Max(nunits, 1) * sizeof(RconnOp));
-		opcmds = palloc(Max(nunits, 1) * sizeof(RedisCmd *));
-		opunits = palloc(Max(nunits, 1) * sizeof(int *));
-		opn = palloc0(Max(nunits, 1) * sizeof(int));
-		for (int u = 0; u < nunits; u++)
-		{
-			Unit	   *un = &units[u];
-			int			o;
-
-			if (!un->pending)
-				continue;
-			npending++;
-			if (!un->asking)
-			{
-				int			s = un->slot >= 0 ? un->slot : 0;
-
-				un->node = m->owner[s];
-				if (un->node < 0)
-				{
-					/* nobody serves the slot now: a failover under way */
-					if (GetCurrentTimestamp() >= deadline)
-					{
-						rconn_set_failure(conn, RF_CLUSTER,
-										  psprintf("No node serves hash slot %d (the cluster is down).", s));
-						un->pending = false;
-						ok = false;
-						failed = conn;
-						npending--;
-						continue;
-					}
-					m->stale = true;
-					retry_later = true;
-					continue;
-				}
-			}
-			if (opof[un->node] < 0)
-			{
-				o = nops++;
-				opof[un->node] = o;
-				ops[o].conn = node_conn(m, un->node, RCONN_COMMANDS);
-				ops[o].conn->progress_deadlines = conn->progress_deadlines;
-				ops[o].conn->deadline_cap = conn->deadline_cap;
-				opcmds[o] = palloc((ncmds * 2) * sizeof(RedisCmd));
-				opunits[o] = palloc(nunits * sizeof(int));
-				ops[o].ncmds = 0;
-				ops[o].cmds = opcmds[o];
-			}
-			o = opof[un->node];
-			opunits[o][opn[o]++] = u;
-			if (un->asking)
-			{
-				rcmd_init(&opcmds[o][ops[o].ncmds]);
-				rcmd_str(&opcmds[o][ops[o].ncmds], "ASKING");
-				ops[o].ncmds++;
-			}
-			for (int c = 0; c < un->ncmds; c++)
-				opcmds[o][ops[o].ncmds++] = cmds[un->first + c];
-		}
-		if (npending == 0)
-			break;
-
-		if (nops > 0)
-		{
-			rconn_run_parallel(ops, nops);
-			last_rounds++;
-		}
-
-		for (int o = 0; o < nops; o++)
-		{
-			int			pos = 0;
-
-			if (!ops[o].ok)
-			{
-				RedisConn  *nc = ops[o].conn;
-
-				/* it may have failed over: read the map again */
-				m->stale = true;
-				if (failed_before_sending(nc->failure) &&
-					GetCurrentTimestamp() < deadline)
-				{
-					unreachable = true;
-					for (int k = 0; k < opn[o]; k++)
-						units[opunits[o][k]].asking = false;
-					continue;	/* retried where the new map says */
-				}
-				for (int k = 0; k < opn[o]; k++)
-					units[opunits[o][k]].pending = false;
-				ok = false;
-				failed = nc;
-				continue;
-			}
-			for (int k = 0; k < opn[o]; k++)
-			{
-				Unit	   *un = &units[opunits[o][k]];
-				RReply	   *lead;
-				int			slot;
-				int			node;
-
-				if (un->asking)
-					pos++;		/* ASKING's answer */
-				lead = ops[o].replies[pos];
-				if (lead->type == RREPLY_ERROR &&
-					(strncmp(lead->str, "MOVED ", 6) == 0 ||
-					 strncmp(lead->str, "ASK ", 4) == 0))
-				{
-					bool		ask = lead->str[1] == 'S';
-
-					un->asking = false;
-					if (++un->redirects > MAX_REDIRECTS)
-					{
-						rconn_set_failure(conn, RF_CLUSTER,
-										  psprintf("Hash slot %d was redirected more than %d times (last: %s).",
-												   un->slot, MAX_REDIRECTS, lead->str));
-						un->pending = false;
-						ok = false;
-						failed = conn;
-					}
-					else if (ask && parse_redirect(m, lead->str, &slot, &node))
-					{
-						un->asking = true;
-						un->node = node;
-						stats_count(RLOCK_STAT_REDIRECTIONS);
-					}
-					else
-						cluster_note_moved(lead->str);
-					pos += un->ncmds;
-					continue;
-				}
-				un->asking = false;
-				if (is_retry_later(lead) && GetCurrentTimestamp() < deadline)
-				{
-					retry_later = true;
-					pos += un->ncmds;
-					continue;
-				}
-				for (int c = 0; c < un->ncmds; c++)
-					out[un->first + c] = copy_reply(ops[o].replies[pos + c],
-													conn->replycxt);
-				pos += un->ncmds;
-				un->pending = false;
-			}
-		}
-		pfree(opof);
-		pfree(ops);
-		if (retry_later || unreachable)
-		{
-			if (GetCurrentTimestamp() >= deadline)
-			{
-				for (int u = 0; u < nunits; u++)
-					if (units[u].pending)
-					{
-						units[u].pending = false;
-						ok = false;
-						if (failed == NULL)
-						{
-							rconn_set_failure(conn, RF_CLUSTER,
-											  psprintf("Hash slot %d could not be served within rlock.command_timeout (%d ms).",
-													   units[u].slot, rconn_command_timeout_ms()));
-							failed = conn;
-						}
-					}
-				break;
-			}
-			pause_before_retry();
-		}
-	}
-	pfree(units);
-	if (ok)
-		return true;
-	if (failed != conn)
-	{
-		rconn_set_failure(conn, failed->failure, failed->errdetail);
-		strlcpy(conn->addr, failed->addr, sizeof(conn->addr));
-	}
-	rconn_report(conn, elevel, what);
-	return false;
-}
-
-/* Round trips the last routed rconn_run took (parallel ones count once). */
-int
-rconn_last_rounds(void)
-{
-	return rconn_is_cluster() ? last_rounds : 1;
+	if (m->valid && m->stale && !load_map(conn))
+		m->stale = false;
 }
 
 /* ----------------------------------------------------------------

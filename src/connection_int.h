@@ -148,7 +148,7 @@ extern void rconn_master_confirmed(RedisConn *conn);
 extern bool rconn_topology_moved(RedisConn *conn);
 extern bool rconn_take_role(RedisConn *conn, redisReply *r);
 
-/* cluster.c: the routed connection of a Cluster deployment */
+/* cluster.c (the slot map), cluster_route.c (routed round trips) */
 extern bool cluster_ensure(RedisConn *conn);
 extern bool cluster_run(RedisConn *conn, RedisCmd *cmds, int ncmds,
 						RReply ***replies, int elevel, const char *what);
@@ -161,6 +161,12 @@ extern bool cluster_sharded(void);
 extern void cluster_map_stale(void);
 extern int	cluster_masters(RedisConn *conn, RedisConn ***conns);
 extern void rconn_set_cluster_address(RedisConn *conn);
+extern int	cluster_slot_of(const char *key, size_t len);
+extern int	cluster_owner(int slot);
+extern int	cluster_nnodes(void);
+extern RedisConn *cluster_node(int idx, RconnRole role);
+extern bool cluster_redirect_target(const char *err, int *slot, int *node);
+extern void cluster_refresh_if_stale(RedisConn *conn);
 
 /* connection_exchange.c */
 extern bool rconn_queue(RedisConn *conn, RedisCmd *cmd, bool as_eval,
