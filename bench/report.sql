@@ -38,6 +38,24 @@ CREATE TEMP VIEW transport_best AS
                 ORDER BY b.floor_ms LIMIT 1) f ON true
   GROUP BY t.transport, f.floor_ms, f.select1_ms, f.acquire_ms, f.release_ms;
 
+-- Cluster: the same, per target (standalone, cluster).
+CREATE TEMP VIEW cluster_round AS
+  SELECT *, select1_ms + acquire_ms + release_ms AS floor_ms FROM cluster_run;
+
+CREATE TEMP VIEW cluster_best AS
+  SELECT t.target, count(*) AS rounds,
+         min(t.rlock_ms) AS rlock_ms, f.floor_ms, f.select1_ms, f.acquire_ms,
+         f.release_ms, f.node, f.slot,
+         string_agg(round(t.rlock_ms::numeric, 3)::text, ', ' ORDER BY t.round)
+           AS rlock_rounds,
+         string_agg(round(t.floor_ms::numeric, 3)::text, ', ' ORDER BY t.round)
+           AS floor_rounds
+  FROM cluster_round t
+  JOIN LATERAL (SELECT * FROM cluster_round b WHERE b.target = t.target
+                ORDER BY b.floor_ms LIMIT 1) f ON true
+  GROUP BY t.target, f.floor_ms, f.select1_ms, f.acquire_ms, f.release_ms,
+           f.node, f.slot;
+
 CREATE TEMP VIEW handoff_pct AS
   SELECT kind, count(*) AS n,
          percentile_cont(0.5) WITHIN GROUP (ORDER BY ms) AS p50,
@@ -109,6 +127,26 @@ SELECT 'transports, 1 client',
        '<= 10 %', s.rlock_ms <= 1.10 * p.rlock_ms
 FROM transport_best s JOIN transport_best p ON p.transport = 'tcp'
 WHERE s.transport = 'tls';
+
+-- Cluster: try+release on a Redis Cluster of 3 masters, 1 client, beside
+-- the same on the standalone Redis, each against its own floor (the script
+-- round trips on the node that serves the lock); and what the Cluster costs
+-- over the standalone master (rlock's; the floor column: the floor's).
+INSERT INTO report (section, measure, unit, rlock, floor, target, met)
+SELECT 'cluster (3 masters), 1 client',
+       format('%s try+release: mean latency', l.label), 'ms',
+       c.rlock_ms, c.floor_ms, '<= 1.15 x floor', c.rlock_ms <= 1.15 * c.floor_ms
+FROM cluster_best c
+JOIN (VALUES (1, 'standalone', 'standalone'), (2, 'cluster', 'cluster'))
+  l(o, target, label) USING (target)
+ORDER BY l.o;
+
+INSERT INTO report (section, measure, unit, rlock, floor)
+SELECT 'cluster (3 masters), 1 client',
+       'cluster overhead (cluster / standalone latency - 1)', '%',
+       100 * (c.rlock_ms / s.rlock_ms - 1), 100 * (c.floor_ms / s.floor_ms - 1)
+FROM cluster_best c JOIN cluster_best s ON s.target = 'standalone'
+WHERE c.target = 'cluster';
 
 -- Hand-off: release -> the blocked waiter's acquire returns.  Floor: the
 -- release script's round trip plus the waiter's acquire script's.
@@ -224,6 +262,24 @@ JOIN transport_best s ON s.transport = 'tls'
 JOIN transport_best u ON u.transport = 'unix'
 WHERE p.transport = 'tcp';
 
+SELECT format('cluster, %s: try+release %s ms (rounds: %s), floor %s ms (rounds: %s) = SELECT 1 %s + acquire script %s + release script %s ms on %s%s; the better of %s rounds',
+              target, round(rlock_ms::numeric, 3), rlock_rounds,
+              round(floor_ms::numeric, 3), floor_rounds,
+              round(select1_ms::numeric, 3), round(acquire_ms::numeric, 3),
+              round(release_ms::numeric, 3), node,
+              CASE WHEN slot IS NOT NULL THEN format(' (hash slot %s)', slot) ELSE '' END,
+              rounds) AS " "
+FROM cluster_best
+ORDER BY array_position(ARRAY['standalone', 'cluster'], target);
+
+SELECT format('cluster: the Cluster adds %s ms to try+release (%s %%), %s ms to the floor (%s %%)',
+              round((c.rlock_ms - s.rlock_ms)::numeric, 3),
+              round((100 * (c.rlock_ms / s.rlock_ms - 1))::numeric, 1),
+              round((c.floor_ms - s.floor_ms)::numeric, 3),
+              round((100 * (c.floor_ms / s.floor_ms - 1))::numeric, 1)) AS " "
+FROM cluster_best c JOIN cluster_best s ON s.target = 'standalone'
+WHERE c.target = 'cluster';
+
 -- The same, as JSON, with the raw figures.
 \pset format unaligned
 \pset tuples_only on
@@ -244,6 +300,8 @@ SELECT jsonb_pretty(jsonb_build_object(
     'floor_parts', (SELECT jsonb_agg(to_jsonb(f)) FROM floor_parts f),
     'transports', (SELECT jsonb_agg(to_jsonb(t) ORDER BY round, transport)
                    FROM transport_run t),
+    'cluster', (SELECT jsonb_agg(to_jsonb(c) ORDER BY round, target)
+                FROM cluster_run c),
     'handoff', (SELECT jsonb_agg(to_jsonb(h)) FROM handoff_pct h),
     'contended_clients', (SELECT jsonb_agg(to_jsonb(c) ORDER BY script, client)
                           FROM contended_client c),

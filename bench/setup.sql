@@ -17,6 +17,15 @@ CREATE TABLE transport_run (round int, transport text, rlock_ms float8,
                             rlock_tps float8, select1_ms float8,
                             acquire_ms float8, release_ms float8);
 
+-- Cluster: per round and target (standalone: the bench's Redis; cluster: a
+-- Redis Cluster of 3 masters), try+release on it (pgbench, 1 client) and
+-- its floor's parts measured beside it: SELECT 1 (once per round) and the
+-- acquire and release script round trips on the node that serves the lock
+-- (its hash slot on the cluster).
+CREATE TABLE cluster_run (round int, target text, node text, slot int,
+                          rlock_ms float8, rlock_tps float8, select1_ms float8,
+                          acquire_ms float8, release_ms float8);
+
 -- Contended runs: acquisitions per pgbench client, and what rlock_stats
 -- says the run cost.
 CREATE TABLE contended_client (script text, client int, acquisitions bigint);
