@@ -42,12 +42,21 @@ PostgreSQL nodes that preload rlock and point at it
   $s->kill_master;
   my $secs = $s->wait_failover($old, 30);
 
-Every Redis, every proxy and every sentinel started here is stopped at END.
+  # a Redis Cluster: 3 masters, 1 replica each (see RlockTest::Cluster)
+  my $c = RlockTest::Cluster->new(masters => 3, replicas => 1);
+  $c->url;              # redis-cluster://127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3
+  my $m = $c->master_of('mylock');
+  $c->kill_master($m);
+  my $failover_s = $c->wait_failover($m, 30);
+
+Every Redis, every proxy, every sentinel and every cluster started here is
+stopped at END.
 
 The packages live in their own files: RlockTest::Redis in
 RlockTest/Redis.pm, RlockTest::Proxy in RlockTest/Proxy.pm,
-RlockTest::Sentinel in RlockTest/Sentinel.pm, RlockTest::Redisson in
-RlockTest/Redisson.pm; C<use RlockTest> loads them all.
+RlockTest::Sentinel in RlockTest/Sentinel.pm, RlockTest::Cluster in
+RlockTest/Cluster.pm, RlockTest::Redisson in RlockTest/Redisson.pm;
+C<use RlockTest> loads them all.
 
 =cut
 
@@ -68,6 +77,7 @@ use Time::HiRes qw(usleep time);
 our @ALL_REDIS;
 our @ALL_PROXIES;
 our @ALL_SENTINELS;
+our @ALL_CLUSTERS;
 
 # The other packages, one file each under RlockTest/ (test files need only
 # "use RlockTest;").  They call RlockTest's functions at run time only.
@@ -75,6 +85,7 @@ use RlockTest::Redis;
 use RlockTest::Proxy;
 use RlockTest::Sentinel;
 use RlockTest::Redisson;
+use RlockTest::Cluster;
 
 =pod
 
@@ -300,6 +311,22 @@ sub redis_version
 
 =cut
 
+# Whether process $pid is gone (or a zombie nobody reaped yet: a daemonized
+# server's parent is init, which may be slow to reap, or not do it at all in
+# a container).
+sub pid_gone
+{
+	my ($pid) = @_;
+	return 1 unless kill(0, $pid);
+	if (open my $fh, '<', "/proc/$pid/stat")
+	{
+		my $stat = <$fh> // '';
+		close $fh;
+		return 1 if $stat =~ /^\d+ \(.*\) Z /s;
+	}
+	return 0;
+}
+
 # The pid in a server's pidfile, or undef (no file, or not a pid).
 sub read_pidfile
 {
@@ -324,6 +351,12 @@ END
 	foreach my $s (@ALL_SENTINELS)
 	{
 		eval { $s->stop; };
+	}
+	# clusters stop their nodes themselves (replicas first) and keep the
+	# nodes' logs
+	foreach my $c (@ALL_CLUSTERS)
+	{
+		eval { $c->stop; };
 	}
 	foreach my $r (@ALL_REDIS)
 	{

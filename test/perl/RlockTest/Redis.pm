@@ -89,6 +89,10 @@ Options:
 
 more server arguments (e.g. ['--maxmemory', '1mb']).
 
+=item port => N
+
+listen on this port (default: PostgreSQL::Test::Cluster::get_free_port).
+
 =item password => 'x'
 
 start with --requirepass; url and cli use it.
@@ -131,7 +135,8 @@ sub new
 	croak 'RlockTest::Redis: tls and unix exclude each other'
 	  if $opts{tls} && $opts{unix};
 	my $self = bless {
-		port => $opts{unix} ? undef : PostgreSQL::Test::Cluster::get_free_port(),
+		port => $opts{unix} ? undef
+		: ($opts{port} // PostgreSQL::Test::Cluster::get_free_port()),
 		# absolute: the server chdirs to it, the certificates' paths must
 		# hold all the same
 		dir => File::Spec->rel2abs(PostgreSQL::Test::Utils::tempdir('redis')),
@@ -528,7 +533,9 @@ sub _shutdown
 		# the cli could not talk to it (e.g. a certificate it cannot
 		# verify): SIGTERM, which saves nothing with --save ''
 		kill 'TERM', $pid if $rc != 0 && $mode eq 'NOSAVE' && kill(0, $pid);
-		RlockTest::wait_until(sub { !kill(0, $pid) }, 30)
+		# (a zombie counts as gone: its port is closed, and nobody may reap
+		# it soon, e.g. a container's init)
+		RlockTest::wait_until(sub { RlockTest::pid_gone($pid) }, 30)
 		  or do { kill 'KILL', $pid; };
 	}
 	$self->{running} = 0;

@@ -25,14 +25,20 @@ Its exclusive lock (RLock) too: $RlockTest::Redisson::acquire (KEYS: lock;
 ARGV: lease ms, holder) and $RlockTest::Redisson::release (KEYS: lock,
 channel, unlock latch; ARGV: message, lease ms, holder, publish command,
 latch ms), and two functions that run them on an RlockTest::Redis (over
-whatever it speaks: TCP, TLS, a Unix socket):
+whatever it speaks: TCP, TLS, a Unix socket) or on an RlockTest::Cluster
+(on the master of the name's slot, following MOVED and ASK: see
+RlockTest::Cluster's call):
 
-  RlockTest::Redisson::try_lock($redis, $name, $lease_ms, $holder)
+  RlockTest::Redisson::try_lock($redis_or_cluster, $name, $lease_ms, $holder)
       # '' (nil) when acquired, else the holder's PTTL
-  RlockTest::Redisson::unlock($redis, $name, $holder)
+  RlockTest::Redisson::unlock($redis_or_cluster, $name, $holder, $verb)
       # 1 released (published "0"), 0 one level less, '' not held
 
-for names without "{" (channel redisson_lock__channel:{name}).
+for names without "{" (channel redisson_lock__channel:{name}, in the
+name's slot).  $verb is how the release is published: 'publish' (the
+default) or 'spublish' (Redisson 3.22+ against a Redis 7+ cluster: sharded
+pub/sub, which only SSUBSCRIBE clients of the slot's shard receive).
+An error reply comes back as its text, like the cli prints it.
 
 =cut
 
@@ -64,20 +70,36 @@ LUA
 
 my $unlock_request = 0;
 
+# EVAL $script on $target: an RlockTest::Redis, or an RlockTest::Cluster
+# (routed by the slot of $keys->[0]).
+sub _eval
+{
+	my ($target, $script, $keys, @args) = @_;
+	if (ref $target && $target->isa('RlockTest::Cluster'))
+	{
+		return scalar $target->call($keys->[0], 'EVAL', $script,
+			scalar(@$keys), @$keys, @args);
+	}
+	return $target->eval($script, $keys, @args);
+}
+
 sub try_lock
 {
-	my ($redis, $name, $lease_ms, $holder) = @_;
-	return $redis->eval($acquire, [$name], $lease_ms, $holder);
+	my ($target, $name, $lease_ms, $holder) = @_;
+	return _eval($target, $acquire, [$name], $lease_ms, $holder);
 }
 
 sub unlock
 {
-	my ($redis, $name, $holder) = @_;
+	my ($target, $name, $holder, $verb) = @_;
+	$verb //= 'publish';
+	die "RlockTest::Redisson::unlock: the verb is publish or spublish, not $verb\n"
+	  unless $verb eq 'publish' || $verb eq 'spublish';
 	my $latch = sprintf('redisson_unlock_latch:{%s}:%032x', $name,
 		++$unlock_request + int(rand(1 << 30)) * 65536);
-	return $redis->eval($release,
+	return _eval($target, $release,
 		[ $name, "redisson_lock__channel:{$name}", $latch ],
-		'0', 30000, $holder, 'publish', 13500);
+		'0', 30000, $holder, $verb, 13500);
 }
 
 our $fair_acquire = <<'LUA';

@@ -508,21 +508,7 @@ sub sentinel_cli
 	return wantarray ? ($stdout, $stderr, $rc) : $stdout;
 }
 
-# Whether process $pid is gone (or a zombie nobody reaped yet: a daemonized
-# server's parent is init, which may be slow to reap, or not do it at all in
-# a container).
-sub _gone
-{
-	my ($pid) = @_;
-	return 1 unless kill(0, $pid);
-	if (open my $fh, '<', "/proc/$pid/stat")
-	{
-		my $stat = <$fh> // '';
-		close $fh;
-		return 1 if $stat =~ /^\d+ \(.*\) Z /s;
-	}
-	return 0;
-}
+sub _gone { return RlockTest::pid_gone(@_); }
 
 =pod
 
