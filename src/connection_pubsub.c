@@ -154,6 +154,8 @@ rconn_subscribe(RedisConn *sub, const char *channel, const char *what,
 			return;
 		if (res == SUB_MOVED && ++moves <= MAX_SUBSCRIBE_MOVES)
 			continue;
+		if (sub->node.kind == NODE_CLUSTER)
+			cluster_map_stale();	/* the node may have failed over */
 		if (res == SUB_MOVED)
 			rconn_set_failure(node, RF_CLUSTER,
 							  psprintf("The subscription to channel \"%s\" was redirected more than %d times.",
