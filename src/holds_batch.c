@@ -83,6 +83,9 @@ holds_run_batch(BatchItem *items, int n, int elevel)
 
 		holds_set_uncertain(items[i].h, true);
 		items[i].h->settle_at_end = retry;
+		/* the watchdog may find it gone now: our release, not a loss */
+		if (items[i].levels > 0)
+			registry_releasing(items[i].h->key, items[i].h->kind);
 	}
 
 	(void) rconn_run(conn, cmds, n, &replies, elevel,

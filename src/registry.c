@@ -276,6 +276,11 @@ registry_sync(const char *key, RlockKind kind, int session_count,
 		LWLockRelease(rlock_shared->lock);
 		return !held;
 	}
+	if (!found)
+	{
+		e->releasing = false;
+		e->release_seq = 0;
+	}
 	if (!found || e->session_count + e->xact_count == 0)
 	{
 		e->dboid = MyDatabaseId;
@@ -289,8 +294,32 @@ registry_sync(const char *key, RlockKind kind, int session_count,
 	e->renew_lease_ms = renew_lease_ms;
 	if (expires_at != 0)
 		e->expires_at = expires_at;
+	e->releasing = false;		/* what a release did is recorded now */
 	LWLockRelease(rlock_shared->lock);
 	return true;
+}
+
+/*
+ * This backend is about to send a release of key: until registry_sync
+ * records its outcome, a renewal that finds the lock gone proves nothing.
+ */
+void
+registry_releasing(const char *key, RlockKind kind)
+{
+	RegistryEntry tag;
+	RegistryEntry *e;
+
+	if (registry_hash == NULL)
+		return;
+	make_tag(&tag, MyProcPid, kind, key);
+	LWLockAcquire(rlock_shared->lock, LW_EXCLUSIVE);
+	e = hash_search(registry_hash, &tag, HASH_FIND, NULL);
+	if (e != NULL)
+	{
+		e->releasing = true;
+		e->release_seq++;
+	}
+	LWLockRelease(rlock_shared->lock);
 }
 
 /*
@@ -444,6 +473,7 @@ registry_renewal_snapshot(RenewItem **items)
 		out[n].acquired_at = e->acquired_at;
 		out[n].renew_lease_ms = e->renew_lease_ms;
 		out[n].expires_at = e->expires_at;
+		out[n].release_seq = e->release_seq;
 		out[n].key = pstrdup(e->key);
 		n++;
 	}
@@ -515,6 +545,9 @@ registry_renewed(RenewItem *items, const RenewOutcome *outcome, int n,
 			}
 			continue;
 		}
+		/* gone because its holder released it since? not a loss */
+		if (e->releasing || e->release_seq != items[i].release_seq)
+			continue;
 		e->state = REGISTRY_LOST;
 		lost_pids[nlost++] = e->pid;
 		report[i] = true;

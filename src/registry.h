@@ -39,6 +39,15 @@ typedef struct RegistryEntry
 	TimestampTz acquired_at;
 	TimestampTz renewed_at;		/* 0 when never renewed */
 	TimestampTz expires_at;		/* earliest moment Redis may let it expire */
+
+	/*
+	 * A release is in flight (set before it is sent, cleared when its
+	 * outcome is recorded), and releases begun so far: the watchdog does not
+	 * take "Redis no longer has it" for a loss when the holder may have
+	 * released it meanwhile.
+	 */
+	bool		releasing;
+	uint32		release_seq;
 } RegistryEntry;
 
 /* What rlock_locks shows of an entry (copied out of shared memory). */
@@ -64,6 +73,7 @@ typedef struct RenewItem
 	TimestampTz acquired_at;	/* identifies this holding of the lock */
 	int64		renew_lease_ms; /* 0: a fixed lease, only checked */
 	TimestampTz expires_at;
+	uint32		release_seq;	/* the entry's release_seq when copied */
 	char	   *key;			/* palloc'd copy */
 } RenewItem;
 
@@ -90,6 +100,7 @@ extern bool registry_sync(const char *key, RlockKind kind, int session_count,
 						  int xact_count, int64 lease_ms,
 						  int64 renew_lease_ms, TimestampTz expires_at);
 extern void registry_remove(const char *key, RlockKind kind);
+extern void registry_releasing(const char *key, RlockKind kind);
 extern void registry_remove_backend(void);
 extern bool registry_is_lost(const char *key, RlockKind kind);
 

@@ -1,0 +1,73 @@
+# Copyright (c) 2026, rlock developers
+#
+# A release and a renewal cross: the watchdog renews a lock its holder is
+# releasing at that moment.  Redis then answers the renewal "not held" (the
+# release got there first) before the holder records its release in the
+# shared registry.  That is the holder's own release, not a loss: no "lost"
+# LOG line, no locks_lost, no cancel with rlock.cancel_on_lost.  A real loss
+# (the key deleted behind a holder's back) is still reported.
+#
+# Sessions take and release locks as fast as they can while the watchdog
+# renews every 50 ms (watchdog_timeout 150 ms), for a few seconds: without
+# the registry's "release in flight" mark this crossing happened dozens of
+# times a second here.
+use strict;
+use warnings;
+
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+use RlockTest;
+
+my $redis = RlockTest::Redis->new;
+my $node = RlockTest::new_node('race', $redis, watchdog_timeout => '150ms',
+	extra_conf => "rlock.cancel_on_lost = on\n");
+
+my $script = $node->basedir . '/race.sql';
+open(my $fh, '>', $script) or die "$script: $!";
+print $fh "SELECT rlock_try_acquire('race' || :client_id), rlock_release('race' || :client_id);\n";
+close($fh);
+
+my $cycles0 = $node->safe_psql('postgres', 'SELECT renewal_cycles FROM rlock_stats');
+my $log_offset = -s $node->logfile;
+my ($out, $err) = ('', '');
+my $ok = IPC::Run::run(
+	[
+		'pgbench', '-n', '-h', $node->host, '-p', $node->port,
+		'-c', '4', '-T', '4', '-f', $script, 'postgres'
+	],
+	'>', \$out, '2>', \$err);
+ok($ok, 'four sessions take and release locks for 4 s (pgbench)')
+  or diag($err);
+my ($tx) = $out =~ /number of transactions actually processed: (\d+)/;
+note "try+release pairs: " . ($tx // '?');
+cmp_ok($tx // 0, '>', 1000, 'many pairs ran');
+cmp_ok($node->safe_psql('postgres', 'SELECT renewal_cycles FROM rlock_stats') - $cycles0,
+	'>=', 20, 'the watchdog renewed all along (a cycle every 50 ms)');
+
+my $log = substr(slurp_file($node->logfile), $log_offset);
+my @lost = $log =~ /(lock "race\d+"[^\n]* was lost)/g;
+is(scalar(@lost), 0,
+	'no lock released by its holder was reported lost by a crossing renewal')
+  or diag(join("\n", @lost[ 0 .. ($#lost < 4 ? $#lost : 4) ]));
+unlike($log, qr/canceling statement due to user request/,
+	'and no session was cancelled for it (rlock.cancel_on_lost)');
+is($node->safe_psql('postgres', 'SELECT locks_lost FROM rlock_stats'), '0',
+	'locks_lost stays 0');
+
+# a real loss is still loud
+my $s = $node->background_psql('postgres', on_error_stop => 0);
+my ($r) = RlockTest::query_err($s, "SELECT rlock_try_acquire('held', NULL)");
+is($r, 't', 'a session holds "held"');
+is($redis->cli('DEL', 'held'), '1', 'its key is deleted behind its back');
+ok( $node->poll_query_until('postgres',
+		"SELECT state = 'lost' FROM rlock_locks WHERE name = 'held'"),
+	'the watchdog reports that one lost');
+like(substr(slurp_file($node->logfile), $log_offset),
+	qr/lock "held" held by \S+ \(pid \d+\) was lost/, 'with its LOG line');
+$s->quit;
+
+$node->stop;
+done_testing();
