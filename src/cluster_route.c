@@ -352,6 +352,13 @@ cluster_run(RedisConn *conn, RedisCmd *cmds, int ncmds, RReply ***replies,
 				un->asking = false;
 				if (is_retry_later(lead) && GetCurrentTimestamp() < deadline)
 				{
+					/*
+					 * A slot split by a migration answers TRYAGAIN to a
+					 * script over keys on both sides, and ASK again when
+					 * asked anew: that is waiting, bounded by the deadline,
+					 * not a redirection loop.
+					 */
+					un->redirects = 0;
 					retry_later = true;
 					pos += un->ncmds;
 					continue;

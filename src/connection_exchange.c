@@ -200,6 +200,25 @@ convert_reply(const redisReply *r, MemoryContext cxt)
 }
 
 static bool
+is_verb(const RedisCmd *cmd, const char *verb)
+{
+	return cmd->argc >= 1 && cmd->argvlen[0] == strlen(verb) &&
+		pg_strncasecmp(cmd->argv[0], verb, cmd->argvlen[0]) == 0;
+}
+
+static bool
+is_asking(const RedisCmd *cmd)
+{
+	return is_verb(cmd, "ASKING");
+}
+
+static bool
+is_wait(const RedisCmd *cmd)
+{
+	return is_verb(cmd, "WAIT");
+}
+
+static bool
 is_noscript(const RReply *r)
 {
 	return r->type == RREPLY_ERROR && r->len >= 8 &&
@@ -657,13 +676,29 @@ step(OpState *os)
 			os->reloaded = true;
 			for (int i = 0; i < os->op->ncmds; i++)
 			{
-				if (os->op->cmds[i].script != NULL &&
-					is_noscript(conn->replies[i]))
+				RedisCmd   *cmds = os->op->cmds;
+
+				if (cmds[i].script == NULL || !is_noscript(conn->replies[i]))
+					continue;
+				/*
+				 * Send the body.  A script asked of a Cluster node with
+				 * ASKING needs ASKING again in front of it; the WAIT that
+				 * followed it counted nothing of it and goes again behind
+				 * it.
+				 */
+				if (i > 0 && is_asking(&cmds[i - 1]) &&
+					!rconn_queue(conn, &cmds[i - 1], false, SLOT_DROP))
+					goto failed;
+				if (!rconn_queue(conn, &cmds[i], true, i))
+					goto failed;
+				conn->nreplies--;
+				nmissing++;
+				while (i + 1 < os->op->ncmds && is_wait(&cmds[i + 1]))
 				{
-					if (!rconn_queue(conn, &os->op->cmds[i], true, i))
+					i++;
+					if (!rconn_queue(conn, &cmds[i], false, i))
 						goto failed;
 					conn->nreplies--;
-					nmissing++;
 				}
 			}
 			if (nmissing > 0)

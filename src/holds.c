@@ -205,15 +205,19 @@ holds_enter(const char *key, RlockKind kind)
 
 /*
  * Publish h's holds in the shared registry (rlock_locks, the watchdog).
- * Returns false when a first hold finds the registry full.
+ * With new_expiry, h->expires_at was just learned (an acquisition, a
+ * release or check that set the TTL) and replaces the registry's;
+ * otherwise the registry keeps its own, which the watchdog's renewals move
+ * on while our copy grows old.  Returns false when a first hold finds the
+ * registry full.
  */
 bool
-holds_sync_registry(HeldLock *h)
+holds_sync_registry(HeldLock *h, bool new_expiry)
 {
 	return registry_sync(h->key, h->kind, h->session_count, h->xact_count,
 						 h->lease_ms,
 						 holds_total(h) > 0 ? h->renew_lease_ms : 0,
-						 h->expires_at);
+						 new_expiry ? h->expires_at : 0);
 }
 
 void
@@ -337,7 +341,7 @@ holds_add(HeldLock *h, const HoldRequest *req, int redis_count,
 	h->lease_ms = req->lease_ms;
 	h->expires_at = req->sent_at + req->lease_ms * 1000;
 
-	if (!holds_sync_registry(h))
+	if (!holds_sync_registry(h, true))
 	{
 		/*
 		 * The registry is full: give the hold back (the reconcile lowers

@@ -97,10 +97,11 @@ holds_run_batch(BatchItem *items, int n, int elevel)
 		/* (a Cluster's node that failed leaves NULL for its commands) */
 		RReply *r = replies != NULL ? replies[i] : NULL;
 		bool		lost;
+		bool		new_expiry;
 
 		if (r == NULL)
 		{
-			(void) holds_sync_registry(h);
+			(void) holds_sync_registry(h, false);
 			continue;			/* stays uncertain */
 		}
 		if (r->type == RREPLY_ERROR && !rconn_reply_is(r, "RLOCKKIND"))
@@ -122,7 +123,7 @@ holds_run_batch(BatchItem *items, int n, int elevel)
 			}
 			else
 				rconn_reply_error(r, WARNING, h->key);
-			(void) holds_sync_registry(h);
+			(void) holds_sync_registry(h, false);
 			continue;
 		}
 		if (items[i].levels > 0)
@@ -142,14 +143,18 @@ holds_run_batch(BatchItem *items, int n, int elevel)
 			continue;
 		}
 		nheld++;
+		new_expiry = false;
 		if (items[i].levels > 0)
 		{
 			stats_add(RLOCK_STAT_RELEASES, items[i].levels);
 			if (holds_keep_lease(h) > 0)
+			{
 				h->expires_at = sent_at + holds_keep_lease(h) * 1000;
+				new_expiry = true;
+			}
 		}
 		holds_set_uncertain(h, false);
-		(void) holds_sync_registry(h);
+		(void) holds_sync_registry(h, new_expiry);
 		holds_drop_if_unused(h);
 	}
 	if (failed != NULL)

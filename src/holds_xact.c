@@ -272,7 +272,7 @@ holds_renewed_at_commit(HeldLock *h, TimestampTz expires_at)
 	if (expires_at > h->expires_at)
 	{
 		h->expires_at = expires_at;
-		(void) holds_sync_registry(h);
+		(void) holds_sync_registry(h, true);
 	}
 }
 

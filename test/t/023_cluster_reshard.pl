@@ -30,12 +30,6 @@
 #   d) a slot migrating to a master whose script cache is empty (a master
 #      just added, or flushed): acquisitions and renewals through ASK still
 #      work and the held lock is not reported lost.
-#
-# TODO (rlock bugs, see the TODO blocks): in b) the release in flight fails
-# with "redirected more than 5 times" (the redirection count of a command
-# is not reset when TRYAGAIN makes it start over, and every new try is
-# ASKed again); in d) the NOSCRIPT replay of a script is sent without the
-# ASKING that preceded it, so the target answers MOVED back to the source.
 use strict;
 use warnings;
 
@@ -235,25 +229,17 @@ foreach my $k ($wname, $rname, $tname)
 }
 is($c->call($lname, 'HGET', $lname, $holder{h4}), '2',
 	"the release of \"$lname\" is not applied while the slot is split");
-TODO:
-{
-	local $TODO = 'rlock bug: a command ASKed again at each TRYAGAIN retry fails after 5 redirections';
-	ok($in_flight && !bg_done($h4),
-		'and it is still waiting (TRYAGAIN, within rlock.command_timeout)');
-}
+ok($in_flight && !bg_done($h4),
+	'and it is still waiting (TRYAGAIN, within rlock.command_timeout)');
 
 # ---- c) the slots move: MOVED ----
 
 $c->finish_migration($slot{$_}) foreach @moved;
 ok(RlockTest::wait_until(sub { bg_done($h4) }, 30), 'the release of session 4 ends');
 ($out, $err, $state) = bg_result($h4);
-TODO:
-{
-	local $TODO = 'rlock bug: a command ASKed again at each TRYAGAIN retry fails after 5 redirections';
-	is("$out/$err/$state", 't//00000',
-		'it released one level once the slot settled, without a warning');
-	is($dst->cli('HGET', $lname, $holder{h4}), '1', 'one level is left on the target');
-}
+is("$out/$err/$state", 't//00000',
+	'it released one level once the slot settled, without a warning');
+is($dst->cli('HGET', $lname, $holder{h4}), '1', 'one level is left on the target');
 note "the release in flight: $out $err" if $err ne '';
 ($out, $err) = RlockTest::run_sql($h4, "SELECT rlock_hold_count('$lname')");
 is("$out/$err", '1/', 'session 4 holds one level');
@@ -355,24 +341,16 @@ my $log_at = -s $node->logfile;
 is($err, '', "session 1 holds \"$xname\" (no lease) on the source");
 is($cold->cli('SCRIPT', 'FLUSH'), 'OK', 'the script cache of the third master is emptied');
 $c->begin_migration($xslot, $cold);
-TODO:
-{
-	local $TODO = 'rlock bug: the EVAL sent after NOSCRIPT lacks the ASKING of an ASK redirection';
-	($out, $err) = RlockTest::run_sql($p, "SELECT rlock_try_acquire('$xnew', '1 minute')");
-	is("$out/$err", 't/', "MIGRATING there: a new acquisition (\"$xnew\") works");
-	my ($ok, $low) = renewed($xname, 6);
-	ok($ok, "the watchdog renews \"$xname\" there (PTTL up from $low ms)");
-}
+($out, $err) = RlockTest::run_sql($p, "SELECT rlock_try_acquire('$xnew', '1 minute')");
+is("$out/$err", 't/', "MIGRATING there: a new acquisition (\"$xnew\") works");
+my ($ok, $low) = renewed($xname, 6);
+ok($ok, "the watchdog renews \"$xname\" there (PTTL up from $low ms)");
 $c->finish_migration($xslot);
-TODO:
-{
-	local $TODO = 'rlock bug: the EVAL sent after NOSCRIPT lacks the ASKING of an ASK redirection';
-	is(sql("SELECT state FROM rlock_locks WHERE name = '$xname'"), 'held',
-		"\"$xname\" is not reported lost");
-	unlike(slurp_file($node->logfile, $log_at), qr/was lost/, 'no "was lost" line');
-	($out, $err) = RlockTest::run_sql($h1, "SELECT rlock_release('$xname')");
-	is("$out/$err", 't/', 'session 1 releases it, no warning');
-}
+is(sql("SELECT state FROM rlock_locks WHERE name = '$xname'"), 'held',
+	"\"$xname\" is not reported lost");
+unlike(slurp_file($node->logfile, $log_at), qr/was lost/, 'no "was lost" line');
+($out, $err) = RlockTest::run_sql($h1, "SELECT rlock_release('$xname')");
+is("$out/$err", 't/', 'session 1 releases it, no warning');
 RlockTest::run_sql($_, 'SELECT rlock_release_all()') for $h1, $p;
 is(join('', map { scalar $cold->cli('EXISTS', $_) } $xname, $xnew), '00',
 	'nothing is left on the third master');
