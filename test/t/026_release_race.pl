@@ -5,7 +5,8 @@
 # release got there first) before the holder records its release in the
 # shared registry.  That is the holder's own release, not a loss: no "lost"
 # LOG line, no locks_lost, no cancel with rlock.cancel_on_lost.  A real loss
-# (the key deleted behind a holder's back) is still reported.
+# (the key deleted behind a holder's back) is still reported.  And a
+# release Redis refuses does not make a renewed lock look expired.
 #
 # Sessions take and release locks as fast as they can while the watchdog
 # renews every 50 ms (watchdog_timeout 150 ms), for a few seconds: without
@@ -68,6 +69,37 @@ ok( $node->poll_query_until('postgres',
 like(substr(slurp_file($node->logfile), $log_offset),
 	qr/lock "held" held by \S+ \(pid \d+\) was lost/, 'with its LOG line');
 $s->quit;
-
 $node->stop;
+
+# ---- a release Redis refuses keeps the registry's renewed expiry ----
+#
+# A lock held for longer than most of its lease, renewed all along by the
+# watchdog; a release that Redis refuses (here: publishing is denied by
+# ACL, so the release changes nothing) leaves it held.  The session must not
+# hand the registry back the expiry it knew at acquisition: the watchdog
+# would then find the lock past its fail-closed moment and report it lost
+# although Redis has it, renewed.
+my $n2 = RlockTest::new_node('refused', $redis, watchdog_timeout => '3s');
+my $s2 = $n2->background_psql('postgres', on_error_stop => 0);
+($r) = RlockTest::query_err($s2, "SELECT rlock_try_acquire('kept', NULL)");
+is($r, 't', 'a session holds "kept" (lease 3 s, renewed every second)');
+ok( $n2->poll_query_until('postgres',
+		"SELECT clock_timestamp() - acquired_at > interval '2.7s' FROM rlock_locks WHERE name = 'kept'"),
+	'it is held longer than four fifths of its lease');
+is($redis->cli('ACL', 'SETUSER', 'default', '-publish'), 'OK',
+	'publishing is denied to rlock\'s Redis user');
+my ($rel, $relerr) = RlockTest::query_err($s2, "SELECT rlock_release('kept')");
+like($relerr, qr/NOPERM|no permissions/, 'the release is refused (NOPERM)');
+is($redis->cli('ACL', 'SETUSER', 'default', '+publish'), 'OK', 'publishing is allowed again');
+my $c0 = $n2->safe_psql('postgres', 'SELECT renewal_cycles FROM rlock_stats');
+ok( $n2->poll_query_until('postgres',
+		"SELECT renewal_cycles >= $c0 + 2 FROM rlock_stats"),
+	'two more watchdog cycles ran');
+is($n2->safe_psql('postgres', "SELECT state FROM rlock_locks WHERE name = 'kept'"),
+	'held', 'the lock is still held, not reported lost');
+unlike(slurp_file($n2->logfile), qr/lock "kept"[^\n]* was lost/, 'no "lost" LOG line');
+($r) = RlockTest::query_err($s2, "SELECT rlock_release('kept')");
+is($r, 't', 'the session releases it');
+$s2->quit;
+$n2->stop;
 done_testing();
