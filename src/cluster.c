@@ -650,3 +650,48 @@ rconn_node_address(const char *key)
 		return cluster_node_address(rconn_backend(), key);
 	return rconn_master_address();
 }
+
+/*
+ * Connect now to the node that serves key (ERROR on failure), so that an
+ * acquisition can tell "Redis never saw the command" apart from "the
+ * command may have run", as rconn_ready does for one node.  In a Cluster a
+ * node that cannot be reached makes us read the map again and try where it
+ * says, a pause apart, until rlock.command_timeout: a failover in progress.
+ */
+void
+rconn_ready_for(RedisConn *conn, const char *key, const char *what)
+{
+	TimestampTz deadline;
+
+	if (conn->node.kind != NODE_CLUSTER)
+	{
+		rconn_ready(conn, what);
+		return;
+	}
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+										   rconn_command_timeout_ms());
+	for (;;)
+	{
+		RedisConn  *node = cluster_conn_for(conn, key, strlen(key),
+											RCONN_COMMANDS);
+
+		if (node != NULL && rconn_ensure(node))
+			return;
+		if (node != NULL)
+		{
+			rconn_set_failure(conn, node->failure, node->errdetail);
+			strlcpy(conn->addr, node->addr, sizeof(conn->addr));
+		}
+		cluster_map_stale();
+		if (GetCurrentTimestamp() >= deadline)
+		{
+			rconn_report(conn, ERROR, what);
+			return;				/* not reached */
+		}
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 50, RLOCK_WAIT_EVENT);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		rconn_set_cluster_address(conn);
+	}
+}

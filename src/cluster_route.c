@@ -170,8 +170,8 @@ cluster_run(RedisConn *conn, RedisCmd *cmds, int ncmds, RReply ***replies,
 		rconn_report(conn, elevel, what);
 		return false;
 	}
-	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-										   rconn_command_timeout_ms());
+	/* within the caller's cap (the watchdog: the first fail-closed moment) */
+	deadline = rconn_round_trip_deadline(conn, rconn_command_timeout_ms());
 
 	units = palloc(Max(ncmds, 1) * sizeof(Unit));
 	for (int i = 0; i < ncmds; i++)
@@ -241,7 +241,7 @@ cluster_run(RedisConn *conn, RedisCmd *cmds, int ncmds, RReply ***replies,
 				if (un->node < 0)
 				{
 					/* nobody serves the slot now: a failover under way */
-					if (GetCurrentTimestamp() >= deadline)
+					if (GetCurrentTimestamp() >= deadline || conn->impatient)
 					{
 						rconn_set_failure(conn, RF_CLUSTER,
 										  psprintf("No node serves hash slot %d (the cluster is down).", s));
@@ -298,7 +298,7 @@ cluster_run(RedisConn *conn, RedisCmd *cmds, int ncmds, RReply ***replies,
 
 				/* it may have failed over: read the map again */
 				cluster_map_stale();
-				if (failed_before_sending(nc->failure) &&
+				if (failed_before_sending(nc->failure) && !conn->impatient &&
 					GetCurrentTimestamp() < deadline)
 				{
 					unreachable = true;
@@ -350,7 +350,8 @@ cluster_run(RedisConn *conn, RedisCmd *cmds, int ncmds, RReply ***replies,
 					continue;
 				}
 				un->asking = false;
-				if (is_retry_later(lead) && GetCurrentTimestamp() < deadline)
+				if (is_retry_later(lead) && !conn->impatient &&
+					GetCurrentTimestamp() < deadline)
 				{
 					/*
 					 * A slot split by a migration answers TRYAGAIN to a

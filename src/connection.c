@@ -650,6 +650,18 @@ rconn_set_deadline_cap(RedisConn *conn, TimestampTz cap)
 	conn->deadline_cap = (cap == DT_NOEND) ? 0 : cap;
 }
 
+/*
+ * Round trips on conn (a Cluster's routed connection) fail at once for a
+ * node that cannot be reached or answers TRYAGAIN, instead of waiting for
+ * a failover or a migration to end: for reconciling what can be
+ * reconciled now, before a call that may concern other nodes.
+ */
+void
+rconn_set_impatient(RedisConn *conn, bool on)
+{
+	conn->impatient = on;
+}
+
 /* A round trip's deadline: timeout_ms from now, within the cap. */
 TimestampTz
 rconn_round_trip_deadline(RedisConn *conn, int timeout_ms)

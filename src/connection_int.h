@@ -121,6 +121,9 @@ struct RedisConn
 	bool		sub_sharded;
 	RedisConn  *target;
 
+	/* a routed round trip does not wait for nodes that cannot serve now */
+	bool		impatient;
+
 	/* keys to DEL in front of the next round trip (malloc'd) */
 	char	  **deferred_del;
 	int			ndeferred;

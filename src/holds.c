@@ -534,6 +534,26 @@ holds_run_acquire(const LockName *ln, RlockKind kind, HoldRequest *req,
 	return res;
 }
 
+/*
+ * After holds_settle: refuse to go on with a lock whose holds Redis could
+ * not be asked about (in a Cluster, its master is down; elsewhere the
+ * settle has raised the ERROR already).
+ */
+void
+holds_require_settled(const LockName *ln, RlockKind kind)
+{
+	HeldLock   *h = holds_find(ln->key, kind);
+
+	if (h != NULL && h->uncertain)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("lock \"%s\" could not be reconciled with Redis at %s",
+						ln->name, rconn_node_address(ln->key) ?
+						rconn_node_address(ln->key) : "its node"),
+				 errdetail("An earlier call on it did not finish, and the node that serves it did not answer since: what this session holds of it is not known."),
+				 errhint("The next call asks again; check the Redis node of this lock.")));
+}
+
 /* How messages name a lock of a kind: "lock", "read lock", ... */
 static const char *
 kind_label(RlockKind kind)
@@ -570,7 +590,9 @@ holds_prepare_acquire(const LockName *ln, RlockKind kind, RlockScope scope,
 	if (owner == NULL && h != NULL)
 		holds_check_lost(h, ln->name);
 	holds_settle();
-	rconn_ready(rconn_backend(), ln->name);
+	holds_require_settled(ln, kind);
+	/* (in a Cluster: the node of its slot) */
+	rconn_ready_for(rconn_backend(), ln->key, ln->name);
 	req->track = (owner == NULL);
 	req->scope = scope;
 	req->watchdog = (lease_ms == 0);
@@ -652,6 +674,7 @@ holds_release(const LockName *ln, RlockKind kind, const char *owner)
 		return false;
 	}
 	holds_settle();
+	holds_require_settled(ln, kind);
 	h = holds_find(ln->key, kind);
 	if (h == NULL || holds_total(h) == 0)
 	{

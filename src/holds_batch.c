@@ -188,7 +188,7 @@ holds_batch_add(BatchItem *items, int *n, HeldLock *h, int levels, bool session)
 /*
  * Reconcile every uncertain entry with Redis, after the clean-ups an
  * ERROR left to do.  Runs before each rlock call; ERROR when Redis cannot
- * be reached (the entries stay uncertain).
+ * be reached (the entries stay uncertain); in a Cluster a WARNING.
  */
 void
 holds_settle(void)
@@ -208,5 +208,27 @@ holds_settle(void)
 		if (h->uncertain)
 			holds_batch_add(items, &n, h, 0, false);
 	}
-	holds_run_batch(items, n, ERROR);
+
+	/*
+	 * One Redis: when it cannot be asked, nothing can be done.  A Cluster:
+	 * a master that is down must not stop the locks of the others; what
+	 * stays uncertain is refused by the calls on that very lock
+	 * (holds_require_settled).
+	 */
+	if (!rconn_is_cluster())
+	{
+		holds_run_batch(items, n, ERROR);
+		return;
+	}
+	/* and without waiting for a master that is down (rconn_set_impatient) */
+	rconn_set_impatient(rconn_backend(), true);
+	PG_TRY();
+	{
+		holds_run_batch(items, n, WARNING);
+	}
+	PG_FINALLY();
+	{
+		rconn_set_impatient(rconn_backend(), false);
+	}
+	PG_END_TRY();
 }

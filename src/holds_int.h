@@ -34,6 +34,7 @@ extern int	holds_n_with_xact;
 extern void holds_set_uncertain(HeldLock *h, bool uncertain);
 extern void holds_clear_xact(HeldLock *h);
 extern bool holds_sync_registry(HeldLock *h, bool new_expiry);
+extern void holds_require_settled(const LockName *ln, RlockKind kind);
 extern void holds_drop_if_unused(HeldLock *h);
 extern void holds_forget_and_reconcile(HeldLock *h);
 extern BatchItem *holds_batch_items(void);
