@@ -3,8 +3,9 @@
 # Redis Cluster (rlock.redis_url = 'redis-cluster://...'): 3 masters and 3
 # replicas on loopback, two databases of one PostgreSQL server, and a
 # Redisson-protocol client driven with redis-cli -c.
-#   - rlock reads the slot map from the seeds (one seed down included); a
-#     cluster nobody answers for is a clear 08001;
+#   - rlock reads the slot map from the seeds (one seed down included), with
+#     the nodes' password from the URL (masked in SHOW); a cluster nobody
+#     answers for, or a wrong password, is a clear ERROR;
 #   - locks of many names spread over all three masters, each on the master
 #     of its slot (rlock_locks.node, EXISTS on that master);
 #   - on every master, rlock in two databases and the Redisson client
@@ -26,15 +27,16 @@ use Time::HiRes qw(time usleep);
 
 use RlockTest;
 
-my $c = RlockTest::Cluster->new(masters => 3, replicas => 1);
+my $c = RlockTest::Cluster->new(masters => 3, replicas => 1,
+	password => 'cl5ecret');
 my @masters = $c->masters;
 my $sharded = RlockTest::redis_version() >= 70000;
 my $verb = $sharded ? 'spublish' : 'publish';
 
 # the first seed of the URL is a port nothing listens on
 my $dead_seed = PostgreSQL::Test::Cluster::get_free_port();
-my $url = $c->url;
-$url =~ s{redis-cluster://}{redis-cluster://127.0.0.1:$dead_seed,};
+my $url = 'redis-cluster://:cl5ecret@'
+  . join(',', map { "127.0.0.1:$_" } $dead_seed, map { $_->port } @masters);
 my $node = RlockTest::new_node('cluster', undef, url => $url,
 	dbs => [ 'postgres', 'db2' ], watchdog_timeout => '6s');
 my $s1 = $node->background_psql('postgres', on_error_stop => 0);
@@ -69,7 +71,20 @@ like(sql($s1, 'SELECT rlock_ping() < interval \'5s\''), qr/^t$/,
 		'a cluster no seed answers for: "could not connect" naming the seed');
 	cmp_ok(time() - $t0, '<', 10, '... within the timeouts');
 	$n2->stop;
+
+	# the wrong password: every node refuses it
+	my $n3 = RlockTest::new_node('wrongpw', undef,
+		url => $c->url(password => 'wrong'));
+	($out, $err) = ('', '');
+	$n3->psql('postgres', "SELECT rlock_try_acquire('x', '10s')",
+		stdout => \$out, stderr => \$err);
+	like($err, qr/No node of the cluster gave its slot map: .*WRONGPASS|rejected the credentials/s,
+		'a wrong password: the nodes reject the credentials');
+	unlike($err, qr/wrong/, '... and the password is not shown');
+	$n3->stop;
 }
+like(sql($s1, 'SHOW rlock.redis_url'), qr{^redis-cluster://:\*+\@127\.0\.0\.1:$dead_seed,},
+	'SHOW masks the password of a Cluster URL');
 
 # ---- locks of many names spread over all three masters ----
 
