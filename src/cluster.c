@@ -329,6 +329,7 @@ load_map(RedisConn *conn)
 	StringInfoData why;
 	TimestampTz cap = 0;
 	RedisConn  *last = NULL;
+	bool		same_failure = false;
 
 	if (conf == NULL || conf->url.kind != NODE_CLUSTER)
 	{
@@ -396,6 +397,11 @@ load_map(RedisConn *conn)
 		rconn_set_deadline_cap(c, cap != 0 ? cap : DT_NOEND);
 		rconn_run_parallel(&op, 1);
 		rconn_set_deadline_cap(c, DT_NOEND);
+		if (!op.ok)
+			same_failure = (last == NULL || (same_failure &&
+											 last->failure == c->failure)) &&
+				c->failure != RF_CONNECT && c->failure != RF_CONNECT_TIMEOUT &&
+				c->failure != RF_TIMEOUT && c->failure != RF_LOST;
 		last = c;
 		if (!op.ok)
 		{
@@ -406,7 +412,10 @@ load_map(RedisConn *conn)
 			continue;
 		}
 		if (!take_slots(m, cand[k], op.replies[0], &why))
+		{
+			same_failure = false;
 			continue;
+		}
 		m->sharded = op.replies[1]->type == RREPLY_ARRAY &&
 			op.replies[1]->elements == 1 &&
 			op.replies[1]->element[0]->type == RREPLY_ARRAY;
@@ -416,6 +425,13 @@ load_map(RedisConn *conn)
 		return true;
 	}
 	pfree(cand);
+	if (last != NULL && same_failure)
+	{
+		/* every node failed alike (a wrong password...): say that */
+		rconn_set_failure(conn, last->failure, last->errdetail);
+		strlcpy(conn->addr, last->addr, sizeof(conn->addr));
+		return false;
+	}
 	if (ncand == 1 && last != NULL)
 	{
 		/* one seed: its own failure says it best (refused, TLS, AUTH...) */
@@ -683,7 +699,11 @@ rconn_ready_for(RedisConn *conn, const char *key, const char *what)
 			strlcpy(conn->addr, node->addr, sizeof(conn->addr));
 		}
 		cluster_map_stale();
-		if (GetCurrentTimestamp() >= deadline)
+		/* only what a failover explains is worth waiting for */
+		if (GetCurrentTimestamp() >= deadline ||
+			(conn->failure != RF_CONNECT && conn->failure != RF_CONNECT_TIMEOUT &&
+			 conn->failure != RF_TIMEOUT && conn->failure != RF_LOST &&
+			 conn->failure != RF_CLUSTER))
 		{
 			rconn_report(conn, ERROR, what);
 			return;				/* not reached */

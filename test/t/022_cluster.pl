@@ -78,8 +78,13 @@ like(sql($s1, 'SELECT rlock_ping() < interval \'5s\''), qr/^t$/,
 	($out, $err) = ('', '');
 	$n3->psql('postgres', "SELECT rlock_try_acquire('x', '10s')",
 		stdout => \$out, stderr => \$err);
-	like($err, qr/No node of the cluster gave its slot map: .*WRONGPASS|rejected the credentials/s,
+	like($err, qr/ERROR:  Redis at 127\.0\.0\.1:\d+ rejected the credentials of rlock\.redis_url for lock "x"/,
 		'a wrong password: the nodes reject the credentials');
+	my $st = '';
+	$n3->psql('postgres', "SELECT rlock_try_acquire('x', '10s')",
+		on_error_stop => 0, extra_params => [ '-v', 'VERBOSITY=sqlstate' ],
+		stderr => \$st);
+	like($st, qr/28P01/, '... SQLSTATE 28P01 (invalid_password), as with one Redis');
 	unlike($err, qr/wrong/, '... and the password is not shown');
 	$n3->stop;
 }
