@@ -49,14 +49,29 @@ PostgreSQL nodes that preload rlock and point at it
   $c->kill_master($m);
   my $failover_s = $c->wait_failover($m, 30);
 
+  # sessions taking one lock in a loop: no two critical sections overlap
+  # (see RlockTest::Exclusion)
+  my $ex = RlockTest::Exclusion->new(
+      sessions => [ [ $node, 'postgres' ], [ $node, 'db2' ] ]);
+  $ex->drive(sub { $ex->sections >= 20 }, 60);
+  $ex->finish;
+  $ex->check;
+
+  # background statements, renewals seen in Redis, ... : FUNCTIONS below
+  RlockTest::start_bg($session, "SELECT rlock_acquire('x')");
+  RlockTest::wait_until(sub { RlockTest::bg_done($session) }, 30);
+  my ($out, $err, $sqlstate) = RlockTest::bg_result($session);
+  my ($renewed, $low_pttl) = RlockTest::renewed_on($redis, 'x', 10);
+
 Every Redis, every proxy, every sentinel and every cluster started here is
 stopped at END.
 
 The packages live in their own files: RlockTest::Redis in
 RlockTest/Redis.pm, RlockTest::Proxy in RlockTest/Proxy.pm,
 RlockTest::Sentinel in RlockTest/Sentinel.pm, RlockTest::Cluster in
-RlockTest/Cluster.pm, RlockTest::Redisson in RlockTest/Redisson.pm;
-C<use RlockTest> loads them all.
+RlockTest/Cluster.pm, RlockTest::Redisson in RlockTest/Redisson.pm,
+RlockTest::Exclusion in RlockTest/Exclusion.pm; C<use RlockTest> loads
+them all.
 
 =cut
 
@@ -86,6 +101,7 @@ use RlockTest::Proxy;
 use RlockTest::Sentinel;
 use RlockTest::Redisson;
 use RlockTest::Cluster;
+use RlockTest::Exclusion;
 
 =pod
 
@@ -303,6 +319,260 @@ sub redis_version
 		$redis_version = $1 * 10000 + $2 * 100 + $3;
 	}
 	return $redis_version;
+}
+
+=pod
+
+=item RlockTest::sql($node, $sql, $db)
+
+stdout of $sql in a new session of $node (database $db, default
+postgres): a backend that has not run anything yet (on a cluster it reads
+the slot map afresh).  An error is noted, not fatal: the assertion that
+uses the value fails.
+
+=cut
+
+sub sql
+{
+	my ($n, $sql, $db) = @_;
+	my ($rc, $o, $e) = $n->psql($db // 'postgres', $sql);
+	note $n->name . ": $sql: $e" if $e ne '';
+	return $o;
+}
+
+=pod
+
+=item RlockTest::stat_of($node, $column)
+
+A column of rlock_stats, read in a new session of $node (database
+postgres); -1 when it could not be read.
+
+=cut
+
+sub stat_of
+{
+	my ($n, $col) = @_;
+	my $v = RlockTest::sql($n, "SELECT $col FROM rlock_stats");
+	return $v eq '' ? -1 : $v;
+}
+
+=pod
+
+=item RlockTest::fresh_sql($node, $db, $sql)
+
+Run $sql in a new session of $node (a backend that has never connected to
+Redis), not stopping at an error; returns (stdout, stderr, SQLSTATE of the
+last statement).
+
+=cut
+
+sub fresh_sql
+{
+	my ($n, $db, $sql) = @_;
+	my (undef, $o, $e) = $n->psql($db, "$sql;\n\\echo sqlstate=:SQLSTATE",
+		on_error_stop => 0);
+	my ($st) = $o =~ /sqlstate=(\w+)/;
+	$o =~ s/\n?sqlstate=\w+//;
+	return ($o, $e, $st);
+}
+
+=pod
+
+=item RlockTest::start_bg($session, $sql)
+
+Run $sql in a background psql session (on_error_stop => 0) without waiting
+for it to end: it has been sent once this returns.  Then poll
+RlockTest::bg_done($session), and once it is true
+RlockTest::bg_result($session) gives (stdout, stderr, SQLSTATE), stdout
+with the white space around it removed.  The session's stdout and stderr
+are cleared before and after.
+
+=cut
+
+sub start_bg
+{
+	my ($sess, $sql) = @_;
+	$sess->{stdout} = $sess->{stderr} = '';
+	$sess->query_until(qr/started\n/,
+		"\\echo started\n$sql;\n\\echo sqlstate=:SQLSTATE\n");
+	return;
+}
+
+=pod
+
+=item RlockTest::bg_done($session)
+
+Whether what start_bg started has ended (reads what psql wrote so far,
+without blocking).
+
+=cut
+
+sub bg_done
+{
+	my ($sess) = @_;
+	$sess->{run}->pump_nb;
+	return $sess->{stdout} =~ /sqlstate=\w+/;
+}
+
+=pod
+
+=item RlockTest::bg_result($session)
+
+(stdout, stderr, SQLSTATE) of what start_bg started, once bg_done.
+
+=cut
+
+sub bg_result
+{
+	my ($sess) = @_;
+	my ($st) = $sess->{stdout} =~ /sqlstate=(\w+)/;
+	my $o = $sess->{stdout};
+	$o =~ s/\n?sqlstate=\w+\n?//;
+	$o =~ s/^\s+|\s+$//g;
+	my $e = $sess->{stderr};
+	$sess->{stdout} = $sess->{stderr} = '';
+	return ($o, $e, $st);
+}
+
+=pod
+
+=item RlockTest::log_has($node, $offset, $re)
+
+Whether the server log of $node, from byte $offset on, matches $re.
+
+=cut
+
+sub log_has
+{
+	my ($n, $offset, $re) = @_;
+	return slurp_file($n->logfile, $offset) =~ $re;
+}
+
+=pod
+
+=item RlockTest::all_renewed_on(\@pairs, $timeout_s)
+
+Wait until the PTTL of every [$r, $key] of @pairs has gone up (a renewal:
+without one it only goes down; "up" is more than 500 ms above the lowest
+value seen), watching them all at once (one renewal cycle renews them
+all), every 10 ms for up to $timeout_s.  $r is a data node (an
+RlockTest::Redis: PTTL asked of it alone) or an RlockTest::Cluster (PTTL
+asked the way a cluster client does, following MOVED and ASK: see
+RlockTest::Cluster's call).  The keys must differ.  Returns (whether they
+all went up, a hash ref: key => the lowest PTTL seen of it before).
+
+=item RlockTest::renewed_on($r, $key, $timeout_s)
+
+The same for one key: returns (whether its PTTL went up, the lowest PTTL
+seen before, -1 if none was).
+
+=cut
+
+sub _pttl
+{
+	my ($r, $key) = @_;
+	my $v = $r->isa('RlockTest::Cluster')
+	  ? scalar($r->call($key, 'PTTL', $key))
+	  : scalar($r->cli('PTTL', $key));
+	return $v // '';
+}
+
+sub all_renewed_on
+{
+	my ($pairs, $timeout_s) = @_;
+	my (%low, %up);
+	my $ok = RlockTest::wait_until(
+		sub {
+			foreach my $p (@$pairs)
+			{
+				my ($r, $key) = @$p;
+				next if $up{$key};
+				my $pttl = _pttl($r, $key);
+				next unless $pttl =~ /^\d+$/;
+				if (defined $low{$key} && $pttl > $low{$key} + 500)
+				{
+					$up{$key} = 1;
+					next;
+				}
+				$low{$key} = $pttl if !defined $low{$key} || $pttl < $low{$key};
+			}
+			return keys(%up) == @$pairs;
+		},
+		$timeout_s);
+	return ($ok, \%low);
+}
+
+sub renewed_on
+{
+	my ($r, $key, $timeout_s) = @_;
+	my ($ok, $low) = all_renewed_on([ [ $r, $key ] ], $timeout_s);
+	return ($ok, $low->{$key} // -1);
+}
+
+=pod
+
+=item RlockTest::command_calls($redis, $command)
+
+How many times data node $redis ran $command (lower case, e.g. 'wait',
+'evalsha'), from INFO commandstats; 0 when it has not (since the last
+CONFIG RESETSTAT).
+
+=cut
+
+sub command_calls
+{
+	my ($r, $command) = @_;
+	my ($n) = ($r->cli('INFO', 'commandstats') // '') =~ /^cmdstat_\Q$command\E:calls=(\d+)/m;
+	return $n // 0;
+}
+
+=pod
+
+=item RlockTest::create_probe_acquire($node, $db)
+
+Create the SQL function probe_acquire(lockname text, timeout interval) in
+database $db of $node: it tries to take lockname (rlock_try_acquire with a
+10 s lease) every 10 ms, catching errors, until it works (then releases
+it) or timeout passes; it returns one row (first_ok float8, errors int,
+last_error text, first_error float8): the epoch of the first success
+(NULL if none), how many attempts raised an error, the last error
+("SQLSTATE message") and the epoch at which the first error was caught.
+Start it with start_bg to see when a lock can be taken again (after a
+failover, say).
+
+=cut
+
+sub create_probe_acquire
+{
+	my ($node, $db) = @_;
+	$node->safe_psql($db, q{
+CREATE FUNCTION probe_acquire(lockname text, timeout interval,
+	OUT first_ok float8, OUT errors int, OUT last_error text, OUT first_error float8)
+LANGUAGE plpgsql AS $$
+DECLARE
+	deadline timestamptz := clock_timestamp() + timeout;
+BEGIN
+	errors := 0;
+	LOOP
+		BEGIN
+			IF rlock_try_acquire(lockname, '10s') THEN
+				first_ok := extract(epoch FROM clock_timestamp());
+				PERFORM rlock_release(lockname);
+				RETURN;
+			END IF;
+		EXCEPTION WHEN OTHERS THEN
+			IF errors = 0 THEN
+				first_error := extract(epoch FROM clock_timestamp());
+			END IF;
+			errors := errors + 1;
+			last_error := SQLSTATE || ' ' || SQLERRM;
+		END;
+		EXIT WHEN clock_timestamp() > deadline;
+		PERFORM pg_sleep(0.01);
+	END LOOP;
+END $$;
+});
+	return;
 }
 
 =pod

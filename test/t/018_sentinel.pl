@@ -29,7 +29,6 @@
 use strict;
 use warnings;
 
-use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -73,137 +72,18 @@ foreach my $n ($node, $node_b)
 {
 	foreach my $db ('postgres', 'db2')
 	{
-		$n->safe_psql($db, q{
-CREATE TABLE guarded (v int);
-CREATE TABLE excl_log (sess text, t_start timestamptz, t_end timestamptz);
-CREATE TABLE excl_stop (x int);
--- Try to take a lock every 10 ms until it works; returns the epoch of the
--- first success, the errors met before it and the last one.
-CREATE FUNCTION probe_acquire(lockname text, timeout interval,
-	OUT first_ok float8, OUT errors int, OUT last_error text)
-LANGUAGE plpgsql AS $$
-DECLARE
-	deadline timestamptz := clock_timestamp() + timeout;
-BEGIN
-	errors := 0;
-	LOOP
-		BEGIN
-			IF rlock_try_acquire(lockname, '10s') THEN
-				first_ok := extract(epoch FROM clock_timestamp());
-				PERFORM rlock_release(lockname);
-				RETURN;
-			END IF;
-		EXCEPTION WHEN OTHERS THEN
-			errors := errors + 1;
-			last_error := SQLSTATE || ' ' || SQLERRM;
-		END;
-		EXIT WHEN clock_timestamp() > deadline;
-		PERFORM pg_sleep(0.01);
-	END LOOP;
-END $$;
-});
+		$n->safe_psql($db, 'CREATE TABLE guarded (v int)');
+		RlockTest::create_probe_acquire($n, $db);
 	}
 }
 
 my ($out, $err, $state, $t0, $elapsed);
 
-sub q1
-{
-	my ($sess, $sql) = @_;
-	my ($o) = RlockTest::query_err($sess, $sql);
-	return $o;
-}
-
-# A statement in a new session (a backend that has never connected to
-# Redis): (stdout, stderr, SQLSTATE).
-sub fresh_sql
-{
-	my ($n, $db, $sql) = @_;
-	my (undef, $o, $e) = $n->psql($db, "$sql;\n\\echo sqlstate=:SQLSTATE",
-		on_error_stop => 0);
-	my ($st) = $o =~ /sqlstate=(\w+)/;
-	$o =~ s/\n?sqlstate=\w+//;
-	return ($o, $e, $st);
-}
-
-# stdout of $sql in a new session of $n (database postgres unless $db);
-# an error is noted, not fatal (the assertion that uses the value fails).
-sub sql
-{
-	my ($n, $sql, $db) = @_;
-	my ($rc, $o, $e) = $n->psql($db // 'postgres', $sql);
-	note $n->name . ": $sql: $e" if $e ne '';
-	return $o;
-}
-
-sub stat_of
-{
-	my ($n, $col) = @_;
-	my $v = sql($n, "SELECT $col FROM rlock_stats");
-	return $v eq '' ? -1 : $v;
-}
-
 sub watchdog_pid
 {
 	my ($n) = @_;
-	return sql($n,
+	return RlockTest::sql($n,
 		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'rlock watchdog'");
-}
-
-# Run $sql in a background session without waiting for it.
-sub start_bg
-{
-	my ($sess, $sql) = @_;
-	$sess->{stdout} = $sess->{stderr} = '';
-	$sess->query_until(qr/started\n/,
-		"\\echo started\n$sql;\n\\echo sqlstate=:SQLSTATE\n");
-	return;
-}
-
-sub bg_done
-{
-	my ($sess) = @_;
-	$sess->{run}->pump_nb;
-	return $sess->{stdout} =~ /sqlstate=\w+/;
-}
-
-# (stdout, stderr, SQLSTATE) of what start_bg started, once bg_done.
-sub bg_result
-{
-	my ($sess) = @_;
-	my ($st) = $sess->{stdout} =~ /sqlstate=(\w+)/;
-	my $o = $sess->{stdout};
-	$o =~ s/\n?sqlstate=\w+\n?//;
-	$o =~ s/^\s+|\s+$//g;
-	my $e = $sess->{stderr};
-	$sess->{stdout} = $sess->{stderr} = '';
-	return ($o, $e, $st);
-}
-
-# Wait until the PTTL of $key on data node $r goes up (a renewal there:
-# without one it only goes down); returns (whether it did, the lowest PTTL
-# seen before).
-sub renewed_on
-{
-	my ($r, $key, $timeout_s) = @_;
-	my $low;
-	my $ok = RlockTest::wait_until(
-		sub {
-			my $pttl = $r->cli('PTTL', $key) // '';
-			return 0 unless $pttl =~ /^\d+$/;
-			return 1 if defined $low && $pttl > $low + 500;
-			$low = $pttl if !defined $low || $pttl < $low;
-			return 0;
-		},
-		$timeout_s);
-	return ($ok, $low // -1);
-}
-
-# Whether the server log of $n, from byte $offset, matches $re.
-sub log_has
-{
-	my ($n, $offset, $re) = @_;
-	return slurp_file($n->logfile, $offset) =~ $re;
 }
 
 # Kill the master, wait for the failover; returns (the new master, the
@@ -237,9 +117,9 @@ is("$out/$err", 't/', 'rlock finds the master through the sentinels');
 my $holder_a = RlockTest::holder_of($sa);
 is($m->cli('HGET', 'a1', $holder_a), '1',
 	'the lock is on the master the sentinels name');
-is(sql($node, "SELECT node, state FROM rlock_locks WHERE name = 'a1'"),
+is(RlockTest::sql($node, "SELECT node, state FROM rlock_locks WHERE name = 'a1'"),
 	$m->where . '|held', 'rlock_locks.node names that master');
-is(sql($node, 'SELECT node, role, replicas, round_trip IS NOT NULL FROM rlock_nodes()'),
+is(RlockTest::sql($node, 'SELECT node, role, replicas, round_trip IS NOT NULL FROM rlock_nodes()'),
 	$m->where . '|master|2|t',
 	'rlock_nodes(): one row, the master and its two replicas');
 ($out, $err) = RlockTest::run_sql($sa, "SELECT rlock_release('a1')");
@@ -247,14 +127,14 @@ is("$out/$err", 't/', 'and the lock is released there');
 is($m->cli('EXISTS', 'a1'), '0', 'nothing is left on the master');
 
 $s->stop_sentinel(0);
-($out, $err, $state) = fresh_sql($node, 'postgres',
+($out, $err, $state) = RlockTest::fresh_sql($node, 'postgres',
 	"SELECT rlock_try_acquire('a2', '10s'), rlock_release('a2')");
 is("$out/$err", 't|t/',
 	'the first sentinel of the URL stopped: a new session still works');
 
 RlockTest::set_gucs($node, 'rlock.redis_url' => $s->url(master_name => 'nosuch'));
 $t0 = time();
-($out, $err, $state) = fresh_sql($node, 'postgres', "SELECT rlock_try_acquire('a3', '10s')");
+($out, $err, $state) = RlockTest::fresh_sql($node, 'postgres', "SELECT rlock_try_acquire('a3', '10s')");
 $elapsed = time() - $t0;
 is($state, '08001', 'a master name the sentinels do not know: SQLSTATE 08001');
 like($err, qr/ERROR:  .*"nosuch"/s, 'the error names the master name');
@@ -263,7 +143,7 @@ note sprintf('the error came after %.3f s', $elapsed);
 unlike($err, qr/\Q$data_pw\E|\Q$sentinel_pw\E/, 'and shows no password');
 
 RlockTest::set_gucs($node, 'rlock.redis_url' => $s->url);
-($out, $err, $state) = fresh_sql($node, 'postgres',
+($out, $err, $state) = RlockTest::fresh_sql($node, 'postgres',
 	"SELECT rlock_try_acquire('a4', '10s'), rlock_release('a4')");
 is("$out/$err", 't|t/',
 	'the right name again: the master is found with the first sentinel stopped');
@@ -281,7 +161,7 @@ my $holder_c = RlockTest::holder_of($sc);
 $_->stall for @links;
 note 'both replication links stalled';
 
-my $refusals0 = stat_of($node, 'replica_ack_refusals');
+my $refusals0 = RlockTest::stat_of($node, 'replica_ack_refusals');
 RlockTest::run_sql($sc, 'BEGIN');
 $t0 = time();
 ($out, $err, $state) = RlockTest::run_sql($sc, "SELECT rlock_xact_acquire('unrepl')");
@@ -296,13 +176,13 @@ is($m->cli('EXISTS', 'unrepl'), '0', 'nothing is left on the master');
 ($out, $err) = RlockTest::run_sql($sc,
 	"SELECT rlock_is_held('unrepl'), rlock_hold_count('unrepl')");
 is("$out/$err", 'f|0/', 'the session holds nothing');
-is(sql($node, "SELECT count(*) FROM rlock_locks WHERE name = 'unrepl'"),
+is(RlockTest::sql($node, "SELECT count(*) FROM rlock_locks WHERE name = 'unrepl'"),
 	'0', 'rlock_locks shows nothing');
 
 ($out, $err, $state) = RlockTest::run_sql($sc, "SELECT rlock_try_acquire('unrepl_s')");
 is($state, '08006', 'a session-level acquisition is refused the same way');
 is($m->cli('EXISTS', 'unrepl_s'), '0', 'and leaves nothing on the master');
-is(stat_of($node, 'replica_ack_refusals') - $refusals0, 2,
+is(RlockTest::stat_of($node, 'replica_ack_refusals') - $refusals0, 2,
 	'rlock_stats.replica_ack_refusals counts both refusals');
 
 RlockTest::set_gucs($node, 'rlock.replica_acks' => 0);
@@ -319,12 +199,12 @@ my $log_b = -s $node_b->logfile;
 my ($old, $new, $named_at, $failover_s) = fail_over('c');
 ok( RlockTest::wait_until(
 		sub {
-			sql($node, "SELECT state FROM rlock_locks WHERE name = 'unrepl'") eq 'lost';
+			RlockTest::sql($node, "SELECT state FROM rlock_locks WHERE name = 'unrepl'") eq 'lost';
 		},
 		30),
 	'after the failover the lock no replica had is reported lost');
 ok( RlockTest::wait_until(
-		sub { log_has($node, $log_a, qr/LOG:  rlock watchdog: lock "unrepl" held by \S+ \(pid \d+\) was lost/) },
+		sub { RlockTest::log_has($node, $log_a, qr/LOG:  rlock watchdog: lock "unrepl" held by \S+ \(pid \d+\) was lost/) },
 		10),
 	'with a LOG line');
 unlike(slurp_file($node->logfile, $log_a),
@@ -332,7 +212,7 @@ unlike(slurp_file($node->logfile, $log_a),
 	'found missing on the new master, not given up for want of renewal');
 ($out, $err) = RlockTest::query_err($sc, 'COMMIT');
 like($err, qr/ERROR:  .*lock "unrepl"/, 'the transaction holding it cannot COMMIT');
-is(sql($node, 'SELECT count(*) FROM guarded'), '0',
+is(RlockTest::sql($node, 'SELECT count(*) FROM guarded'), '0',
 	'and its write is rolled back');
 is($new->cli('EXISTS', 'unrepl'), '0', 'the new master has no such lock');
 
@@ -341,15 +221,15 @@ foreach my $n ($node, $node_b)
 	my $off = $n == $node ? $log_a : $log_b;
 	my $where = quotemeta $new->where;
 	ok( RlockTest::wait_until(
-			sub { log_has($n, $off, qr/LOG:  rlock: Redis master "$name" is now $where\b/) },
+			sub { RlockTest::log_has($n, $off, qr/LOG:  rlock: Redis master "$name" is now $where\b/) },
 			10),
 		$n->name . ': the LOG says the master is now ' . $new->where);
-	ok(RlockTest::wait_until(sub { stat_of($n, 'failovers') >= 1 }, 10),
+	ok(RlockTest::wait_until(sub { RlockTest::stat_of($n, 'failovers') >= 1 }, 10),
 		$n->name . ': rlock_stats.failovers counts the failover');
 }
 ok( RlockTest::wait_until(
 		sub {
-			sql($node, 'SELECT node, role, replicas FROM rlock_nodes()') eq
+			RlockTest::sql($node, 'SELECT node, role, replicas FROM rlock_nodes()') eq
 			  $new->where . '|master|1';
 		},
 		10),
@@ -360,7 +240,7 @@ $_->stop for @links;
 $s->revive($old);
 ok( RlockTest::wait_until(
 		sub {
-			sql($node, 'SELECT replicas FROM rlock_nodes()') eq '2';
+			RlockTest::sql($node, 'SELECT replicas FROM rlock_nodes()') eq '2';
 		},
 		10),
 	'the old master, back as a replica, counts in rlock_nodes()');
@@ -391,20 +271,20 @@ ok( RlockTest::wait_until(
 		},
 		10),
 	'both locks are on both replicas');
-start_bg($w1, "SELECT rlock_try_acquire('held1', wait => '90s')");
-start_bg($w2, "SELECT rlock_try_acquire('held2', wait => '90s')");
+RlockTest::start_bg($w1, "SELECT rlock_try_acquire('held1', wait => '90s')");
+RlockTest::start_bg($w2, "SELECT rlock_try_acquire('held2', wait => '90s')");
 RlockTest::wait_for_rlock_waiters($node, 'db2', 1, "%'held1'%");
 RlockTest::wait_for_rlock_waiters($node_b, 'db2', 1, "%'held2'%");
 note 'a session of each server waits for the other lock';
-my %renewals0 = map { $_->name => stat_of($_, 'renewals') } $node, $node_b;
-my %failovers0 = map { $_->name => stat_of($_, 'failovers') } $node, $node_b;
+my %renewals0 = map { $_->name => RlockTest::stat_of($_, 'renewals') } $node, $node_b;
+my %failovers0 = map { $_->name => RlockTest::stat_of($_, 'failovers') } $node, $node_b;
 
 # the probes start right after the kill and try every 10 ms
 RlockTest::run_sql($_, "SET rlock.connect_timeout = '500ms'") for $p1, $p2;
 $m = $s->master;
 my $killed_at = $s->kill_master;
-start_bg($p1, "SELECT * FROM probe_acquire('probe1', '60s')");
-start_bg($p2, "SELECT * FROM probe_acquire('probe2', '60s')");
+RlockTest::start_bg($p1, "SELECT * FROM probe_acquire('probe1', '60s')");
+RlockTest::start_bg($p2, "SELECT * FROM probe_acquire('probe2', '60s')");
 my $t_call = time();
 my $secs = $s->wait_failover($m->port, 60);
 RlockTest::stop_file('no failover after the master was killed (b)')
@@ -417,10 +297,10 @@ note sprintf('b: master %s killed, %s named by a sentinel %.3f s later',
 foreach my $p ([ 'A', $p1 ], [ 'B', $p2 ])
 {
 	my ($srv, $sess) = @$p;
-	ok(RlockTest::wait_until(sub { bg_done($sess) }, 70),
+	ok(RlockTest::wait_until(sub { RlockTest::bg_done($sess) }, 70),
 		"server $srv: the probe ended");
-	($out, $err, $state) = bg_result($sess);
-	my ($ok_at, $errors, $last) = split /\|/, $out, 3;
+	($out, $err, $state) = RlockTest::bg_result($sess);
+	my ($ok_at, $errors, $last) = split /\|/, $out, 4;
 	ok(defined $ok_at && $ok_at ne '',
 		"server $srv: a new acquisition works through the new master, no setting changed")
 	  or diag("probe: $out / $err");
@@ -436,7 +316,7 @@ foreach my $p ([ 'A', $p1 ], [ 'B', $p2 ])
 foreach my $k (sort keys %holder)
 {
 	is($new->cli('HGET', $k, $holder{$k}), '1', "\"$k\" is still held on the new master");
-	my ($renewed, $low) = renewed_on($new, $k, 20);
+	my ($renewed, $low) = RlockTest::renewed_on($new, $k, 20);
 	ok($renewed, "\"$k\" is renewed there (its PTTL went up from $low ms)");
 }
 foreach my $n ($node, $node_b)
@@ -444,27 +324,27 @@ foreach my $n ($node, $node_b)
 	my $k = $n == $node ? 'held1' : 'held2';
 	ok( RlockTest::wait_until(
 			sub {
-				sql($n, "SELECT state, node FROM rlock_locks WHERE name = '$k'") eq
+				RlockTest::sql($n, "SELECT state, node FROM rlock_locks WHERE name = '$k'") eq
 				  'held|' . $new->where;
 			},
 			10),
 		$n->name . ": rlock_locks shows \"$k\" held on the new master");
-	cmp_ok(stat_of($n, 'renewals'), '>', $renewals0{ $n->name },
+	cmp_ok(RlockTest::stat_of($n, 'renewals'), '>', $renewals0{ $n->name },
 		$n->name . ': rlock_stats.renewals grew');
-	cmp_ok(stat_of($n, 'failovers'), '>', $failovers0{ $n->name },
+	cmp_ok(RlockTest::stat_of($n, 'failovers'), '>', $failovers0{ $n->name },
 		$n->name . ': rlock_stats.failovers counts this failover');
 }
 
-ok(!bg_done($w1) && !bg_done($w2), 'the waiters still wait while the locks are held');
+ok(!RlockTest::bg_done($w1) && !RlockTest::bg_done($w2), 'the waiters still wait while the locks are held');
 foreach my $c ([ $h1, $w1, 'held1' ], [ $h2, $w2, 'held2' ])
 {
 	my ($h, $w, $k) = @$c;
 	($out, $err) = RlockTest::run_sql($h, "SELECT rlock_release('$k')");
 	is("$out/$err", 't/', "the holder releases \"$k\" on the new master, no warning");
 	$t0 = time();
-	my $done = RlockTest::wait_until(sub { bg_done($w) }, 30);
+	my $done = RlockTest::wait_until(sub { RlockTest::bg_done($w) }, 30);
 	$elapsed = time() - $t0;
-	($out, $err, $state) = bg_result($w);
+	($out, $err, $state) = RlockTest::bg_result($w);
 	is("$out/$state", 't/00000', "the waiter for \"$k\" gets it")
 	  or diag("waiter: $out / $err");
 	note sprintf('the waiter for "%s" got it %.3f s after the release', $k, $elapsed);
@@ -477,120 +357,39 @@ $s->revive($old);
 
 # ---- d) exclusion over a failover: 4 sessions, 2 servers, 2 databases each ----
 
-# Each loop: take "excl" for the transaction, note when, write the interval
-# in its own database, COMMIT.  Errors (during the failover) roll the
-# transaction back and the next iteration begins.  The script is fed as it
-# goes; once there is a row in excl_stop, what is left of it does nothing.
-my $iteration = <<'EOS';
-SELECT NOT EXISTS (SELECT FROM excl_stop) AS go \gset
-\if :go
-BEGIN;
-SELECT rlock_xact_acquire('excl', '10s');
-SELECT clock_timestamp() AS t0 \gset
-SELECT pg_sleep(0.005);
-INSERT INTO excl_log VALUES (:'sess', :'t0', clock_timestamp());
-COMMIT;
-\endif
-EOS
-# (PostgreSQL 13's test modules have no installed_command: psql is in PATH)
-my $psql = $node->can('installed_command') ? $node->installed_command('psql') : 'psql';
-my @loops;
-foreach my $n ($node, $node_b)
-{
-	foreach my $db ('postgres', 'db2')
-	{
-		my $l = { node => $n, db => $db, in => '', out => '', err => '',
-			sess => $n->name . "/$db" };
-		$l->{in} = "SET lock_timeout = '20s';\n" . $iteration x 20;
-		$l->{h} = IPC::Run::start(
-			[ $psql, '-X', '-q', '-A', '-t',
-				'-v', 'ON_ERROR_STOP=0', '-v', "sess=$l->{sess}",
-				'-d', $n->connstr($db) ],
-			'<', \$l->{in}, '>', \$l->{out}, '2>', \$l->{err},
-			IPC::Run::timeout(120));
-		push @loops, $l;
-	}
-}
+# Each loop: take "excl" for the transaction (a 10 s lease), note when,
+# write the interval in its own database, COMMIT (RlockTest::Exclusion).
+# Errors (during the failover) roll the transaction back and the next
+# iteration begins.
+my $ex = RlockTest::Exclusion->new(
+	sessions => [ map { my $n = $_; map { [ $n, $_ ] } 'postgres', 'db2' } $node, $node_b ],
+	lock => 'excl',
+	lease => '10s',
+	timeout_s => 120);
 
-# pump the loops, feeding them, until $cond holds or $timeout_s passes
-sub drive_loops
-{
-	my ($cond, $timeout_s) = @_;
-	return RlockTest::wait_until(
-		sub {
-			foreach my $l (@loops)
-			{
-				$l->{in} .= $iteration x 20 if length($l->{in}) < 2000;
-				$l->{h}->pump_nb;
-				$l->{out} = '';    # results of SELECTs: not needed
-			}
-			return $cond->();
-		},
-		$timeout_s);
-}
-
-sub sections
-{
-	my ($after) = @_;
-	my $cond = defined $after ? "WHERE t_start > to_timestamp($after)" : '';
-	my $total = 0;
-	foreach my $l (@loops)
-	{
-		$total += $l->{node}->safe_psql($l->{db}, "SELECT count(*) FROM excl_log $cond");
-	}
-	return $total;
-}
-
-ok(drive_loops(sub { sections() >= 20 }, 60),
+ok($ex->drive(sub { $ex->sections >= 20 }, 60),
 	'four sessions on two servers take turns at "excl"');
-my $before_kill = sections();
+my $before_kill = $ex->sections;
 ($old, $new, $named_at, $failover_s) = fail_over('d');
-ok(drive_loops(sub { sections($named_at) >= 20 }, 60),
+ok($ex->drive(sub { $ex->sections($named_at) >= 20 }, 60),
 	'after the failover they take turns through the new master');
-foreach my $l (@loops)
+$ex->finish;
+foreach my $sess ($ex->session_names)
 {
-	$l->{node}->safe_psql($l->{db}, 'INSERT INTO excl_stop VALUES (1)');
-}
-my (@intervals, $errors, %by_sess);
-foreach my $l (@loops)
-{
-	# the end of the script (what was not yet written is not needed)
-	$l->{in} = "\\q\n";
-	ok(eval { $l->{h}->finish; 1 }, "$l->{sess}: the loop ends when told to")
-	  or $l->{h}->kill_kill;
-	foreach my $row (split /\n/,
-		$l->{node}->safe_psql($l->{db},
-			'SELECT sess, extract(epoch FROM t_start), extract(epoch FROM t_end) FROM excl_log'))
-	{
-		my ($sess, $st, $en) = split /\|/, $row;
-		push @intervals, [ $st, $en, $sess ];
-		$by_sess{$sess}++;
-	}
-	my @errs = grep { !/current transaction is aborted/ } ($l->{err} =~ /^.*ERROR:.*$/mg);
-	$errors += @errs;
-	note "$l->{sess}: " . scalar(@errs) . ' errors'
+	my @errs = @{ $ex->errors->{$sess} };
+	note "$sess: " . scalar(@errs) . ' errors'
 	  . (@errs ? ", e.g. $errs[0]" : '');
 }
-@intervals = sort { $a->[0] <=> $b->[0] } @intervals;
-my @overlaps;
-my $prev;
-foreach my $i (@intervals)
-{
-	push @overlaps, sprintf('%s [%.6f, %.6f] and %s [%.6f, %.6f]',
-		$prev->[2], @$prev[ 0, 1 ], $i->[2], @$i[ 0, 1 ])
-	  if $prev && $i->[0] < $prev->[1];
-	$prev = $i if !$prev || $i->[1] > $prev->[1];
-}
+my @intervals = @{ $ex->intervals };
+my %by_sess = %{ $ex->by_sess };
 my $after_failover = grep { $_->[0] > $named_at } @intervals;
 my $killed_d = $named_at - $failover_s;
 my $across = grep { $_->[0] < $killed_d && $_->[1] > $killed_d } @intervals;
 note sprintf('%d critical sections committed (%d before the kill, %d across it, %d after the new master was named), '
 	  . '%d errors; per session: %s',
-	scalar(@intervals), $before_kill, $across, $after_failover, $errors,
+	scalar(@intervals), $before_kill, $across, $after_failover, $ex->error_count,
 	join(', ', map { "$_ $by_sess{$_}" } sort keys %by_sess));
-is(scalar(@overlaps), 0, 'no two committed critical sections overlap')
-  or diag(join("\n", @overlaps[ 0 .. ($#overlaps < 9 ? $#overlaps : 9) ]));
-is(scalar(keys %by_sess), 4, 'every session committed sections');
+$ex->check;
 $s->revive($old);
 
 # ---- e) the watchdog survives a sentinel restart and a failover ----
@@ -608,23 +407,23 @@ ok( RlockTest::wait_until(
 
 $s->stop_sentinel(0);
 # two cycles, so that one began after the stop
-my $r0 = stat_of($node, 'renewals');
-ok(RlockTest::wait_until(sub { stat_of($node, 'renewals') >= $r0 + 200 }, 30),
+my $r0 = RlockTest::stat_of($node, 'renewals');
+ok(RlockTest::wait_until(sub { RlockTest::stat_of($node, 'renewals') >= $r0 + 200 }, 30),
 	'with the first sentinel stopped the watchdog keeps renewing');
 $s->start_sentinel(0);
-$r0 = stat_of($node, 'renewals');
-ok(RlockTest::wait_until(sub { stat_of($node, 'renewals') >= $r0 + 100 }, 30),
+$r0 = RlockTest::stat_of($node, 'renewals');
+ok(RlockTest::wait_until(sub { RlockTest::stat_of($node, 'renewals') >= $r0 + 100 }, 30),
 	'and after it is back');
 # kill the master right as a renewal cycle has begun
-my $c0 = stat_of($node, 'renewal_cycles');
-RlockTest::wait_until(sub { stat_of($node, 'renewal_cycles') > $c0 }, 30);
+my $c0 = RlockTest::stat_of($node, 'renewal_cycles');
+RlockTest::wait_until(sub { RlockTest::stat_of($node, 'renewal_cycles') > $c0 }, 30);
 ($old, $new, $named_at, $failover_s) = fail_over('e');
-my ($renewed, $low) = renewed_on($new, 'e:1', 20);
+my ($renewed, $low) = RlockTest::renewed_on($new, 'e:1', 20);
 ok($renewed, "the locks are renewed on the new master (PTTL of e:1 went up from $low ms)");
-$r0 = stat_of($node, 'renewals');
-ok(RlockTest::wait_until(sub { stat_of($node, 'renewals') >= $r0 + 100 }, 20),
+$r0 = RlockTest::stat_of($node, 'renewals');
+ok(RlockTest::wait_until(sub { RlockTest::stat_of($node, 'renewals') >= $r0 + 100 }, 20),
 	'every one of them, again and again');
-is(sql($node,
+is(RlockTest::sql($node,
 		"SELECT count(*) FROM rlock_locks WHERE name LIKE 'e:%' AND state = 'held' AND node = '"
 		  . $new->where . "'"),
 	'100', 'rlock_locks shows all 100 held on the new master');

@@ -51,70 +51,10 @@ my $java = '6f1c2b9e-3d4a-4e5f-8a7b-9c0d1e2f3a4b:57';
 
 my ($out, $err, $state);
 
-# stdout of $sql in a new session (database postgres unless $db)
-sub sql
-{
-	my ($sql, $db) = @_;
-	my ($rc, $o, $e) = $node->psql($db // 'postgres', $sql);
-	note "$sql: $e" if $e ne '';
-	return $o;
-}
-
-sub stat_of
-{
-	my ($col) = @_;
-	my $v = sql("SELECT $col FROM rlock_stats");
-	return $v eq '' ? -1 : $v;
-}
-
-# Run $sql in a background session without waiting for it.
-sub start_bg
-{
-	my ($sess, $sql) = @_;
-	$sess->{stdout} = $sess->{stderr} = '';
-	$sess->query_until(qr/started\n/,
-		"\\echo started\n$sql;\n\\echo sqlstate=:SQLSTATE\n");
-	return;
-}
-
-sub bg_done
-{
-	my ($sess) = @_;
-	$sess->{run}->pump_nb;
-	return $sess->{stdout} =~ /sqlstate=\w+/;
-}
-
-# (stdout, stderr, SQLSTATE) of what start_bg started, once bg_done.
-sub bg_result
-{
-	my ($sess) = @_;
-	my ($st) = $sess->{stdout} =~ /sqlstate=(\w+)/;
-	my $o = $sess->{stdout};
-	$o =~ s/\n?sqlstate=\w+\n?//;
-	$o =~ s/^\s+|\s+$//g;
-	my $e = $sess->{stderr};
-	$sess->{stdout} = $sess->{stderr} = '';
-	return ($o, $e, $st);
-}
-
-# Wait until the PTTL of $key, asked of the cluster (following ASK and
-# MOVED), goes up (a renewal: without one it only goes down); returns
-# (whether it did, the lowest PTTL seen before).
-sub renewed
-{
-	my ($key, $timeout_s) = @_;
-	my $low;
-	my $ok = RlockTest::wait_until(
-		sub {
-			my $pttl = $c->call($key, 'PTTL', $key);
-			return 0 unless $pttl =~ /^\d+$/;
-			return 1 if defined $low && $pttl > $low + 500;
-			$low = $pttl if !defined $low || $pttl < $low;
-			return 0;
-		},
-		$timeout_s);
-	return ($ok, $low // -1);
-}
+# stdout of $sql in a new session (database postgres unless $db), and a
+# column of rlock_stats
+sub sql { return RlockTest::sql($node, $_[0], $_[1]); }
+sub stat_of { return RlockTest::stat_of($node, $_[0]); }
 
 # Subscribers of a lock's channel on one node (sharded pub/sub).
 sub shard_subscribers
@@ -162,7 +102,7 @@ my $token = $out;
 is("$out/$err", 't|t/', "session 4 holds \"$lname\" twice with a 5-minute lease");
 is($src->cli('HGET', $wname, $holder{h1}), '2', 'the locks are on the source master');
 
-start_bg($w, "SELECT rlock_try_acquire('$fname', wait => '50s'), extract(epoch FROM clock_timestamp())");
+RlockTest::start_bg($w, "SELECT rlock_try_acquire('$fname', wait => '50s'), extract(epoch FROM clock_timestamp())");
 RlockTest::wait_for_rlock_waiters($node, 'db2', 1, "%'$fname'%");
 note "a session of db2 waits for \"$fname\"";
 SKIP:
@@ -180,7 +120,8 @@ my ($b1, $b2, $b3) = @{ $c->names_on_each_master(3, 'warm')->{ $dst->port } };
 	  . " rlock_release('$b2'), rlock_read_acquire('$b3'), rlock_read_release('$b3'),"
 	  . " rlock_write_try_acquire('$b3'), rlock_write_release('$b3'), rlock_try_acquire('$b1')");
 is("$out/$err", 't|t|t|t||t|t|t|t/', 'locks of each kind taken and released on the target master');
-my ($warm) = renewed($b1, 10);
+# (renewed_on with the cluster: its PTTL asked following ASK and MOVED)
+my ($warm) = RlockTest::renewed_on($c, $b1, 10);
 ok($warm, 'and one renewed there');
 RlockTest::run_sql($p, "SELECT rlock_release('$b1')");
 
@@ -213,10 +154,10 @@ like(RlockTest::Redisson::try_lock($c, $tname, 30000, $java), qr/^\d+$/,
 
 # a release in a split slot: Redis answers TRYAGAIN until the slot settles
 RlockTest::run_sql($h4, "SET rlock.command_timeout = '30s'");
-start_bg($h4, "SELECT rlock_release('$lname')");
+RlockTest::start_bg($h4, "SELECT rlock_release('$lname')");
 my $in_flight = RlockTest::wait_until(
 	sub {
-		bg_done($h4)
+		RlockTest::bg_done($h4)
 		  || sql("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Extension'"
 			  . " AND query LIKE '%rlock_release(''$lname'')%'") eq '1';
 	});
@@ -224,19 +165,19 @@ note "session 4 releases one level of \"$lname\" while its slot is split";
 
 foreach my $k ($wname, $rname, $tname)
 {
-	my ($ok, $low) = renewed($k, 10);
+	my ($ok, $low) = RlockTest::renewed_on($c, $k, 10);
 	ok($ok, "MIGRATING: the watchdog renews \"$k\" on the target (PTTL up from $low ms)");
 }
 is($c->call($lname, 'HGET', $lname, $holder{h4}), '2',
 	"the release of \"$lname\" is not applied while the slot is split");
-ok($in_flight && !bg_done($h4),
+ok($in_flight && !RlockTest::bg_done($h4),
 	'and it is still waiting (TRYAGAIN, within rlock.command_timeout)');
 
 # ---- c) the slots move: MOVED ----
 
 $c->finish_migration($slot{$_}) foreach @moved;
-ok(RlockTest::wait_until(sub { bg_done($h4) }, 30), 'the release of session 4 ends');
-($out, $err, $state) = bg_result($h4);
+ok(RlockTest::wait_until(sub { RlockTest::bg_done($h4) }, 30), 'the release of session 4 ends');
+($out, $err, $state) = RlockTest::bg_result($h4);
 is("$out/$err/$state", 't//00000',
 	'it released one level once the slot settled, without a warning');
 is($dst->cli('HGET', $lname, $holder{h4}), '1', 'one level is left on the target');
@@ -269,7 +210,7 @@ SKIP:
 		'the waiter subscribed again, on the target');
 	is(shard_subscribers($src, $fname), '0', 'the source dropped its subscription');
 }
-ok(!bg_done($w), 'the waiter still waits');
+ok(!RlockTest::bg_done($w), 'the waiter still waits');
 
 ($out, $err) = RlockTest::run_sql($d2, "SELECT rlock_write_try_acquire('$rname', '1 minute')");
 is("$out/$err", 'f/', "after the move: rlock in db2 cannot write-lock \"$rname\"");
@@ -295,8 +236,8 @@ is("$out/$err", 't/', 'the fenced lock is released through MOVED');
 my $t_rel = time();
 ($out, $err) = RlockTest::run_sql($h2, "SELECT rlock_release('$fname')");
 is("$out/$err", 't/', "the holder releases \"$fname\"");
-ok(RlockTest::wait_until(sub { bg_done($w) }, 60), 'the waiter ends');
-($out, $err, $state) = bg_result($w);
+ok(RlockTest::wait_until(sub { RlockTest::bg_done($w) }, 60), 'the waiter ends');
+($out, $err, $state) = RlockTest::bg_result($w);
 my ($got, $at) = split /\|/, $out;
 is("$got/$state", 't/00000', "the waiter in db2 gets \"$fname\"")
   or diag("waiter: $out / $err");
@@ -311,7 +252,7 @@ is("$out/$err", 't/', 'and releases it');
 
 foreach my $k ($wname, $rname)
 {
-	my ($ok, $low) = renewed($k, 10);
+	my ($ok, $low) = RlockTest::renewed_on($c, $k, 10);
 	ok($ok, "after the move the watchdog renews \"$k\" on the target (PTTL up from $low ms)");
 }
 cmp_ok(stat_of('renewals'), '>', $renewals0, 'rlock_stats.renewals grew');
@@ -343,7 +284,7 @@ is($cold->cli('SCRIPT', 'FLUSH'), 'OK', 'the script cache of the third master is
 $c->begin_migration($xslot, $cold);
 ($out, $err) = RlockTest::run_sql($p, "SELECT rlock_try_acquire('$xnew', '1 minute')");
 is("$out/$err", 't/', "MIGRATING there: a new acquisition (\"$xnew\") works");
-my ($ok, $low) = renewed($xname, 6);
+my ($ok, $low) = RlockTest::renewed_on($c, $xname, 6);
 ok($ok, "the watchdog renews \"$xname\" there (PTTL up from $low ms)");
 $c->finish_migration($xslot);
 is(sql("SELECT state FROM rlock_locks WHERE name = '$xname'"), 'held',

@@ -95,41 +95,6 @@ sub poll
 	}
 }
 
-sub evalsha_calls
-{
-	my ($r) = @_;
-	my ($n) = (scalar $r->cli('INFO', 'commandstats') // '') =~ /^cmdstat_evalsha:calls=(\d+)/m;
-	return $n // 0;
-}
-
-# Wait until the PTTL of every [node, key] of @$pairs has gone up on that
-# node (a renewal there: without one it only goes down), watching them all
-# at once; returns whether they all did, and the lowest PTTL seen of each.
-sub all_renewed_on
-{
-	my ($pairs, $timeout_s) = @_;
-	my (%low, %up);
-	my $ok = RlockTest::wait_until(
-		sub {
-			foreach my $p (@$pairs)
-			{
-				my ($r, $key) = @$p;
-				next if $up{$key};
-				my $pttl = $r->cli('PTTL', $key) // '';
-				next unless $pttl =~ /^\d+$/;
-				if (defined $low{$key} && $pttl > $low{$key} + 500)
-				{
-					$up{$key} = 1;
-					next;
-				}
-				$low{$key} = $pttl if !defined $low{$key} || $pttl < $low{$key};
-			}
-			return keys(%up) == @$pairs;
-		},
-		$timeout_s);
-	return ($ok, \%low);
-}
-
 # ---- a) 10 000 locks over three masters, one round trip per cycle ----
 
 my @masters = $c->masters;
@@ -151,7 +116,7 @@ is(join(',', sort keys %on), join(',', sort map { $_->where } @masters),
 is(scalar(grep { $on{$_} > $n_locks / 6 } keys %on), 3,
 	'each master has a good share of them');
 
-my %evalsha0 = map { $_->port => evalsha_calls($_) } @masters;
+my %evalsha0 = map { $_->port => RlockTest::command_calls($_, 'evalsha') } @masters;
 my $first = after_next_cycle(30);
 ok($first, 'the watchdog counts renewal cycles');
 my $last = $first;
@@ -168,7 +133,7 @@ is($d{renewal_round_trips}, $d{renewal_cycles},
 	'one round trip per cycle, the three masters asked at once (renewal_round_trips == renewal_cycles)');
 is($d{renewals}, $n_locks * $d{renewal_cycles},
 	"each cycle renewed all $n_locks locks (renewals == $n_locks x cycles)");
-my @calls = map { evalsha_calls($_) - $evalsha0{ $_->port } } @masters;
+my @calls = map { RlockTest::command_calls($_, 'evalsha') - $evalsha0{ $_->port } } @masters;
 note 'script calls each master ran meanwhile: ' . join(', ', @calls);
 is(scalar(grep { $_ >= $d{renewal_cycles} } @calls), 3,
 	'every master ran renewal scripts in every cycle');
@@ -218,7 +183,7 @@ my $expiry = $t_pttl + $pttl / 1000;
 note sprintf('master %s stopped (SIGSTOP to pid %d) %.3f s after a renewal cycle; PTTL of "%s" was %d ms',
 	$victim->where, $stopped_pid, $stopped_at - $t_pttl, $k_pttl, $pttl);
 
-my ($renewed, $low) = all_renewed_on(\@watch, 30);
+my ($renewed, $low) = RlockTest::all_renewed_on(\@watch, 30);
 ok($renewed, 'the other masters\' locks are still renewed there (PTTL went up from '
 	  . join(', ', map { "$_ $low->{$_} ms" } sort keys %$low) . ')');
 
