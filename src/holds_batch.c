@@ -186,6 +186,25 @@ holds_batch_add(BatchItem *items, int *n, HeldLock *h, int levels, bool session)
 }
 
 /*
+ * holds_settle's batch in a Cluster: reported at WARNING, and without
+ * waiting for a master that is down (rconn_set_impatient).
+ */
+static void
+settle_impatiently(BatchItem *items, int n)
+{
+	rconn_set_impatient(rconn_backend(), true);
+	PG_TRY();
+	{
+		holds_run_batch(items, n, WARNING);
+	}
+	PG_FINALLY();
+	{
+		rconn_set_impatient(rconn_backend(), false);
+	}
+	PG_END_TRY();
+}
+
+/*
  * Reconcile every uncertain entry with Redis, after the clean-ups an
  * ERROR left to do.  Runs before each rlock call; ERROR when Redis cannot
  * be reached (the entries stay uncertain); in a Cluster a WARNING.
@@ -216,19 +235,7 @@ holds_settle(void)
 	 * (holds_require_settled).
 	 */
 	if (!rconn_is_cluster())
-	{
 		holds_run_batch(items, n, ERROR);
-		return;
-	}
-	/* and without waiting for a master that is down (rconn_set_impatient) */
-	rconn_set_impatient(rconn_backend(), true);
-	PG_TRY();
-	{
-		holds_run_batch(items, n, WARNING);
-	}
-	PG_FINALLY();
-	{
-		rconn_set_impatient(rconn_backend(), false);
-	}
-	PG_END_TRY();
+	else
+		settle_impatiently(items, n);
 }

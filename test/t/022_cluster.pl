@@ -260,12 +260,7 @@ is(sql($s2, "SELECT rlock_release('fence:$rw')"), 't', 'released');
 
 # ---- replica acknowledgement per master ----
 
-sub wait_calls
-{
-	my ($m) = @_;
-	my ($n) = $m->cli('INFO', 'commandstats') =~ /^cmdstat_wait:calls=(\d+)/m;
-	return $n // 0;
-}
+sub wait_calls { return RlockTest::command_calls($_[0], 'wait'); }
 my $m2 = $c->master_of($acct[2]);
 my %w0 = map { $_->port => wait_calls($_) } @masters;
 is(sql($s1, "SELECT rlock_try_acquire('$acct[2]', NULL)"), 't', 'an acquisition');
