@@ -68,10 +68,13 @@ stopped at END.
 
 The packages live in their own files: RlockTest::Redis in
 RlockTest/Redis.pm, RlockTest::Proxy in RlockTest/Proxy.pm,
-RlockTest::Sentinel in RlockTest/Sentinel.pm, RlockTest::Cluster in
-RlockTest/Cluster.pm, RlockTest::Redisson in RlockTest/Redisson.pm,
-RlockTest::Exclusion in RlockTest/Exclusion.pm; C<use RlockTest> loads
-them all.
+RlockTest::Sentinel in RlockTest/Sentinel.pm, RlockTest::Resp (the
+harness's small RESP client) in RlockTest/Resp.pm, RlockTest::Cluster in
+RlockTest/Cluster.pm (and, for its resharding, failover and reading of
+the nodes' state, RlockTest/ClusterReshard.pm, RlockTest/ClusterFailover.pm
+and RlockTest/ClusterView.pm, which it loads), RlockTest::Redisson in
+RlockTest/Redisson.pm, RlockTest::Exclusion in RlockTest/Exclusion.pm;
+C<use RlockTest> loads them all.
 
 =cut
 
@@ -100,6 +103,7 @@ use RlockTest::Redis;
 use RlockTest::Proxy;
 use RlockTest::Sentinel;
 use RlockTest::Redisson;
+use RlockTest::Resp;
 use RlockTest::Cluster;
 use RlockTest::Exclusion;
 
