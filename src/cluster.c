@@ -35,7 +35,6 @@
 
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
-#include "storage/latch.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
@@ -62,7 +61,8 @@ typedef struct ClusterMap
 	bool		stale;			/* read it again before the next round trip */
 	bool		sharded;		/* the cluster knows SPUBLISH */
 	int			nnodes;
-	ClusterNode nodes[MAX_CLUSTER_NODES];
+	int			maxnodes;
+	ClusterNode *nodes;			/* grown as nodes are learned */
 	int16		owner[CLUSTER_SLOTS];	/* index in nodes, -1 none */
 } ClusterMap;
 
@@ -203,6 +203,15 @@ node_index(ClusterMap *m, const char *host, int port)
 			return i;
 	if (m->nnodes >= MAX_CLUSTER_NODES)
 		return -1;
+	if (m->nnodes >= m->maxnodes)
+	{
+		int			newmax = Max(8, m->maxnodes * 2);
+
+		m->nodes = m->nodes ?
+			repalloc(m->nodes, newmax * sizeof(ClusterNode)) :
+			MemoryContextAlloc(TopMemoryContext, newmax * sizeof(ClusterNode));
+		m->maxnodes = newmax;
+	}
 	n = &m->nodes[m->nnodes];
 	memset(n, 0, sizeof(*n));
 	n->url = *base;
@@ -258,6 +267,7 @@ parse_redirect(ClusterMap *m, const char *err, int *slot, int *node)
 static bool
 take_slots(ClusterMap *m, int asked, RReply *r, StringInfo why)
 {
+	char		asked_host[sizeof(((RedisUrl *) NULL)->host)];
 	int16	   *owner;
 	int			covered = 0;
 
@@ -268,6 +278,8 @@ take_slots(ClusterMap *m, int asked, RReply *r, StringInfo why)
 						 r->type == RREPLY_ERROR ? r->str : "an unexpected reply to CLUSTER SLOTS");
 		return false;
 	}
+	/* (node_index may move m->nodes: the asked node's host is copied) */
+	strlcpy(asked_host, m->nodes[asked].url.host, sizeof(asked_host));
 	owner = palloc(sizeof(m->owner));
 	memset(owner, -1, sizeof(m->owner));
 	for (size_t i = 0; i < r->elements; i++)
@@ -289,7 +301,7 @@ take_slots(ClusterMap *m, int asked, RReply *r, StringInfo why)
 		host = master->element[0]->str;
 		/* "" or "?": the node's address is the one we asked it at */
 		if (host[0] == '\0' || strcmp(host, "?") == 0)
-			host = m->nodes[asked].url.host;
+			host = asked_host;
 		idx = node_index(m, host, (int) master->element[1]->integer);
 		if (idx < 0)
 			continue;
@@ -312,6 +324,17 @@ take_slots(ClusterMap *m, int asked, RReply *r, StringInfo why)
 	memcpy(m->owner, owner, sizeof(m->owner));
 	pfree(owner);
 	return true;
+}
+
+/*
+ * Could a node's failure be a failover (the node dead or stalled, for now)
+ * rather than something that stays wrong (credentials, TLS, settings)?
+ */
+static bool
+failover_explains(RconnFailure f)
+{
+	return f == RF_CONNECT || f == RF_CONNECT_TIMEOUT || f == RF_TIMEOUT ||
+		f == RF_LOST;
 }
 
 /*
@@ -400,8 +423,7 @@ load_map(RedisConn *conn)
 		if (!op.ok)
 			same_failure = (last == NULL || (same_failure &&
 											 last->failure == c->failure)) &&
-				c->failure != RF_CONNECT && c->failure != RF_CONNECT_TIMEOUT &&
-				c->failure != RF_TIMEOUT && c->failure != RF_LOST;
+				!failover_explains(c->failure);
 		last = c;
 		if (!op.ok)
 		{
@@ -701,17 +723,12 @@ rconn_ready_for(RedisConn *conn, const char *key, const char *what)
 		cluster_map_stale();
 		/* only what a failover explains is worth waiting for */
 		if (GetCurrentTimestamp() >= deadline ||
-			(conn->failure != RF_CONNECT && conn->failure != RF_CONNECT_TIMEOUT &&
-			 conn->failure != RF_TIMEOUT && conn->failure != RF_LOST &&
-			 conn->failure != RF_CLUSTER))
+			(!failover_explains(conn->failure) && conn->failure != RF_CLUSTER))
 		{
 			rconn_report(conn, ERROR, what);
 			return;				/* not reached */
 		}
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 50, RLOCK_WAIT_EVENT);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
+		cluster_pause_before_retry();
 		rconn_set_cluster_address(conn);
 	}
 }

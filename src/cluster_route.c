@@ -95,6 +95,53 @@ typedef struct Unit
 	int			redirects;
 } Unit;
 
+static bool
+is_retry_later(const RReply *r)
+{
+	return r->type == RREPLY_ERROR &&
+		(strncmp(r->str, "TRYAGAIN", 8) == 0 ||
+		 strncmp(r->str, "CLUSTERDOWN", 11) == 0 ||
+		 strncmp(r->str, "LOADING", 7) == 0);
+}
+
+/*
+ * Do all pending units go to one node (its index in *node) without ASKING,
+ * all units being pending?  The first round of nearly every call.
+ */
+static bool
+single_node(Unit *units, int nunits, int *node)
+{
+	*node = -1;
+	for (int u = 0; u < nunits; u++)
+	{
+		int			owner;
+
+		if (!units[u].pending || units[u].asking)
+			return false;
+		owner = cluster_owner(units[u].slot >= 0 ? units[u].slot : 0);
+		if (owner < 0 || (*node >= 0 && owner != *node))
+			return false;
+		*node = owner;
+	}
+	return *node >= 0;
+}
+
+/* Did any unit's reply ask for another try (a redirection, TRYAGAIN...)? */
+static bool
+any_redirected(RReply **replies, Unit *units, int nunits)
+{
+	for (int u = 0; u < nunits; u++)
+	{
+		const RReply *lead = replies[units[u].first];
+
+		if (lead->type == RREPLY_ERROR &&
+			(strncmp(lead->str, "MOVED ", 6) == 0 ||
+			 strncmp(lead->str, "ASK ", 4) == 0 || is_retry_later(lead)))
+			return true;
+	}
+	return false;
+}
+
 /* Deep copy of a reply into cxt. */
 static RReply *
 copy_reply(const RReply *r, MemoryContext cxt)
@@ -117,14 +164,6 @@ copy_reply(const RReply *r, MemoryContext cxt)
 	return c;
 }
 
-static bool
-is_retry_later(const RReply *r)
-{
-	return r->type == RREPLY_ERROR &&
-		(strncmp(r->str, "TRYAGAIN", 8) == 0 ||
-		 strncmp(r->str, "CLUSTERDOWN", 11) == 0 ||
-		 strncmp(r->str, "LOADING", 7) == 0);
-}
 
 /* Did a failure happen before the commands could have reached the node? */
 static bool
@@ -134,8 +173,9 @@ failed_before_sending(RconnFailure f)
 		f == RF_NOFD;
 }
 
-static void
-pause_before_retry(void)
+/* A pause before trying a node again (also cluster.c's); interruptible. */
+void
+cluster_pause_before_retry(void)
 {
 	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 					 RETRY_PAUSE_MS, RLOCK_WAIT_EVENT);
@@ -212,6 +252,8 @@ cluster_run(RedisConn *conn, RedisCmd *cmds, int ncmds, RReply ***replies,
 		int		  **opunits;
 		int		   *opn;
 		int			nops = 0;
+		int			o1;
+		bool		direct = false;
 		bool		retry_later = false;
 		bool		unreachable = false;
 
@@ -225,7 +267,29 @@ cluster_run(RedisConn *conn, RedisCmd *cmds, int ncmds, RReply ***replies,
 		opcmds = palloc(Max(nunits, 1) * sizeof(RedisCmd *));
 		opunits = palloc(Max(nunits, 1) * sizeof(int *));
 		opn = palloc0(Max(nunits, 1) * sizeof(int));
-		for (int u = 0; u < nunits; u++)
+		/*
+		 * The common case, a lock's commands all for one node that owns its
+		 * slot: that node's pipeline is the caller's commands as they are.
+		 */
+		if (single_node(units, nunits, &o1))
+		{
+			ops[0].conn = cluster_node(o1, RCONN_COMMANDS);
+			ops[0].conn->progress_deadlines = conn->progress_deadlines;
+			ops[0].conn->deadline_cap = conn->deadline_cap;
+			ops[0].cmds = cmds;
+			ops[0].ncmds = ncmds;
+			opunits[0] = palloc(nunits * sizeof(int));
+			for (int u = 0; u < nunits; u++)
+			{
+				units[u].node = o1;
+				opunits[0][u] = u;
+			}
+			opn[0] = nunits;
+			nops = 1;
+			npending = nunits;
+			direct = true;
+		}
+		for (int u = 0; u < nunits && !direct; u++)
 		{
 			Unit	   *un = &units[u];
 			int			o;
@@ -286,6 +350,14 @@ cluster_run(RedisConn *conn, RedisCmd *cmds, int ncmds, RReply ***replies,
 		{
 			rconn_run_parallel(ops, nops);
 			last_rounds++;
+		}
+
+		/* one node answered everything, no redirection: its replies as are */
+		if (direct && ops[0].ok && !any_redirected(ops[0].replies, units, nunits))
+		{
+			*replies = ops[0].replies;
+			pfree(units);
+			return true;
 		}
 
 		for (int o = 0; o < nops; o++)
@@ -392,7 +464,7 @@ cluster_run(RedisConn *conn, RedisCmd *cmds, int ncmds, RReply ***replies,
 					}
 				break;
 			}
-			pause_before_retry();
+			cluster_pause_before_retry();
 		}
 	}
 	pfree(units);

@@ -170,6 +170,7 @@ extern int	cluster_nnodes(void);
 extern RedisConn *cluster_node(int idx, RconnRole role);
 extern bool cluster_redirect_target(const char *err, int *slot, int *node);
 extern void cluster_refresh_if_stale(RedisConn *conn);
+extern void cluster_pause_before_retry(void);
 
 /* connection_exchange.c */
 extern bool rconn_queue(RedisConn *conn, RedisCmd *cmd, bool as_eval,

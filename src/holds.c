@@ -543,15 +543,17 @@ void
 holds_require_settled(const LockName *ln, RlockKind kind)
 {
 	HeldLock   *h = holds_find(ln->key, kind);
+	char	   *node;
 
-	if (h != NULL && h->uncertain)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("lock \"%s\" could not be reconciled with Redis at %s",
-						ln->name, rconn_node_address(ln->key) ?
-						rconn_node_address(ln->key) : "its node"),
-				 errdetail("An earlier call on it did not finish, and the node that serves it did not answer since: what this session holds of it is not known."),
-				 errhint("The next call asks again; check the Redis node of this lock.")));
+	if (h == NULL || !h->uncertain)
+		return;
+	node = rconn_node_address(ln->key);
+	ereport(ERROR,
+			(errcode(ERRCODE_CONNECTION_FAILURE),
+			 errmsg("lock \"%s\" could not be reconciled with Redis at %s",
+					ln->name, node ? node : "its node"),
+			 errdetail("An earlier call on it did not finish, and the node that serves it did not answer since: what this session holds of it is not known."),
+			 errhint("The next call asks again; check the Redis node of this lock.")));
 }
 
 /* How messages name a lock of a kind: "lock", "read lock", ... */

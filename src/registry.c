@@ -278,8 +278,7 @@ registry_sync(const char *key, RlockKind kind, int session_count,
 	}
 	if (!found)
 	{
-		e->releasing = false;
-		e->release_seq = 0;
+		pg_atomic_init_u32(&e->release_seq, 0);
 	}
 	if (!found || e->session_count + e->xact_count == 0)
 	{
@@ -294,7 +293,9 @@ registry_sync(const char *key, RlockKind kind, int session_count,
 	e->renew_lease_ms = renew_lease_ms;
 	if (expires_at != 0)
 		e->expires_at = expires_at;
-	e->releasing = false;		/* what a release did is recorded now */
+	/* what a release did is recorded now: no longer in flight */
+	if (pg_atomic_read_u32(&e->release_seq) % 2 == 1)
+		pg_atomic_fetch_add_u32(&e->release_seq, 1);
 	LWLockRelease(rlock_shared->lock);
 	return true;
 }
@@ -312,13 +313,11 @@ registry_releasing(const char *key, RlockKind kind)
 	if (registry_hash == NULL)
 		return;
 	make_tag(&tag, MyProcPid, kind, key);
-	LWLockAcquire(rlock_shared->lock, LW_EXCLUSIVE);
+	LWLockAcquire(rlock_shared->lock, LW_SHARED);
 	e = hash_search(registry_hash, &tag, HASH_FIND, NULL);
-	if (e != NULL)
-	{
-		e->releasing = true;
-		e->release_seq++;
-	}
+	/* only this backend changes its entries' sequence: no race to odd */
+	if (e != NULL && pg_atomic_read_u32(&e->release_seq) % 2 == 0)
+		pg_atomic_fetch_add_u32(&e->release_seq, 1);
 	LWLockRelease(rlock_shared->lock);
 }
 
@@ -473,7 +472,7 @@ registry_renewal_snapshot(RenewItem **items)
 		out[n].acquired_at = e->acquired_at;
 		out[n].renew_lease_ms = e->renew_lease_ms;
 		out[n].expires_at = e->expires_at;
-		out[n].release_seq = e->release_seq;
+		out[n].release_seq = pg_atomic_read_u32(&e->release_seq);
 		out[n].key = pstrdup(e->key);
 		n++;
 	}
@@ -546,7 +545,8 @@ registry_renewed(RenewItem *items, const RenewOutcome *outcome, int n,
 			continue;
 		}
 		/* gone because its holder released it since? not a loss */
-		if (e->releasing || e->release_seq != items[i].release_seq)
+		if (pg_atomic_read_u32(&e->release_seq) != items[i].release_seq ||
+			items[i].release_seq % 2 == 1)
 			continue;
 		e->state = REGISTRY_LOST;
 		lost_pids[nlost++] = e->pid;

@@ -12,6 +12,7 @@
 #define RLOCK_REGISTRY_H
 
 #include "datatype/timestamp.h"
+#include "port/atomics.h"
 
 #include "rlock.h"
 
@@ -41,13 +42,13 @@ typedef struct RegistryEntry
 	TimestampTz expires_at;		/* earliest moment Redis may let it expire */
 
 	/*
-	 * A release is in flight (set before it is sent, cleared when its
-	 * outcome is recorded), and releases begun so far: the watchdog does not
-	 * take "Redis no longer has it" for a loss when the holder may have
-	 * released it meanwhile.
+	 * Bumped when a release is sent and again when its outcome is recorded:
+	 * odd while one is in flight.  The watchdog does not take "Redis no
+	 * longer has it" for a loss when it changed (or is odd): the holder may
+	 * have released it meanwhile.  Atomic, so that marking a release takes
+	 * the registry's lock only in shared mode.
 	 */
-	bool		releasing;
-	uint32		release_seq;
+	pg_atomic_uint32 release_seq;
 } RegistryEntry;
 
 /* What rlock_locks shows of an entry (copied out of shared memory). */
