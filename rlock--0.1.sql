@@ -158,6 +158,62 @@ RETURNS boolean
 AS 'MODULE_PATHNAME', 'rlock_fair_release'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+-- Several locks and several Redis nodes (SPEC.md 5.3)
+
+CREATE FUNCTION rlock_multi_acquire(names text[], lease interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rlock_multi_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_multi_try_acquire(names text[], lease interval DEFAULT NULL,
+                                       wait interval DEFAULT '0')
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_multi_try_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_multi_xact_acquire(names text[], lease interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rlock_multi_xact_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_multi_xact_try_acquire(names text[], lease interval DEFAULT NULL,
+                                            wait interval DEFAULT '0')
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_multi_xact_try_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_multi_release(names text[])
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_multi_release'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_redlock_acquire(name text, lease interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rlock_redlock_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_redlock_try_acquire(name text, lease interval DEFAULT NULL,
+                                         wait interval DEFAULT '0')
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_redlock_try_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_redlock_xact_acquire(name text, lease interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rlock_redlock_xact_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_redlock_xact_try_acquire(name text, lease interval DEFAULT NULL,
+                                              wait interval DEFAULT '0')
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_redlock_xact_try_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_redlock_release(name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_redlock_release'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
 CREATE FUNCTION rlock_release_all()
 RETURNS integer
 AS 'MODULE_PATHNAME', 'rlock_release_all'

@@ -210,4 +210,16 @@ rlock_wait_event(void)
 #define RLOCK_WAIT_EVENT		PG_WAIT_EXTENSION
 #endif
 
+/*
+ * GUC values and extras are malloc'd before PostgreSQL 16, and allocated
+ * with guc_malloc (in the GUC memory context) since.
+ */
+#if PG_VERSION_NUM >= 160000
+#define guc_extra_malloc(size)	guc_malloc(LOG, (size))
+#define guc_extra_free(ptr)		guc_free(ptr)
+#else
+#define guc_extra_malloc(size)	malloc(size)
+#define guc_extra_free(ptr)		free(ptr)
+#endif
+
 #endif							/* RLOCK_COMPAT_H */

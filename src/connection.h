@@ -164,6 +164,9 @@ extern RReply *rconn_run1(RedisConn *conn, RedisCmd *cmd, const char *what);
  */
 extern void rconn_run_parallel(RconnOp *ops, int nops);
 
+/* Report why conn's last round trip failed, at elevel. */
+extern void rconn_report(RedisConn *conn, int elevel, const char *what);
+
 /*
  * Redis Cluster (cluster.c): which slot a key hashes to (-1 outside a
  * Cluster), keys grouped so that each group fits one script call, and the

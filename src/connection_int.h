@@ -138,7 +138,6 @@ extern bool rconn_begin_connect(RedisConn *conn, TimestampTz deadline);
 extern bool rconn_is_stale(RedisConn *conn);
 extern bool rconn_uninterruptible(void);
 extern bool rconn_idle_expired(RedisConn *conn);
-extern void rconn_report(RedisConn *conn, int elevel, const char *what);
 extern TimestampTz rconn_round_trip_deadline(RedisConn *conn, int timeout_ms);
 extern void rconn_handshake_done(RedisConn *conn);
 extern bool rconn_queue_setname(RedisConn *conn);

@@ -51,9 +51,6 @@
 
 #include "holds.h"
 #include "holds_int.h"
-#include "lock_exclusive.h"
-#include "lock_fair.h"
-#include "lock_rw.h"
 #include "registry.h"
 #include "stats.h"
 
@@ -62,23 +59,6 @@ MemoryContext holds_batch_cxt = NULL;
 int			holds_n_uncertain = 0;	/* entries with uncertain set */
 int			holds_n_with_xact = 0;	/* entries with xact_count > 0 */
 
-
-const RlockKindOps *
-holds_kind_ops(RlockKind kind)
-{
-	switch (kind)
-	{
-		case RLOCK_KIND_EXCLUSIVE:
-			return &exclusive_ops;
-		case RLOCK_KIND_READ:
-		case RLOCK_KIND_WRITE:
-			return &rw_ops;
-		case RLOCK_KIND_FAIR:
-			return &fair_ops;
-	}
-	elog(ERROR, "unknown rlock kind %d", (int) kind);
-	return NULL;				/* keep compiler quiet */
-}
 
 /* The table's key, (key, kind): the beginning of a HeldLock. */
 #define HELD_TAG_SIZE	(offsetof(HeldLock, kind) + sizeof(RlockKind))
@@ -285,15 +265,34 @@ holds_report_lost(const char *name, const char *detail)
 			 errdetail("%s", detail)));
 }
 
+/* Take back the hold holds_count_hold just counted (scope as given). */
+void
+holds_take_back(HeldLock *h, RlockScope scope)
+{
+	if (scope == RLOCK_SCOPE_SESSION)
+		h->session_count--;
+	else
+	{
+		h->xact[h->nxact - 1].count--;
+		if (h->xact[h->nxact - 1].count == 0)
+			h->nxact--;
+		h->xact_count--;
+		if (h->xact_count == 0)
+			holds_n_with_xact--;
+	}
+}
+
 /*
  * Record one hold granted by Redis, which reported redis_count holds for
  * this holder after granting it.  The acquire script was sent at
  * req->sent_at and set the lock's TTL to req->lease_ms, so Redis keeps it
- * at least until sent_at + lease.
+ * at least until sent_at + lease.  Returns false, with nothing counted and
+ * the entry uncertain (Redis has the hold: the next reconcile gives it
+ * back), when the registry has no room for a first hold.
  */
-static void
-holds_add(HeldLock *h, const HoldRequest *req, int redis_count,
-		  const char *name)
+bool
+holds_count_hold(HeldLock *h, const HoldRequest *req, int redis_count,
+				 const char *name)
 {
 	holds_set_uncertain(h, false);
 	if (redis_count < holds_total(h) + 1)
@@ -343,37 +342,39 @@ holds_add(HeldLock *h, const HoldRequest *req, int redis_count,
 
 	if (!holds_sync_registry(h, true))
 	{
-		/*
-		 * The registry is full: give the hold back (the reconcile lowers
-		 * Redis's count to what the table held before), then refuse.
-		 */
-		if (req->scope == RLOCK_SCOPE_SESSION)
-			h->session_count--;
-		else
-		{
-			h->xact[h->nxact - 1].count--;
-			if (h->xact[h->nxact - 1].count == 0)
-				h->nxact--;
-			h->xact_count--;
-			if (h->xact_count == 0)
-				holds_n_with_xact--;
-		}
+		/* the registry is full: the reconcile gives the hold back */
+		holds_take_back(h, req->scope);
 		holds_set_uncertain(h, true);
-		holds_settle();
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of shared memory for lock \"%s\"", name),
-				 errdetail("The rlock registry has room for %d held locks.",
-						   rlock_max_locks),
-				 errhint("You might need to increase rlock.max_locks.")));
+		return false;
 	}
-
-	/* A replayed acquire left a surplus: bring Redis back to our count. */
+	/* a replayed acquire left a surplus: the reconcile brings it down */
 	if (redis_count > holds_total(h))
-	{
 		holds_set_uncertain(h, true);
+	return true;
+}
+
+void
+holds_registry_full(const char *name)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OUT_OF_MEMORY),
+			 errmsg("out of shared memory for lock \"%s\"", name),
+			 errdetail("The rlock registry has room for %d held locks.",
+					   rlock_max_locks),
+			 errhint("You might need to increase rlock.max_locks.")));
+}
+
+/* One hold granted by Redis, recorded (holds_count_hold), or refused. */
+static void
+holds_add(HeldLock *h, const HoldRequest *req, int redis_count,
+		  const char *name)
+{
+	bool		ok = holds_count_hold(h, req, redis_count, name);
+
+	if (h->uncertain)
 		holds_settle();
-	}
+	if (!ok)
+		holds_registry_full(name);
 }
 
 /*
@@ -432,11 +433,19 @@ undo_unacknowledged(const LockName *ln, RlockKind kind, HoldRequest *req,
 		holds_set_uncertain(h, false);
 		holds_drop_if_unused(h);
 	}
+	holds_acks_refused(ln->name, conn, wanted, acked, ack_error);
+}
+
+/* An acquisition was undone for want of replica acknowledgements. */
+void
+holds_acks_refused(const char *name, RedisConn *conn, int wanted,
+				   int64 acked, const char *ack_error)
+{
 	stats_count(RLOCK_STAT_ACK_REFUSALS);
 	ereport(ERROR,
 			(errcode(ERRCODE_CONNECTION_FAILURE),
 			 errmsg("lock \"%s\" was not acknowledged by enough Redis replicas",
-					ln->name),
+					name),
 			 ack_error ?
 			 errdetail("WAIT failed: %s; the acquisition was undone.", ack_error) :
 			 errdetail("%d of the %d replica acknowledgements rlock.replica_acks asks for arrived within rlock.replica_ack_timeout (%d ms); the acquisition was undone.",
@@ -562,11 +571,13 @@ kind_label(RlockKind kind)
 {
 	if (kind == RLOCK_KIND_EXCLUSIVE)
 		return "lock";
+	if (kind == RLOCK_KIND_REDLOCK)
+		return "Redlock";
 	return psprintf("%s lock", rlock_kind_name(kind));
 }
 
-static void
-held_as_other_kind(const LockName *ln, HeldLock *other)
+void
+holds_held_as_other_kind(const LockName *ln, HeldLock *other)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_WRONG_OBJECT_TYPE),
@@ -593,8 +604,9 @@ holds_prepare_acquire(const LockName *ln, RlockKind kind, RlockScope scope,
 		holds_check_lost(h, ln->name);
 	holds_settle();
 	holds_require_settled(ln, kind);
-	/* (in a Cluster: the node of its slot) */
-	rconn_ready_for(rconn_backend(), ln->key, ln->name);
+	/* (in a Cluster: the node of its slot; a Redlock asks its own masters) */
+	if (kind_is_local(kind))
+		rconn_ready_for(rconn_backend(), ln->key, ln->name);
 	req->track = (owner == NULL);
 	req->scope = scope;
 	req->watchdog = (lease_ms == 0);
@@ -606,7 +618,7 @@ holds_prepare_acquire(const LockName *ln, RlockKind kind, RlockScope scope,
 
 	h = holds_find_conflicting(ln->key, kind);
 	if (h != NULL)
-		held_as_other_kind(ln, h);
+		holds_held_as_other_kind(ln, h);
 	req->holder = rlock_backend_holder();
 	return req->holder;
 }
@@ -628,6 +640,38 @@ other_kind_error(const LockName *ln, RlockKind kind, RReply *r)
 					   strncmp(found, "exclusive", 9) == 0 ? "exclusive" :
 					   "read/write"),
 			 errhint("Release it with the functions of its kind.")));
+}
+
+/*
+ * After holds_settle: this session's entry of ln as kind when it has a
+ * session-level hold; otherwise NULL, with the WARNING of
+ * pg_advisory_unlock's kind (an ERROR when the session holds the name as a
+ * kind that cannot share it).  Changes nothing.
+ */
+HeldLock *
+holds_session_hold(const LockName *ln, RlockKind kind)
+{
+	HeldLock   *h = holds_find(ln->key, kind);
+
+	if (h == NULL || holds_total(h) == 0)
+	{
+		HeldLock   *other = holds_find_conflicting(ln->key, kind);
+
+		if (other != NULL)
+			holds_held_as_other_kind(ln, other);
+	}
+	if (h != NULL && h->session_count > 0)
+		return h;
+	if (h != NULL && h->xact_count > 0)
+		ereport(WARNING,
+				(errmsg("%s \"%s\" is held by this session only at transaction level",
+						kind_label(kind), ln->name),
+				 errhint("Transaction-level locks are released when the transaction ends.")));
+	else
+		ereport(WARNING,
+				(errmsg("%s \"%s\" is not held by this session",
+						kind_label(kind), ln->name)));
+	return NULL;
 }
 
 /*
@@ -677,27 +721,9 @@ holds_release(const LockName *ln, RlockKind kind, const char *owner)
 	}
 	holds_settle();
 	holds_require_settled(ln, kind);
-	h = holds_find(ln->key, kind);
-	if (h == NULL || holds_total(h) == 0)
-	{
-		HeldLock   *other = holds_find_conflicting(ln->key, kind);
-
-		if (other != NULL)
-			held_as_other_kind(ln, other);
-	}
-	if (h == NULL || h->session_count == 0)
-	{
-		if (h != NULL && h->xact_count > 0)
-			ereport(WARNING,
-					(errmsg("%s \"%s\" is held by this session only at transaction level",
-							kind_label(kind), ln->name),
-					 errhint("Transaction-level locks are released when the transaction ends.")));
-		else
-			ereport(WARNING,
-					(errmsg("%s \"%s\" is not held by this session",
-							kind_label(kind), ln->name)));
+	h = holds_session_hold(ln, kind);
+	if (h == NULL)
 		return false;
-	}
 
 	/* one session-level hold, in Redis and here */
 	{
@@ -711,39 +737,39 @@ holds_release(const LockName *ln, RlockKind kind, const char *owner)
 }
 
 /*
- * rlock_release_all(): release every session-level hold, all levels.
- * Returns the number of locks released.
+ * A kind that asks servers of its own (lock_redlock.c) records its holds
+ * here too.  Before its acquisition goes out, the entry is uncertain: if
+ * the call is interrupted, the abort path lowers the holder's count on
+ * those servers to the table's (holds_batch.c, through the kind's settle).
  */
-int
-holds_release_all_session(void)
+HeldLock *
+holds_begin_elsewhere(const LockName *ln, RlockKind kind, HoldRequest *req)
 {
-	HASH_SEQ_STATUS seq;
-	HeldLock   *h;
-	BatchItem  *items;
-	int			n = 0;
+	HeldLock   *h = holds_enter(ln->key, kind);
 
-	if (holds_table == NULL || hash_get_num_entries(holds_table) == 0)
-		return 0;
-	holds_settle();
-	items = holds_batch_items();
-	hash_seq_init(&seq, holds_table);
-	while ((h = hash_seq_search(&seq)) != NULL)
-	{
-		int			levels = h->session_count;
-
-		if (levels == 0)
-			continue;
-		if (registry_is_lost(h->key, h->kind))
-		{
-			holds_report_lost(h->key, "It expired, was force-released, Redis restarted, or it could not be renewed in time.");
-			h->session_count = 0;
-			holds_set_uncertain(h, true);
-			holds_batch_add(items, &n, h, 0, false);
-			continue;
-		}
-		h->session_count = 0;
-		holds_batch_add(items, &n, h, levels, true);
-	}
-	return holds_run_batch(items, n, ERROR);
+	holds_set_uncertain(h, true);
+	req->sent_at = GetCurrentTimestamp();
+	return h;
 }
 
+/*
+ * ... and after it: granted, the hold is recorded (a full registry gives
+ * it back, and fails); refused, whatever some servers granted is given
+ * back at once (the entry's settle lowers their count to the table's).
+ */
+void
+holds_end_elsewhere(HeldLock *h, const HoldRequest *req, bool granted,
+					const char *name)
+{
+	if (granted)
+	{
+		if (!holds_count_hold(h, req, holds_total(h) + 1, name))
+		{
+			holds_settle();
+			holds_registry_full(name);
+		}
+		stats_count(RLOCK_STAT_ACQUISITIONS);
+		return;
+	}
+	holds_settle();
+}

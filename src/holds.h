@@ -17,7 +17,9 @@
 
 #include "connection.h"
 #include "lockname.h"
+#include "registry.h"
 #include "rlock.h"
+#include "scripts.h"
 
 /* Transaction-level holds taken in one (sub)transaction. */
 typedef struct XactHolds
@@ -51,12 +53,17 @@ typedef struct HeldLock
 } HeldLock;
 
 /*
- * How holds.c releases and reconciles a lock of one kind (the kind is
- * passed on, for lock files that serve several).  A holder's count is read
- * the same way for every kind: HGET of its field (lockname_holder_field).
+ * A lock kind's entry in the table of kinds (lock_kinds.c): how the
+ * held-lock table releases and reconciles its locks, and, for a kind whose
+ * locks live on servers of their own, how they are told and renewed there.
+ * (The kind is passed on, for lock files that serve several.)  A holder's
+ * count is read the same way for every kind: HGET of its field
+ * (lockname_holder_field).
  */
 typedef struct RlockKindOps
 {
+	const char *name;			/* as rlock_locks shows it */
+
 	/*
 	 * release "levels" holds; keep_lease_ms: lease of what remains, 0 keep.
 	 * Returns the request's unlock latch (deleted once answered).
@@ -68,7 +75,38 @@ typedef struct RlockKindOps
 	void		(*build_reconcile) (RedisCmd *cmd, RlockKind kind,
 									const char *key, const char *holder,
 									int target);
+
+	/*
+	 * Kinds whose locks live elsewhere than rlock.redis_url (the masters of
+	 * a Redlock) set these two, and build_reconcile for them.
+	 *
+	 * settle: lower holder's count of each key to targets[i] (0 releases it)
+	 * wherever the lock lives; held[i] says whether enough of the servers
+	 * still had the before[i] holds the table counted.  Never leaves a
+	 * lock uncertain: what a server that did not answer keeps expires with
+	 * its lease.  Reports failures at elevel.
+	 *
+	 * renew: renew (or check) each lock wherever it lives, as the renew
+	 * script does; outcome[i] is RENEW_HELD, RENEW_GONE or RENEW_UNKNOWN, and
+	 * left_ms[i] (if not NULL) the lease left for sure (-1 unknown).  No
+	 * answer later than cap counts.
+	 */
+	void		(*settle) (const char *const *keys, const int *targets,
+						   const int *before, int n, const char *holder,
+						   bool *held, int elevel);
+	void		(*renew) (const RenewArg *args, int n, int elevel,
+						  TimestampTz cap, RenewOutcome *outcome,
+						  int64 *left_ms);
 } RlockKindOps;
+
+extern const RlockKindOps *holds_kind_ops(RlockKind kind);
+
+/* Does the kind live on rlock.redis_url? */
+static inline bool
+kind_is_local(RlockKind kind)
+{
+	return holds_kind_ops(kind)->settle == NULL;
+}
 
 /*
  * Clean-up that an ERROR left to do in Redis (a fair waiter leaving its
@@ -120,6 +158,23 @@ extern const char *holds_prepare_acquire(const LockName *ln, RlockKind kind,
 extern bool holds_release(const LockName *ln, RlockKind kind,
 						  const char *owner);
 extern void holds_forget(HeldLock *h);
+extern void holds_acks_refused(const char *name, RedisConn *conn, int wanted,
+							   int64 acked, const char *ack_error);
+
+/* holds_set.c: a set of names, all or none */
+extern const char *holds_prepare_set(const LockName *lns, int n,
+									 RlockKind kind, RlockScope scope,
+									 int64 lease_ms, HoldRequest *req);
+extern bool holds_run_acquire_set(const LockName *lns, int n, RlockKind kind,
+								   HoldRequest *req, RedisCmd *cmds,
+								   AcquireResult *res);
+extern bool holds_release_set(const LockName *lns, int n, RlockKind kind);
+
+/* the bookkeeping of a kind that asks its own servers (lock_redlock.c) */
+extern HeldLock *holds_begin_elsewhere(const LockName *ln, RlockKind kind,
+									   HoldRequest *req);
+extern void holds_end_elsewhere(HeldLock *h, const HoldRequest *req,
+								bool granted, const char *name);
 extern int	holds_release_all_session(void);
 
 /* holds_xact.c */

@@ -25,6 +25,7 @@
 #include "registry.h"
 #include "stats.h"
 
+static int	holds_run_local_batch(BatchItem *items, int n, int elevel);
 
 /*
  * Tell Redis about holds already removed from our table, in one round trip.
@@ -36,8 +37,100 @@
  * otherwise (transaction end, exit) it is a WARNING and the entry stays
  * uncertain.  Returns the number of items whose lock was still held.
  */
+/*
+ * The items of a kind whose locks live on servers of their own (a
+ * Redlock): lowered to the table's count wherever they live, through the
+ * kind's settle operation, which never leaves them uncertain.  A lock that
+ * too few of its servers still had is reported lost.
+ */
+static int
+run_batch_elsewhere(BatchItem *items, int n, int elevel)
+{
+	const char **keys = palloc(n * sizeof(char *));
+	int		   *targets = palloc(n * sizeof(int));
+	int		   *before = palloc(n * sizeof(int));
+	bool	   *held = palloc(n * sizeof(bool));
+	int			nheld = 0;
+	RlockKind	kind = items[0].h->kind;
+
+	for (int i = 0; i < n; i++)
+	{
+		HeldLock   *h = items[i].h;
+
+		Assert(h->kind == kind);
+		keys[i] = h->key;
+		targets[i] = holds_total(h);
+		before[i] = holds_total(h) + items[i].levels;
+		if (items[i].levels > 0)
+			registry_releasing(h->key, h->kind);
+	}
+	holds_kind_ops(kind)->settle(keys, targets, before, n,
+								 rlock_backend_holder(), held, elevel);
+	for (int i = 0; i < n; i++)
+	{
+		HeldLock   *h = items[i].h;
+
+		if (!held[i])
+		{
+			if (!registry_is_lost(h->key, h->kind))
+				stats_count(RLOCK_STAT_LOCKS_LOST);
+			holds_report_lost(h->key, "Fewer than a majority of its servers still had it when this session released it.");
+			holds_forget(h);
+			continue;
+		}
+		nheld++;
+		if (items[i].levels > 0)
+			stats_add(RLOCK_STAT_RELEASES, items[i].levels);
+		holds_set_uncertain(h, false);
+		(void) holds_sync_registry(h, false);
+		holds_drop_if_unused(h);
+	}
+	return nheld;
+}
+
 int
 holds_run_batch(BatchItem *items, int n, int elevel)
+{
+	int			nelsewhere = 0;
+	int			nheld_elsewhere = 0;
+
+	/* the kinds that live elsewhere first, then rlock.redis_url's */
+	for (int i = 0; i < n; i++)
+	{
+		if (!kind_is_local(items[i].h->kind))
+		{
+			BatchItem	t = items[nelsewhere];
+
+			items[nelsewhere++] = items[i];
+			items[i] = t;
+		}
+	}
+	for (int kind = 0, done = 0; done < nelsewhere; kind++)
+	{
+		int			k = done;
+
+		for (int i = done; i < nelsewhere; i++)
+		{
+			if (items[i].h->kind == kind)
+			{
+				BatchItem	t = items[k];
+
+				items[k++] = items[i];
+				items[i] = t;
+			}
+		}
+		if (k > done)
+			nheld_elsewhere += run_batch_elsewhere(items + done, k - done,
+												   elevel);
+		done = k;
+	}
+	return nheld_elsewhere +
+		holds_run_local_batch(items + nelsewhere, n - nelsewhere, elevel);
+}
+
+/* The batch's items of rlock.redis_url's kinds: one round trip. */
+static int
+holds_run_local_batch(BatchItem *items, int n, int elevel)
 {
 	MemoryContext oldcxt;
 	RedisCmd   *cmds;
@@ -239,3 +332,41 @@ holds_settle(void)
 	else
 		settle_impatiently(items, n);
 }
+
+/*
+ * rlock_release_all(): release every session-level hold, all levels.
+ * Returns the number of locks released.
+ */
+int
+holds_release_all_session(void)
+{
+	HASH_SEQ_STATUS seq;
+	HeldLock   *h;
+	BatchItem  *items;
+	int			n = 0;
+
+	if (holds_table == NULL || hash_get_num_entries(holds_table) == 0)
+		return 0;
+	holds_settle();
+	items = holds_batch_items();
+	hash_seq_init(&seq, holds_table);
+	while ((h = hash_seq_search(&seq)) != NULL)
+	{
+		int			levels = h->session_count;
+
+		if (levels == 0)
+			continue;
+		if (registry_is_lost(h->key, h->kind))
+		{
+			holds_report_lost(h->key, "It expired, was force-released, Redis restarted, or it could not be renewed in time.");
+			h->session_count = 0;
+			holds_set_uncertain(h, true);
+			holds_batch_add(items, &n, h, 0, false);
+			continue;
+		}
+		h->session_count = 0;
+		holds_batch_add(items, &n, h, levels, true);
+	}
+	return holds_run_batch(items, n, ERROR);
+}
+

@@ -41,7 +41,12 @@ extern BatchItem *holds_batch_items(void);
 extern void holds_batch_add(BatchItem *items, int *n, HeldLock *h, int levels,
 							bool session);
 extern int	holds_run_batch(BatchItem *items, int n, int elevel);
-extern const RlockKindOps *holds_kind_ops(RlockKind kind);
+extern bool holds_count_hold(HeldLock *h, const HoldRequest *req,
+							 int redis_count, const char *name);
+extern void holds_take_back(HeldLock *h, RlockScope scope);
+extern void holds_registry_full(const char *name);
+extern void holds_held_as_other_kind(const LockName *ln, HeldLock *other);
+extern HeldLock *holds_session_hold(const LockName *ln, RlockKind kind);
 extern void holds_report_lost(const char *name, const char *detail);
 extern int64 holds_keep_lease(HeldLock *h);
 

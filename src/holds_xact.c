@@ -276,6 +276,62 @@ holds_renewed_at_commit(HeldLock *h, TimestampTz expires_at)
 	}
 }
 
+/*
+ * verify_xact_holds for the locks of kinds that live on servers of their
+ * own (a Redlock): each must still be held there (by a majority), with
+ * enough lease left, asked through the kind's renew.
+ */
+static void
+verify_elsewhere(HeldLock **hs, int n)
+{
+	const char *holder = rlock_backend_holder();
+	RenewArg   *args = palloc(n * sizeof(RenewArg));
+	RenewOutcome *outcome = palloc(n * sizeof(RenewOutcome));
+	int64	   *left = palloc(n * sizeof(int64));
+	TimestampTz sent_at;
+
+	for (int kind = 0; kind < RLOCK_NUM_KINDS; kind++)
+	{
+		HeldLock  **of = palloc(n * sizeof(HeldLock *));
+		int			m = 0;
+
+		for (int i = 0; i < n; i++)
+		{
+			HeldLock   *h = hs[i];
+
+			if (h->kind != kind)
+				continue;
+			args[m].key = h->key;
+			args[m].field = lockname_holder_field(h->kind, holder);
+			args[m].how = h->renew_lease_ms == 0 ? "c" : "x";
+			args[m].lease_ms = h->renew_lease_ms;
+			of[m++] = h;
+		}
+		if (m == 0)
+			continue;
+		sent_at = GetCurrentTimestamp();
+		holds_kind_ops(kind)->renew(args, m, WARNING, DT_NOEND, outcome,
+									left);
+		for (int i = 0; i < m; i++)
+		{
+			int64		left_ms = left[i] -
+				(GetCurrentTimestamp() - sent_at) / 1000;
+
+			if (outcome[i] != RENEW_HELD)
+				holds_lost_at_commit(of[i],
+									 "Fewer than a majority of its servers could confirm that they still held it; the transaction is rolled back.");
+			if (left[i] >= 0 && left_ms < COMMIT_MIN_LEASE_MS)
+				holds_lost_at_commit(of[i],
+									 psprintf("Its lease had %lld ms left, less than the %d ms a commit is given; the transaction is rolled back.",
+											  (long long) Max(left_ms, 0),
+											  COMMIT_MIN_LEASE_MS));
+			if (of[i]->renew_lease_ms > 0)
+				holds_renewed_at_commit(of[i],
+										sent_at + of[i]->renew_lease_ms * 1000);
+		}
+	}
+}
+
 /* ----------------------------------------------------------------
  * The callbacks
  * ----------------------------------------------------------------
@@ -312,6 +368,26 @@ verify_xact_holds(void)
 		if (registry_is_lost(hs[i]->key, hs[i]->kind))
 			holds_lost_at_commit(hs[i],
 								 "It expired, was force-released, Redis restarted, or it could not be renewed in time while the transaction held it; the transaction is rolled back.");
+	}
+
+	/* the kinds that live on servers of their own are asked there */
+	{
+		int			nlocal = 0;
+		int			nelse = 0;
+		HeldLock  **elsewhere = palloc(n * sizeof(HeldLock *));
+
+		for (int i = 0; i < n; i++)
+		{
+			if (kind_is_local(hs[i]->kind))
+				hs[nlocal++] = hs[i];
+			else
+				elsewhere[nelse++] = hs[i];
+		}
+		if (nelse > 0)
+			verify_elsewhere(elsewhere, nelse);
+		n = nlocal;
+		if (n == 0)
+			return;
 	}
 
 	args = palloc(n * sizeof(RenewArg));

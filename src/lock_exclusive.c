@@ -35,7 +35,7 @@
 /* Message published on the lock's channel when it is released. */
 #define RELEASE_MESSAGE		"0"
 
-static const char *
+const char *
 exclusive_build_release(RedisCmd *cmd, RlockKind kind, const char *key,
 						const char *holder, int levels, int64 keep_lease_ms)
 {
@@ -55,7 +55,7 @@ exclusive_build_release(RedisCmd *cmd, RlockKind kind, const char *key,
 	return latch;
 }
 
-static void
+void
 exclusive_build_reconcile(RedisCmd *cmd, RlockKind kind, const char *key,
 						  const char *holder, int target)
 {
@@ -68,6 +68,7 @@ exclusive_build_reconcile(RedisCmd *cmd, RlockKind kind, const char *key,
 }
 
 const RlockKindOps exclusive_ops = {
+	.name = "exclusive",
 	.build_release = exclusive_build_release,
 	.build_reconcile = exclusive_build_reconcile,
 };
@@ -108,6 +109,46 @@ typedef struct ExclusiveAttempt
 } ExclusiveAttempt;
 
 /*
+ * The acquire script of ln for holder (a fenced acquisition when fenced:
+ * the reply then carries the new token).
+ */
+void
+exclusive_build_acquire(RedisCmd *cmd, const LockName *ln, int64 lease_ms,
+						const char *holder, bool fenced)
+{
+	rcmd_script(cmd, RLOCK_SCRIPT_ACQUIRE, fenced ? 2 : 1);
+	rcmd_arg(cmd, ln->key, ln->keylen);
+	if (fenced)
+		rcmd_str(cmd, lockname_derive(ln->key, "redisson_lock_token"));
+	rcmd_int(cmd, lease_ms);
+	rcmd_str(cmd, holder);
+}
+
+/*
+ * The acquire script refused ln for a reason of its own (status > 1): the
+ * name is another kind of lock, or its fencing counter is unusable.
+ */
+void
+exclusive_refused(const LockName *ln, const AcquireResult *res)
+{
+	if (res->status == 4)
+		token_error(ln, res->word);
+	if (res->word != NULL && strcmp(res->word, "fair") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("lock \"%s\" is a fair lock, not an exclusive lock",
+						ln->name),
+				 errdetail("Sessions are queued for it as a fair lock."),
+				 errhint("Use the rlock_fair_* functions for it, or another name.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+			 errmsg("lock \"%s\" is a read/write lock, not an exclusive lock",
+					ln->name),
+			 res->word ? errdetail("It is currently held in %s mode.", res->word) : 0,
+			 errhint("Use the rlock_read_* and rlock_write_* functions for it, or another name.")));
+}
+
+/*
  * One attempt.  Returns true when acquired (the fencing token in *token for
  * a fenced acquisition); otherwise sets *pttl to the holder's remaining
  * lease (-1: none).
@@ -120,12 +161,8 @@ exclusive_try(void *arg, int64 *pttl)
 	RedisCmd	cmd;
 	AcquireResult res;
 
-	rcmd_script(&cmd, RLOCK_SCRIPT_ACQUIRE, a->token ? 2 : 1);
-	rcmd_arg(&cmd, ln->key, ln->keylen);
-	if (a->token)
-		rcmd_str(&cmd, lockname_derive(ln->key, "redisson_lock_token"));
-	rcmd_int(&cmd, a->req.lease_ms);
-	rcmd_str(&cmd, a->holder);
+	exclusive_build_acquire(&cmd, ln, a->req.lease_ms, a->holder,
+							a->token != NULL);
 	res = holds_run_acquire(ln, RLOCK_KIND_EXCLUSIVE, &a->req, &cmd);
 
 	switch (res.status)
@@ -144,23 +181,8 @@ exclusive_try(void *arg, int64 *pttl)
 		case 0:
 			*pttl = res.value;
 			return false;
-		case 4:
-			token_error(ln, res.word);
-			break;
 		default:
-			if (res.word != NULL && strcmp(res.word, "fair") == 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-						 errmsg("lock \"%s\" is a fair lock, not an exclusive lock",
-								ln->name),
-						 errdetail("Sessions are queued for it as a fair lock."),
-						 errhint("Use the rlock_fair_* functions for it, or another name.")));
-			ereport(ERROR,
-					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-					 errmsg("lock \"%s\" is a read/write lock, not an exclusive lock",
-							ln->name),
-					 res.word ? errdetail("It is currently held in %s mode.", res.word) : 0,
-					 errhint("Use the rlock_read_* and rlock_write_* functions for it, or another name.")));
+			exclusive_refused(ln, &res);
 	}
 	return false;				/* keep compiler quiet */
 }
@@ -243,6 +265,8 @@ exclusive_force_release(const LockName *ln)
 	/* whatever this session held of it, as any kind, is gone now */
 	for (int k = 0; k < RLOCK_NUM_KINDS; k++)
 	{
+		if (!kind_is_local(k))
+			continue;			/* (a Redlock lives on its own masters) */
 		h = holds_find(ln->key, k);
 		if (h != NULL)
 			holds_forget(h);

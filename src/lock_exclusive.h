@@ -28,6 +28,17 @@ extern bool exclusive_acquire(const LockName *ln, RlockScope scope,
 							  int64 lease_ms, int64 wait_ms,
 							  const char *owner, bool honour_lock_timeout,
 							  int64 *token);
+extern void exclusive_build_acquire(RedisCmd *cmd, const LockName *ln,
+									int64 lease_ms, const char *holder,
+									bool fenced);
+extern void exclusive_refused(const LockName *ln, const AcquireResult *res);
+extern const char *exclusive_build_release(RedisCmd *cmd, RlockKind kind,
+										   const char *key,
+										   const char *holder, int levels,
+										   int64 keep_lease_ms);
+extern void exclusive_build_reconcile(RedisCmd *cmd, RlockKind kind,
+									  const char *key, const char *holder,
+									  int target);
 extern bool exclusive_token(const LockName *ln, int64 *token);
 extern bool exclusive_force_release(const LockName *ln);
 

@@ -66,8 +66,15 @@ rw_build_reconcile(RedisCmd *cmd, RlockKind kind, const char *key,
 	rcmd_str(cmd, kind == RLOCK_KIND_WRITE ? "w" : "r");
 }
 
-/* Both sides of a read/write lock, released by the kind they are passed. */
-const RlockKindOps rw_ops = {
+/* The two sides of a read/write lock, released by the kind they are passed. */
+const RlockKindOps read_ops = {
+	.name = "read",
+	.build_release = rw_build_release,
+	.build_reconcile = rw_build_reconcile,
+};
+
+const RlockKindOps write_ops = {
+	.name = "write",
 	.build_release = rw_build_release,
 	.build_reconcile = rw_build_reconcile,
 };

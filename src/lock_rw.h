@@ -14,7 +14,8 @@
 #include "lockname.h"
 
 /* How the held-lock table releases and reconciles either side. */
-extern const RlockKindOps rw_ops;
+extern const RlockKindOps read_ops;
+extern const RlockKindOps write_ops;
 
 /*
  * Acquire the read (kind RLOCK_KIND_READ) or the write side; arguments as

@@ -25,6 +25,7 @@
 
 #include "miscadmin.h"
 #include "storage/proc.h"
+#include "utils/memutils.h"
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
 
@@ -39,6 +40,12 @@
 
 /* This backend is subscribed to a waiter's channel it has not left yet. */
 static bool channel_pending = false;
+/* ... on this connection */
+static RedisConn *waiting_sub = NULL;
+
+/* Where the attempt just made asks the wait to move (lock_wait_retarget). */
+static RedisConn *retarget_sub = NULL;
+static char *retarget_channel = NULL;
 
 /*
  * Leave the channel (without waiting for Redis's answer); also registered
@@ -50,7 +57,21 @@ leave_channel(void)
 	if (!channel_pending)
 		return;
 	channel_pending = false;
-	rconn_unsubscribe_nowait(rconn_backend_subscriber());
+	rconn_unsubscribe_nowait(waiting_sub);
+}
+
+/*
+ * Called by an attempt that failed on another lock than the one waited
+ * for (a multi-lock's member, a Redlock's master): the wait moves to that
+ * channel on sub (NULL: the same connection) before the next sleep.
+ */
+void
+lock_wait_retarget(RedisConn *sub, const char *channel)
+{
+	retarget_sub = sub;
+	if (retarget_channel != NULL)
+		pfree(retarget_channel);
+	retarget_channel = MemoryContextStrdup(TopMemoryContext, channel);
 }
 
 static void
@@ -59,19 +80,101 @@ waiting_context(void *arg)
 	errcontext("waiting for rlock lock \"%s\"", (const char *) arg);
 }
 
+/*
+ * Subscribe, then alternate attempts and sleeps until an attempt succeeds
+ * (true) or the deadline passes (false).
+ */
+static bool
+wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
+		  TimestampTz start, TimestampTz deadline, LockTryFn try_fn,
+		  void *arg)
+{
+	bool		attempt_now = true;
+	TimestampTz until = 0;
+
+	holds_on_abort(leave_channel);
+	channel_pending = true;
+	waiting_sub = sub;
+	retarget_sub = NULL;
+	if (retarget_channel != NULL)
+		pfree(retarget_channel);
+	retarget_channel = NULL;
+	rconn_subscribe(sub, channel, ln->name, start);
+	waitqueue_join(channel);
+	for (;;)
+	{
+		int64		pttl = -1;
+		TimestampTz now;
+		int64		sleep_ms;
+		int			rc;
+
+		if (attempt_now)
+		{
+			if (try_fn(arg, &pttl))
+				return true;
+			now = GetCurrentTimestamp();
+			if (now >= deadline)
+				return false;
+			if (retarget_channel != NULL)
+			{
+				/* listen where the attempt failed, then look again */
+				if (retarget_sub != NULL && retarget_sub != sub)
+				{
+					rconn_unsubscribe_nowait(sub);
+					sub = waiting_sub = retarget_sub;
+				}
+				channel = pstrdup(retarget_channel);
+				pfree(retarget_channel);
+				retarget_channel = NULL;
+				retarget_sub = NULL;
+				rconn_subscribe(sub, channel, ln->name, deadline);
+				waitqueue_leave(true);
+				waitqueue_join(channel);
+				continue;
+			}
+
+			/* sleep until a release message, or the lease runs out */
+			sleep_ms = (pttl >= 0) ? Min(pttl + 1, WAIT_RECHECK_MS)
+				: WAIT_RECHECK_MS;
+			until = TimestampTzPlusMilliseconds(now, sleep_ms);
+			if (until > deadline)
+				until = deadline;
+		}
+
+		rc = rconn_wait_message(sub, until);
+		if (rc < 0)
+		{
+			/* the connection broke: a failover is ridden out */
+			rconn_subscribe(sub, channel, ln->name, deadline);
+			attempt_now = true;
+		}
+		else if (rc == 0)
+			attempt_now = true;	/* the lease ran out, or time to look */
+		else
+			attempt_now = waitqueue_is_first(); /* a release, or our turn */
+	}
+}
+
 bool
 lock_wait(const LockName *ln, const char *channel, int64 wait_ms,
 		  bool honour_lock_timeout, bool shared, LockTryFn try_fn,
 		  LockGiveUpFn give_up_fn, void *arg)
 {
-	RedisConn  *sub = rconn_backend_subscriber();
+	return lock_wait_on(rconn_backend_subscriber(), ln, channel, wait_ms,
+						honour_lock_timeout, shared, try_fn, give_up_fn, arg);
+}
+
+/* lock_wait, listening on the subscriber connection sub. */
+bool
+lock_wait_on(RedisConn *sub, const LockName *ln, const char *channel,
+			 int64 wait_ms, bool honour_lock_timeout, bool shared,
+			 LockTryFn try_fn, LockGiveUpFn give_up_fn, void *arg)
+{
 	TimestampTz start = GetCurrentTimestamp();
 	TimestampTz deadline;
 	ErrorContextCallback errcb;
 	volatile bool armed = false;
 	bool		acquired = false;
-	bool		attempt_now = true;
-	TimestampTz until = 0;
 
 	deadline = (wait_ms < 0) ? DT_NOEND :
 		TimestampTzPlusMilliseconds(start, wait_ms);
@@ -89,48 +192,7 @@ lock_wait(const LockName *ln, const char *channel, int64 wait_ms,
 			armed = true;
 		}
 
-		holds_on_abort(leave_channel);
-		channel_pending = true;
-		rconn_subscribe(sub, channel, ln->name, start);
-		waitqueue_join(channel);
-		for (;;)
-		{
-			int64		pttl = -1;
-			TimestampTz now;
-			int64		sleep_ms;
-			int			rc;
-
-			if (attempt_now)
-			{
-				if (try_fn(arg, &pttl))
-				{
-					acquired = true;
-					break;
-				}
-				now = GetCurrentTimestamp();
-				if (now >= deadline)
-					break;
-
-				/* sleep until a release message, or the lease runs out */
-				sleep_ms = (pttl >= 0) ? Min(pttl + 1, WAIT_RECHECK_MS)
-					: WAIT_RECHECK_MS;
-				until = TimestampTzPlusMilliseconds(now, sleep_ms);
-				if (until > deadline)
-					until = deadline;
-			}
-
-			rc = rconn_wait_message(sub, until);
-			if (rc < 0)
-			{
-				/* the connection broke: a failover is ridden out */
-				rconn_subscribe(sub, channel, ln->name, deadline);
-				attempt_now = true;
-			}
-			else if (rc == 0)
-				attempt_now = true;	/* the lease ran out, or time to look */
-			else
-				attempt_now = waitqueue_is_first(); /* a release, or our turn */
-		}
+		acquired = wait_loop(sub, ln, channel, start, deadline, try_fn, arg);
 	}
 	PG_CATCH();
 	{

@@ -10,6 +10,7 @@
 #ifndef RLOCK_LOCK_WAIT_H
 #define RLOCK_LOCK_WAIT_H
 
+#include "connection.h"
 #include "lockname.h"
 
 /*
@@ -35,5 +36,12 @@ typedef void (*LockGiveUpFn) (void *arg);
 extern bool lock_wait(const LockName *ln, const char *channel, int64 wait_ms,
 					  bool honour_lock_timeout, bool shared,
 					  LockTryFn try_fn, LockGiveUpFn give_up_fn, void *arg);
+
+extern bool lock_wait_on(RedisConn *sub, const LockName *ln,
+						 const char *channel, int64 wait_ms,
+						 bool honour_lock_timeout, bool shared,
+						 LockTryFn try_fn, LockGiveUpFn give_up_fn,
+						 void *arg);
+extern void lock_wait_retarget(RedisConn *sub, const char *channel);
 
 #endif							/* RLOCK_LOCK_WAIT_H */

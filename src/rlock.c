@@ -23,6 +23,7 @@
 #include "compat.h"
 #include "connection.h"
 #include "holds.h"
+#include "redlock.h"
 #include "registry.h"
 #include "stats.h"
 #include "waitqueue.h"
@@ -35,6 +36,7 @@ void		_PG_init(void);
 
 char	   *rlock_redis_url = NULL;
 char	   *rlock_key_prefix = NULL;
+char	   *rlock_redlock_urls = NULL;
 int			rlock_watchdog_timeout_ms = 30000;
 int			rlock_connect_timeout_ms = 2000;
 int			rlock_command_timeout_ms = 2000;
@@ -90,36 +92,6 @@ check_key_prefix(char **newval, void **extra, GucSource source)
 	return true;
 }
 
-const char *
-rlock_kind_name(RlockKind kind)
-{
-	switch (kind)
-	{
-		case RLOCK_KIND_EXCLUSIVE:
-			return "exclusive";
-		case RLOCK_KIND_READ:
-			return "read";
-		case RLOCK_KIND_WRITE:
-			return "write";
-		case RLOCK_KIND_FAIR:
-			return "fair";
-	}
-	return "unknown";
-}
-
-/*
- * May one session hold one name as both kinds?  Only the two sides of a
- * read/write lock (a writer may also read); every other mix is refused.
- */
-bool
-rlock_kinds_compatible(RlockKind a, RlockKind b)
-{
-	if (a == b)
-		return true;
-	return (a == RLOCK_KIND_READ || a == RLOCK_KIND_WRITE) &&
-		(b == RLOCK_KIND_READ || b == RLOCK_KIND_WRITE);
-}
-
 void
 _PG_init(void)
 {
@@ -144,6 +116,16 @@ _PG_init(void)
 							   PGC_SUSET,
 							   0,
 							   check_key_prefix, NULL, NULL);
+
+	DefineCustomStringVariable("rlock.redlock_urls",
+							   "Independent Redis masters of the Redlock (rlock_redlock_*).",
+							   "Comma-separated redis://, rediss:// or unix:// URLs.",
+							   &rlock_redlock_urls,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY,
+							   rlock_check_redlock_urls,
+							   rlock_assign_redlock_urls, NULL);
 
 	DefineCustomIntVariable("rlock.watchdog_timeout",
 							"Lease of locks taken without a lease; renewed every third of it.",

@@ -14,10 +14,16 @@
  *					 fenced lock (RFencedLock)
  *	lock_rw.c		 the read/write lock (Redisson RReadWriteLock)
  *	lock_fair.c		 the fair lock (Redisson RedissonFairLock)
+ *	lock_multi.c	 the multi-lock: a set of exclusive locks, all or none
+ *	lock_redlock.c	 the Redlock: the exclusive lock on a quorum of masters
+ *	lock_kinds.c	 the table of lock kinds: names, compatibility, and the
+ *					 operations the bookkeeping and the watchdog use
  *	lock_wait.c		 how a blocked acquisition waits, for every lock kind
  *	waitqueue.c		 shared memory: which of this server's waiters tries next
  *	holds.c			 backend-local table of what this session holds:
  *					 acquisitions and releases of every kind
+ *	holds_set.c		 a set of names acquired all or none, and released
+ *					 together, in one round trip per node
  *	holds_batch.c	 many holds told to Redis in one round trip (releases at
  *					 transaction and session end, reconciling uncertain ones)
  *	holds_xact.c	 when holds end: transaction, subtransaction and exit
@@ -35,6 +41,8 @@
  *	transport_tls.c	 TLS over that socket (OpenSSL), rlock.tls_*
  *	resolve.c		 host names resolved within a deadline
  *	url.c			 rlock.redis_url, its password kept out of sight
+ *	redlock.c		 rlock.redlock_urls: the independent masters of the
+ *					 Redlock, asked in parallel, and their quorum
  *	topology.c		 which node is the master (Sentinel), followed through
  *					 failover and shared by the server's processes
  *	connection_error.c	 failures and error replies as ERRORs with SQLSTATEs
@@ -81,10 +89,12 @@ typedef enum RlockKind
 	RLOCK_KIND_EXCLUSIVE = 0,
 	RLOCK_KIND_READ,			/* the two sides of a read/write lock */
 	RLOCK_KIND_WRITE,
-	RLOCK_KIND_FAIR
+	RLOCK_KIND_FAIR,
+	RLOCK_KIND_REDLOCK			/* the exclusive lock on a quorum of the
+								 * masters of rlock.redlock_urls */
 } RlockKind;
 
-#define RLOCK_NUM_KINDS		4
+#define RLOCK_NUM_KINDS		5
 
 /* Scope of one hold. */
 typedef enum RlockScope
@@ -96,6 +106,7 @@ typedef enum RlockScope
 /* Settings (rlock.c). */
 extern char *rlock_redis_url;
 extern char *rlock_key_prefix;
+extern char *rlock_redlock_urls;
 extern int	rlock_watchdog_timeout_ms;
 extern int	rlock_connect_timeout_ms;
 extern int	rlock_command_timeout_ms;
@@ -129,6 +140,7 @@ typedef enum RlockPublishMode
 	RLOCK_PUBLISH_SHARDED		/* SPUBLISH / SSUBSCRIBE */
 } RlockPublishMode;
 
+/* lock_kinds.c */
 extern const char *rlock_kind_name(RlockKind kind);
 extern bool rlock_kinds_compatible(RlockKind a, RlockKind b);
 

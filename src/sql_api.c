@@ -29,6 +29,7 @@
 #include "lockname.h"
 #include "registry.h"
 #include "rlock.h"
+#include "sql_api.h"
 
 /*
  * Convert an interval argument to milliseconds (rounded up), checking that
@@ -64,8 +65,8 @@ interval_ms(Interval *iv, const char *argname, const LockName *ln,
 }
 
 /* The lease argument: 0 means automatic renewal (watchdog). */
-static int64
-lease_arg(FunctionCallInfo fcinfo, int argno, const LockName *ln)
+int64
+sql_lease_arg(FunctionCallInfo fcinfo, int argno, const LockName *ln)
 {
 	if (PG_ARGISNULL(argno))
 	{
@@ -82,8 +83,8 @@ lease_arg(FunctionCallInfo fcinfo, int argno, const LockName *ln)
 }
 
 /* The wait argument of the try functions: 0 = one attempt. */
-static int64
-wait_arg(FunctionCallInfo fcinfo, int argno, const LockName *ln)
+int64
+sql_wait_arg(FunctionCallInfo fcinfo, int argno, const LockName *ln)
 {
 	if (PG_ARGISNULL(argno))
 		ereport(ERROR,
@@ -162,8 +163,8 @@ owner_for_acquire(FunctionCallInfo fcinfo, int argno, const LockName *ln,
 	return owner;
 }
 
-static void
-name_arg(FunctionCallInfo fcinfo, int argno, LockName *ln)
+void
+sql_name_arg(FunctionCallInfo fcinfo, int argno, LockName *ln)
 {
 	lockname_init(ln, PG_ARGISNULL(argno) ? NULL : PG_GETARG_TEXT_PP(argno));
 }
@@ -176,9 +177,9 @@ rlock_acquire(PG_FUNCTION_ARGS)
 	int64		lease;
 	const char *owner;
 
-	name_arg(fcinfo, 0, &ln);
+	sql_name_arg(fcinfo, 0, &ln);
 	owner = owner_for_acquire(fcinfo, 2, &ln, PG_ARGISNULL(1));
-	lease = lease_arg(fcinfo, 1, &ln);
+	lease = sql_lease_arg(fcinfo, 1, &ln);
 	exclusive_acquire(&ln, RLOCK_SCOPE_SESSION, lease, -1, owner, true, NULL);
 	PG_RETURN_VOID();
 }
@@ -192,10 +193,10 @@ rlock_try_acquire(PG_FUNCTION_ARGS)
 	int64		wait;
 	const char *owner;
 
-	name_arg(fcinfo, 0, &ln);
+	sql_name_arg(fcinfo, 0, &ln);
 	owner = owner_for_acquire(fcinfo, 3, &ln, PG_ARGISNULL(1));
-	lease = lease_arg(fcinfo, 1, &ln);
-	wait = wait_arg(fcinfo, 2, &ln);
+	lease = sql_lease_arg(fcinfo, 1, &ln);
+	wait = sql_wait_arg(fcinfo, 2, &ln);
 	PG_RETURN_BOOL(exclusive_acquire(&ln, RLOCK_SCOPE_SESSION, lease, wait,
 									 owner, false, NULL));
 }
@@ -206,7 +207,7 @@ rlock_release(PG_FUNCTION_ARGS)
 {
 	LockName	ln;
 
-	name_arg(fcinfo, 0, &ln);
+	sql_name_arg(fcinfo, 0, &ln);
 	PG_RETURN_BOOL(holds_release(&ln, RLOCK_KIND_EXCLUSIVE,
 								 owner_arg(fcinfo, 1, &ln)));
 }
@@ -218,8 +219,8 @@ rlock_xact_acquire(PG_FUNCTION_ARGS)
 	LockName	ln;
 	int64		lease;
 
-	name_arg(fcinfo, 0, &ln);
-	lease = lease_arg(fcinfo, 1, &ln);
+	sql_name_arg(fcinfo, 0, &ln);
+	lease = sql_lease_arg(fcinfo, 1, &ln);
 	exclusive_acquire(&ln, RLOCK_SCOPE_XACT, lease, -1, NULL, true, NULL);
 	PG_RETURN_VOID();
 }
@@ -232,9 +233,9 @@ rlock_xact_try_acquire(PG_FUNCTION_ARGS)
 	int64		lease;
 	int64		wait;
 
-	name_arg(fcinfo, 0, &ln);
-	lease = lease_arg(fcinfo, 1, &ln);
-	wait = wait_arg(fcinfo, 2, &ln);
+	sql_name_arg(fcinfo, 0, &ln);
+	lease = sql_lease_arg(fcinfo, 1, &ln);
+	wait = sql_wait_arg(fcinfo, 2, &ln);
 	PG_RETURN_BOOL(exclusive_acquire(&ln, RLOCK_SCOPE_XACT, lease, wait,
 									 NULL, false, NULL));
 }
@@ -252,7 +253,7 @@ rlock_force_release(PG_FUNCTION_ARGS)
 {
 	LockName	ln;
 
-	name_arg(fcinfo, 0, &ln);
+	sql_name_arg(fcinfo, 0, &ln);
 	PG_RETURN_BOOL(exclusive_force_release(&ln));
 }
 
@@ -271,9 +272,9 @@ rlock_fenced_acquire(PG_FUNCTION_ARGS)
 	const char *owner;
 	int64		token;
 
-	name_arg(fcinfo, 0, &ln);
+	sql_name_arg(fcinfo, 0, &ln);
 	owner = owner_for_acquire(fcinfo, 2, &ln, PG_ARGISNULL(1));
-	lease = lease_arg(fcinfo, 1, &ln);
+	lease = sql_lease_arg(fcinfo, 1, &ln);
 	exclusive_acquire(&ln, RLOCK_SCOPE_SESSION, lease, -1, owner, true,
 					  &token);
 	PG_RETURN_INT64(token);
@@ -289,10 +290,10 @@ rlock_fenced_try_acquire(PG_FUNCTION_ARGS)
 	const char *owner;
 	int64		token;
 
-	name_arg(fcinfo, 0, &ln);
+	sql_name_arg(fcinfo, 0, &ln);
 	owner = owner_for_acquire(fcinfo, 3, &ln, PG_ARGISNULL(1));
-	lease = lease_arg(fcinfo, 1, &ln);
-	wait = wait_arg(fcinfo, 2, &ln);
+	lease = sql_lease_arg(fcinfo, 1, &ln);
+	wait = sql_wait_arg(fcinfo, 2, &ln);
 	if (!exclusive_acquire(&ln, RLOCK_SCOPE_SESSION, lease, wait, owner,
 						   false, &token))
 		PG_RETURN_NULL();		/* not acquired: no token */
@@ -307,8 +308,8 @@ rlock_fenced_xact_acquire(PG_FUNCTION_ARGS)
 	int64		lease;
 	int64		token;
 
-	name_arg(fcinfo, 0, &ln);
-	lease = lease_arg(fcinfo, 1, &ln);
+	sql_name_arg(fcinfo, 0, &ln);
+	lease = sql_lease_arg(fcinfo, 1, &ln);
 	exclusive_acquire(&ln, RLOCK_SCOPE_XACT, lease, -1, NULL, true, &token);
 	PG_RETURN_INT64(token);
 }
@@ -322,9 +323,9 @@ rlock_fenced_xact_try_acquire(PG_FUNCTION_ARGS)
 	int64		wait;
 	int64		token;
 
-	name_arg(fcinfo, 0, &ln);
-	lease = lease_arg(fcinfo, 1, &ln);
-	wait = wait_arg(fcinfo, 2, &ln);
+	sql_name_arg(fcinfo, 0, &ln);
+	lease = sql_lease_arg(fcinfo, 1, &ln);
+	wait = sql_wait_arg(fcinfo, 2, &ln);
 	if (!exclusive_acquire(&ln, RLOCK_SCOPE_XACT, lease, wait, NULL, false,
 						   &token))
 		PG_RETURN_NULL();		/* not acquired: no token */
@@ -351,13 +352,13 @@ kind_acquire_sql(FunctionCallInfo fcinfo, RlockKind kind, RlockScope scope,
 	int64		wait = -1;
 	const char *owner = NULL;
 
-	name_arg(fcinfo, 0, &ln);
+	sql_name_arg(fcinfo, 0, &ln);
 	if (scope == RLOCK_SCOPE_SESSION)
 		owner = owner_for_acquire(fcinfo, is_try ? 3 : 2, &ln,
 								  PG_ARGISNULL(1));
-	lease = lease_arg(fcinfo, 1, &ln);
+	lease = sql_lease_arg(fcinfo, 1, &ln);
 	if (is_try)
-		wait = wait_arg(fcinfo, 2, &ln);
+		wait = sql_wait_arg(fcinfo, 2, &ln);
 	if (kind == RLOCK_KIND_FAIR)
 		return BoolGetDatum(fair_acquire(&ln, scope, lease, wait, owner,
 										 !is_try));
@@ -370,7 +371,7 @@ kind_release_sql(FunctionCallInfo fcinfo, RlockKind kind)
 {
 	LockName	ln;
 
-	name_arg(fcinfo, 0, &ln);
+	sql_name_arg(fcinfo, 0, &ln);
 	return BoolGetDatum(holds_release(&ln, kind, owner_arg(fcinfo, 1, &ln)));
 }
 

@@ -37,6 +37,7 @@
 #include "miscadmin.h"
 #include "utils/memutils.h"
 
+#include "compat.h"
 #include "connection.h"
 #include "url.h"
 
@@ -46,17 +47,6 @@
 /* What the GUC variable holds, whatever the URL. */
 #define URL_STORED_VALUE	"(rlock.redis_url: see SHOW)"
 
-/*
- * GUC values and extras are malloc'd before PostgreSQL 16, and allocated
- * with guc_malloc (in the GUC memory context) since.
- */
-#if PG_VERSION_NUM >= 160000
-#define url_guc_malloc(size)	guc_malloc(LOG, (size))
-#define url_guc_free(ptr)		guc_free(ptr)
-#else
-#define url_guc_malloc(size)	malloc(size)
-#define url_guc_free(ptr)		free(ptr)
-#endif
 
 const RedisUrlConf *rlock_redis_conf = NULL;
 
@@ -465,7 +455,7 @@ new_conf(const RedisUrl *url, const RedisHostAddr *hosts,
 		 int nhosts, const char *full)
 {
 	size_t		len = strlen(full);
-	RedisUrlConf *conf = url_guc_malloc(offsetof(RedisUrlConf, full) + len + 1);
+	RedisUrlConf *conf = guc_extra_malloc(offsetof(RedisUrlConf, full) + len + 1);
 
 	if (conf == NULL)
 		return NULL;
@@ -519,11 +509,11 @@ rlock_check_redis_url(char **newval, void **extra, GucSource source)
 		return false;
 	*extra = conf;
 
-	stored = url_guc_malloc(strlen(URL_STORED_VALUE) + 1);
+	stored = guc_extra_malloc(strlen(URL_STORED_VALUE) + 1);
 	if (stored == NULL)
 		return false;
 	strcpy(stored, URL_STORED_VALUE);
-	url_guc_free(*newval);
+	guc_extra_free(*newval);
 	*newval = stored;
 	return true;
 }

@@ -50,6 +50,7 @@
 #include "utils/timestamp.h"
 
 #include "connection.h"
+#include "holds.h"
 #include "lockname.h"
 #include "registry.h"
 #include "rlock.h"
@@ -83,6 +84,51 @@ watchdog_register(void)
 }
 
 /*
+ * The locks of kinds that live on servers of their own (the Redlock's
+ * masters), renewed or checked there by the kind (holds.h), which asks
+ * all of them at once.  Returns how many were renewed.
+ */
+static int
+renew_elsewhere(RenewItem *items, const int *ask, int n, int elevel,
+				TimestampTz cap, RenewOutcome *outcome)
+{
+	const char *uuid = registry_instance_uuid();
+	RenewArg   *args = palloc(n * sizeof(RenewArg));
+	RenewOutcome *out = palloc(n * sizeof(RenewOutcome));
+	int		   *which = palloc(n * sizeof(int));
+	int			nrenewed = 0;
+
+	for (int kind = 0; kind < RLOCK_NUM_KINDS; kind++)
+	{
+		int			m = 0;
+
+		for (int j = 0; j < n; j++)
+		{
+			RenewItem  *it = &items[ask[j]];
+
+			if (it->kind != kind)
+				continue;
+			args[m].key = it->key;
+			args[m].field = lockname_holder_field(it->kind,
+												  psprintf("%s:%d", uuid, it->pid));
+			args[m].how = it->renew_lease_ms == 0 ? "c" : "x";
+			args[m].lease_ms = it->renew_lease_ms;
+			which[m++] = ask[j];
+		}
+		if (m == 0)
+			continue;
+		holds_kind_ops(kind)->renew(args, m, elevel, cap, out, NULL);
+		for (int j = 0; j < m; j++)
+		{
+			outcome[which[j]] = out[j];
+			if (out[j] == RENEW_HELD && items[which[j]].renew_lease_ms > 0)
+				nrenewed++;
+		}
+	}
+	return nrenewed;
+}
+
+/*
  * One cycle.  Locks whose fixed lease ran out, or that could not be renewed
  * for so long that they must count as lost (registry_fail_closed_at), are
  * marked lost without asking Redis; the others are renewed (or, with a
@@ -105,6 +151,8 @@ renew_cycle(RedisConn *conn, int elevel, TimestampTz *next_due)
 	RReply **replies;
 	RenewOutcome *outcome;
 	int		   *ask;
+	int		   *ask_else;
+	int			nelse = 0;
 	const char *uuid = registry_instance_uuid();
 	int64		period_ms = Max(rlock_watchdog_timeout_ms / 3, 1);
 	TimestampTz earliest = DT_NOEND;
@@ -113,6 +161,7 @@ renew_cycle(RedisConn *conn, int elevel, TimestampTz *next_due)
 	n = registry_renewal_snapshot(&items);
 	outcome = palloc0(Max(n, 1) * sizeof(RenewOutcome));
 	ask = palloc(Max(n, 1) * sizeof(int));
+	ask_else = palloc(Max(n, 1) * sizeof(int));
 	for (int i = 0; i < n; i++)
 	{
 		TimestampTz lost_at = registry_fail_closed_at(items[i].renew_lease_ms,
@@ -132,7 +181,10 @@ renew_cycle(RedisConn *conn, int elevel, TimestampTz *next_due)
 		else if (start - items[i].acquired_at <
 				 (TimestampTz) Max(rlock_watchdog_timeout_ms / 3, 1) * 1000)
 			continue;			/* a fixed lease is checked once it is older */
-		ask[nask++] = i;
+		if (!kind_is_local(items[i].kind))
+			ask_else[nelse++] = i;	/* a Redlock: on its own masters */
+		else
+			ask[nask++] = i;
 	}
 
 	if (nask > 0)
@@ -198,6 +250,9 @@ renew_cycle(RedisConn *conn, int elevel, TimestampTz *next_due)
 	}
 	else
 		nbatches = 0;
+	if (nelse > 0)
+		nrenewed += renew_elsewhere(items, ask_else, nelse, elevel, earliest,
+									outcome);
 	registry_renewed(items, outcome, n, start, rlock_cancel_on_lost);
 
 	*next_due = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), period_ms);

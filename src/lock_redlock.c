@@ -1,0 +1,368 @@
+/*-------------------------------------------------------------------------
+ *
+ * lock_redlock.c
+ *	  The Redlock (Redisson RedissonRedLock): the exclusive lock of
+ *	  lock_exclusive.c, same keys and scripts, on each of the N independent
+ *	  masters of rlock.redlock_urls, held while a majority (N/2+1) of them
+ *	  hold it.
+ *
+ * Acquisition asks every master at once (redlock.c) and succeeds when a
+ * majority granted it within its validity: the lease, less the time the
+ * round trip took, less a drift of 1 % of the lease plus 2 ms for the
+ * masters' clocks.  Otherwise what some masters granted is given back on
+ * every master before the attempt returns: the entry was uncertain while
+ * the scripts were in flight, and the table's settle lowers this holder's
+ * count to what it held before, on all of them (holds_batch.c calls this
+ * kind's settle), which is also what an interrupted attempt gets at abort.
+ *
+ * Releases lower the count to the table's on every master (the reconcile
+ * script: idempotent, so a master that missed an earlier release is put
+ * right by the next one), and a Redlock that fewer than a majority still
+ * had is reported lost.  A master that does not answer keeps the lock
+ * until its lease runs out, which the others do not wait for.
+ *
+ * The watchdog renews a Redlock on every master and counts: held while a
+ * majority holds it, lost when the masters that answered leave no
+ * majority possible, and otherwise not known, for the fail-closed rule to
+ * judge (registry.c).  The check before COMMIT asks the same way.
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/timestamp.h"
+
+#include "holds.h"
+#include "lock_exclusive.h"
+#include "lock_redlock.h"
+#include "lock_wait.h"
+#include "redlock.h"
+#include "scripts.h"
+#include "stats.h"
+
+/* Renew script calls carry this many locks at most. */
+#define REDLOCK_RENEW_BATCH		1000
+
+/* What the attempts of one acquisition share. */
+typedef struct RedlockAttempt
+{
+	const LockName *ln;
+	HoldRequest req;
+	RedisConn  *conns[REDLOCK_MAX_MASTERS];
+	int			n;
+	int			listening;		/* the master a waiter listens on (-1) */
+	bool		waiting;
+} RedlockAttempt;
+
+static char *
+channel_of(const LockName *ln)
+{
+	return lockname_derive(ln->key, "redisson_lock__channel");
+}
+
+/* One master's answer to the acquire script. */
+static bool
+read_answer(RReply *r, AcquireResult *res)
+{
+	memset(res, 0, sizeof(*res));
+	if (r->type != RREPLY_ARRAY || r->elements < 2 ||
+		r->element[0]->type != RREPLY_INTEGER)
+		return false;
+	res->status = r->element[0]->integer;
+	if (r->element[1]->type == RREPLY_INTEGER)
+		res->value = r->element[1]->integer;
+	else if (r->element[1]->type == RREPLY_STRING)
+		res->word = pnstrdup(r->element[1]->str, r->element[1]->len);
+	else if (res->status <= 1)
+		return false;
+	return true;
+}
+
+/*
+ * One attempt on every master.  When it fails, *pttl is the remaining lease
+ * of the holder on the master the wait listens on, one that refused.
+ */
+static bool
+redlock_try(void *arg, int64 *pttl)
+{
+	RedlockAttempt *a = arg;
+	RedisCmd	cmd;
+	HeldLock   *h;
+	RconnOp    *ops;
+	HoldRequest req;
+	int			granted = 0;
+	int			answered = 0;
+	int			refuser = -1;
+	int64		refuser_pttl = -1;
+	AcquireResult other_kind = {0};
+	char	   *error = NULL;
+	int64		elapsed_ms;
+	int64		drift_ms = a->req.lease_ms / 100 + 2;
+	bool		ok;
+
+	exclusive_build_acquire(&cmd, a->ln, a->req.lease_ms, a->req.holder,
+							false);
+	h = holds_begin_elsewhere(a->ln, RLOCK_KIND_REDLOCK, &a->req);
+	ops = redlock_run(a->conns, a->n, &cmd, 1, DT_NOEND);
+	elapsed_ms = (GetCurrentTimestamp() - a->req.sent_at) / 1000;
+
+	/* copy what matters out: giving holds back uses the connections */
+	for (int m = 0; m < a->n; m++)
+	{
+		AcquireResult res;
+		RReply	   *r;
+
+		if (!ops[m].ok)
+			continue;
+		answered++;
+		r = ops[m].replies[0];
+		if (r->type == RREPLY_ERROR)
+		{
+			if (error == NULL)
+				error = pnstrdup(r->str, r->len);
+			continue;
+		}
+		if (!read_answer(r, &res))
+		{
+			if (error == NULL)
+				error = psprintf("unexpected reply from Redis at %s",
+								 rconn_address(a->conns[m]));
+			continue;
+		}
+		if (res.status == 1)
+			granted++;
+		else if (res.status == 0)
+		{
+			if (refuser < 0 || m == a->listening)
+			{
+				refuser = m;
+				refuser_pttl = res.value;
+			}
+		}
+		else if (other_kind.status == 0)
+			other_kind = res;
+	}
+
+	/* a majority, and time left of the lease once the drift is counted */
+	ok = granted >= redlock_quorum(a->n) &&
+		a->req.lease_ms - elapsed_ms - drift_ms > 0;
+	req = a->req;
+	req.sent_at -= drift_ms * 1000;
+	holds_end_elsewhere(h, &req, ok, a->ln->name);
+	if (ok)
+		return true;
+
+	if (other_kind.status > 1)
+		exclusive_refused(a->ln, &other_kind);
+	if (error != NULL)
+	{
+		RReply		e = {0};
+
+		e.type = RREPLY_ERROR;
+		e.str = error;
+		e.len = strlen(error);
+		rconn_reply_error(&e, ERROR, a->ln->name);
+	}
+	if (answered == 0)
+		rconn_report(a->conns[0], ERROR, a->ln->name);
+
+	/* listen where it is held, else on a master that answered */
+	if (refuser < 0)
+	{
+		for (int m = 0; m < a->n && refuser < 0; m++)
+			if (ops[m].ok)
+				refuser = m;
+	}
+	if (a->waiting && refuser != a->listening)
+		lock_wait_retarget(redlock_subscriber(refuser), channel_of(a->ln));
+	a->listening = refuser;
+	*pttl = refuser_pttl;
+	return false;
+}
+
+bool
+redlock_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
+				int64 wait_ms, bool honour_lock_timeout)
+{
+	RedlockAttempt a;
+	int64		pttl;
+
+	a.n = redlock_masters(a.conns, ln->name);
+	(void) holds_prepare_acquire(ln, RLOCK_KIND_REDLOCK, scope, lease_ms,
+								 NULL, &a.req);
+	a.ln = ln;
+	a.listening = -1;
+	a.waiting = false;
+	if (redlock_try(&a, &pttl))
+		return true;
+	if (wait_ms == 0)
+	{
+		stats_count(RLOCK_STAT_FAILED);
+		return false;
+	}
+	a.waiting = true;
+	return lock_wait_on(redlock_subscriber(a.listening), ln, channel_of(ln),
+						wait_ms, honour_lock_timeout, false, redlock_try,
+						NULL, &a);
+}
+
+bool
+redlock_release(const LockName *ln)
+{
+	redlock_require_configured(ln->name);
+	return holds_release(ln, RLOCK_KIND_REDLOCK, NULL);
+}
+
+/*
+ * The kind's settle (holds.h): lower this holder's count of each lock to
+ * its target on every master at once.  held[i]: a majority answered with
+ * at least before[i] holds.
+ */
+static void
+redlock_settle(const char *const *keys, const int *targets, const int *before,
+			   int n, const char *holder, bool *held, int elevel)
+{
+	RedisConn  *conns[REDLOCK_MAX_MASTERS];
+	int			nm;
+	RedisCmd   *cmds = palloc(n * sizeof(RedisCmd));
+	RconnOp    *ops;
+	int		   *count = palloc0(n * sizeof(int));
+
+	if (redlock_num_masters() == 0)
+	{
+		/* the setting was emptied: nothing can be told, leases run out */
+		for (int i = 0; i < n; i++)
+			held[i] = before[i] <= 0;
+		return;
+	}
+	nm = redlock_masters(conns, keys[0]);
+	for (int i = 0; i < n; i++)
+		exclusive_build_reconcile(&cmds[i], RLOCK_KIND_EXCLUSIVE, keys[i],
+								  holder, targets[i]);
+	ops = redlock_run(conns, nm, cmds, n, DT_NOEND);
+	for (int m = 0; m < nm; m++)
+	{
+		if (!ops[m].ok)
+		{
+			/* what it keeps expires with its lease */
+			rconn_report(conns[m], DEBUG1, n == 1 ? keys[0] : NULL);
+			continue;
+		}
+		for (int i = 0; i < n; i++)
+		{
+			RReply	   *r = ops[m].replies[i];
+
+			if (r->type == RREPLY_INTEGER && r->integer >= before[i])
+				count[i]++;
+			else if (r->type == RREPLY_ERROR)
+				rconn_reply_error(r, Min(elevel, WARNING), keys[i]);
+		}
+	}
+	for (int i = 0; i < n; i++)
+		held[i] = before[i] <= 0 || count[i] >= redlock_quorum(nm);
+}
+
+static int
+compare_desc(const void *a, const void *b)
+{
+	int64		x = *(const int64 *) a;
+	int64		y = *(const int64 *) b;
+
+	return x > y ? -1 : (x < y ? 1 : 0);
+}
+
+/*
+ * The kind's renew (holds.h): the renew script on every master at once.
+ * Held when a majority holds it; gone when the masters that answered
+ * leave no majority possible; else not known.  The lease left for sure is
+ * what the majority's last member has.
+ */
+static void
+redlock_renew(const RenewArg *args, int n, int elevel, TimestampTz cap,
+			  RenewOutcome *outcome, int64 *left_ms)
+{
+	RedisConn  *conns[REDLOCK_MAX_MASTERS];
+	int			nm = redlock_num_masters();
+	int			quorum = redlock_quorum(nm);
+	RedisCmd   *cmds;
+	int		   *order;
+	int		   *starts;
+	int			ncalls;
+	RconnOp    *ops;
+	int		   *holding = palloc0(n * sizeof(int));
+	int		   *unknown = palloc0(n * sizeof(int));
+	int64	   *pttls = palloc(n * REDLOCK_MAX_MASTERS * sizeof(int64));
+
+	for (int i = 0; i < n; i++)
+	{
+		outcome[i] = RENEW_UNKNOWN;
+		if (left_ms)
+			left_ms[i] = -1;
+	}
+	if (nm == 0)
+		return;					/* not renewed: the fail-closed rule runs */
+	(void) redlock_masters(conns, "");
+	ncalls = rcmd_renew_calls(args, n, REDLOCK_RENEW_BATCH, &cmds, &order,
+							  &starts);
+	ops = redlock_run(conns, nm, cmds, ncalls, cap);
+	for (int m = 0; m < nm; m++)
+	{
+		if (!ops[m].ok)
+		{
+			rconn_report(conns[m], Min(elevel, DEBUG1), NULL);
+			for (int i = 0; i < n; i++)
+				unknown[i]++;
+			continue;
+		}
+		for (int g = 0; g < ncalls; g++)
+		{
+			RReply	   *r = ops[m].replies[g];
+			int			first = starts[g];
+			int			count = starts[g + 1] - first;
+
+			for (int j = 0; j < count; j++)
+			{
+				int			i = order[first + j];
+
+				if (r->type != RREPLY_ARRAY || r->elements != 2 * count ||
+					r->element[2 * j]->type != RREPLY_INTEGER)
+				{
+					unknown[i]++;
+					continue;
+				}
+				if (r->element[2 * j]->integer > 0)
+				{
+					RReply	   *t = r->element[2 * j + 1];
+
+					pttls[i * REDLOCK_MAX_MASTERS + holding[i]] =
+						t->type == RREPLY_INTEGER ? t->integer : -1;
+					holding[i]++;
+				}
+			}
+		}
+	}
+	for (int i = 0; i < n; i++)
+	{
+		if (holding[i] >= quorum)
+		{
+			int64	   *p = &pttls[i * REDLOCK_MAX_MASTERS];
+
+			outcome[i] = RENEW_HELD;
+			qsort(p, holding[i], sizeof(int64), compare_desc);
+			if (left_ms)
+				left_ms[i] = p[quorum - 1];
+		}
+		else if (holding[i] + unknown[i] < quorum)
+			outcome[i] = RENEW_GONE;
+	}
+}
+
+const RlockKindOps redlock_ops = {
+	.name = "redlock",
+	.build_release = exclusive_build_release,
+	.build_reconcile = exclusive_build_reconcile,
+	.settle = redlock_settle,
+	.renew = redlock_renew,
+};
