@@ -744,6 +744,29 @@ rconn_run1(RedisConn *conn, RedisCmd *cmd, const char *what)
 	return replies[0];
 }
 
+/*
+ * Did conn's last round trip fail before its commands could reach the
+ * server (connecting, resolving, the handshake)?  Then none of them ran.
+ */
+bool
+rconn_failed_before_sending(RedisConn *conn)
+{
+	switch (conn->failure)
+	{
+		case RF_CONNECT:
+		case RF_CONNECT_TIMEOUT:
+		case RF_AUTH:
+		case RF_SELECT:
+		case RF_RESOLVE:
+		case RF_TLS:
+		case RF_NOFD:
+		case RF_CONFIG:
+			return true;
+		default:
+			return false;
+	}
+}
+
 /* Report why conn's last round trip failed (connection_error.c words it). */
 void
 rconn_report(RedisConn *conn, int elevel, const char *what)

@@ -166,6 +166,7 @@ extern void rconn_run_parallel(RconnOp *ops, int nops);
 
 /* Report why conn's last round trip failed, at elevel. */
 extern void rconn_report(RedisConn *conn, int elevel, const char *what);
+extern bool rconn_failed_before_sending(RedisConn *conn);
 
 /*
  * Redis Cluster (cluster.c): which slot a key hashes to (-1 outside a

@@ -754,8 +754,8 @@ holds_begin_elsewhere(const LockName *ln, RlockKind kind, HoldRequest *req)
 
 /*
  * ... and after it: granted, the hold is recorded (a full registry gives
- * it back, and fails); refused, whatever some servers granted is given
- * back at once (the entry's settle lowers their count to the table's).
+ * it back, through the entry's settle, and fails); refused, the kind has
+ * given back what some servers granted, and the entry is settled.
  */
 void
 holds_end_elsewhere(HeldLock *h, const HoldRequest *req, bool granted,
@@ -771,5 +771,6 @@ holds_end_elsewhere(HeldLock *h, const HoldRequest *req, bool granted,
 		stats_count(RLOCK_STAT_ACQUISITIONS);
 		return;
 	}
-	holds_settle();
+	holds_set_uncertain(h, false);
+	holds_drop_if_unused(h);
 }

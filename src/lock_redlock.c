@@ -81,6 +81,31 @@ read_answer(RReply *r, AcquireResult *res)
 }
 
 /*
+ * An attempt that failed: lower this holder's count to the table's on
+ * every master where the script may have run (those that answered, and
+ * those that failed after it was sent), all at once.  What a master that
+ * does not answer keeps expires with its lease.
+ */
+static void
+give_back(RedlockAttempt *a, HeldLock *h, RconnOp *ops)
+{
+	RedisConn  *conns[REDLOCK_MAX_MASTERS];
+	int			n = 0;
+	RedisCmd	cmd;
+
+	for (int m = 0; m < a->n; m++)
+	{
+		if (ops[m].ok || !rconn_failed_before_sending(a->conns[m]))
+			conns[n++] = a->conns[m];
+	}
+	if (n == 0)
+		return;
+	exclusive_build_reconcile(&cmd, RLOCK_KIND_EXCLUSIVE, a->ln->key,
+							  a->req.holder, holds_total(h));
+	(void) redlock_run(conns, n, &cmd, 1, DT_NOEND);
+}
+
+/*
  * One attempt on every master.  When it fails, *pttl is the remaining lease
  * of the holder on the master the wait listens on, one that refused.
  */
@@ -148,6 +173,8 @@ redlock_try(void *arg, int64 *pttl)
 	/* a majority, and time left of the lease once the drift is counted */
 	ok = granted >= redlock_quorum(a->n) &&
 		a->req.lease_ms - elapsed_ms - drift_ms > 0;
+	if (!ok)
+		give_back(a, h, ops);
 	req = a->req;
 	req.sent_at -= drift_ms * 1000;
 	holds_end_elsewhere(h, &req, ok, a->ln->name);
