@@ -301,9 +301,10 @@ rlock_locks(PG_FUNCTION_ARGS)
 			else
 				nulls[9] = true;
 			vals[10] = CStringGetTextDatum(e->state == REGISTRY_LOST ? "lost" : "held");
-			if (rconn_is_cluster())
+			if (rconn_is_cluster() && kind_is_local(e->kind))
 				node = rconn_node_address(e->key);
-			if (node)
+			/* (a Redlock lives on the masters of rlock.redlock_urls) */
+			if (node && kind_is_local(e->kind))
 				vals[11] = CStringGetTextDatum(node);
 			else
 				nulls[11] = true;

@@ -70,6 +70,13 @@ rlock_check_redlock_urls(char **newval, void **extra, GucSource source)
 			guc_extra_free(conf);
 			return false;
 		}
+		if (strncmp(item, "redis-", 6) == 0 || strncmp(item, "rediss-", 7) == 0)
+		{
+			GUC_check_errdetail("Master %d of rlock.redlock_urls is a Sentinel or Cluster URL; a Redlock is taken on independent standalone masters (redis://, rediss:// or unix://).",
+								conf->n + 1);
+			guc_extra_free(conf);
+			return false;
+		}
 		if (!rconn_parse_url(item, &conf->masters[conf->n], &err))
 		{
 			GUC_check_errdetail("Master %d of rlock.redlock_urls: %s.",
@@ -86,8 +93,13 @@ rlock_check_redlock_urls(char **newval, void **extra, GucSource source)
 void
 rlock_assign_redlock_urls(const char *newval, void *extra)
 {
-	redlock_conf = extra;
-	rconn_assign_string_setting(newval, extra);
+	const RedlockConf *conf = extra;
+
+	/* a reload that changes nothing keeps the connections */
+	if (redlock_conf == NULL || conf == NULL ||
+		memcmp(redlock_conf, conf, sizeof(RedlockConf)) != 0)
+		rconn_assign_string_setting(newval, extra);
+	redlock_conf = conf;
 }
 
 int
