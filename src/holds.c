@@ -456,6 +456,32 @@ holds_acks_refused(const char *name, RedisConn *conn, int wanted,
 }
 
 /*
+ * The answer of an acquire script, copied out of the connection's reply
+ * (AcquireResult); false when it does not have that shape.
+ */
+bool
+holds_parse_acquire(RReply *r, AcquireResult *res)
+{
+	memset(res, 0, sizeof(*res));
+	if (r->type != RREPLY_ARRAY || r->elements < 2 ||
+		r->element[0]->type != RREPLY_INTEGER ||
+		(r->element[0]->integer <= 1 &&
+		 r->element[1]->type != RREPLY_INTEGER))
+		return false;
+	res->status = r->element[0]->integer;
+	if (r->element[1]->type == RREPLY_INTEGER)
+		res->value = r->element[1]->integer;
+	else if (r->element[1]->type == RREPLY_STRING)
+		res->word = pnstrdup(r->element[1]->str, r->element[1]->len);
+	if (r->elements > 2 && r->element[2]->type == RREPLY_INTEGER)
+	{
+		res->has_extra = true;
+		res->extra = r->element[2]->integer;
+	}
+	return true;
+}
+
+/*
  * One acquire script round trip for ln as kind, with the table kept in
  * step: while the script is in flight Redis may hold one more hold than the
  * table (the entry is uncertain; an interrupted call is reconciled later),
@@ -508,23 +534,9 @@ holds_run_acquire(const LockName *ln, RlockKind kind, HoldRequest *req,
 		}
 		rconn_reply_error(r, ERROR, ln->name);
 	}
-	if (r->type != RREPLY_ARRAY || r->elements < 2 ||
-		r->element[0]->type != RREPLY_INTEGER ||
-		(r->element[0]->integer <= 1 &&
-		 r->element[1]->type != RREPLY_INTEGER))
-		rconn_unexpected_reply(r, ln->name);	/* the entry stays uncertain */
-
 	/* copy the answer out: holds_add may use the connection again */
-	res.status = r->element[0]->integer;
-	if (r->element[1]->type == RREPLY_INTEGER)
-		res.value = r->element[1]->integer;
-	else if (r->element[1]->type == RREPLY_STRING)
-		res.word = pnstrdup(r->element[1]->str, r->element[1]->len);
-	if (r->elements > 2 && r->element[2]->type == RREPLY_INTEGER)
-	{
-		res.has_extra = true;
-		res.extra = r->element[2]->integer;
-	}
+	if (!holds_parse_acquire(r, &res))
+		rconn_unexpected_reply(r, ln->name);	/* the entry stays uncertain */
 
 	if (res.status == 1 && acks_wanted > 0 && acked < acks_wanted)
 		undo_unacknowledged(ln, kind, req, h, conn, acks_wanted, acked,

@@ -146,6 +146,7 @@ typedef struct AcquireResult
 /* holds.c: the table, acquisitions and releases */
 extern AcquireResult holds_run_acquire(const LockName *ln, RlockKind kind,
 									   HoldRequest *req, RedisCmd *cmd);
+extern bool holds_parse_acquire(RReply *r, AcquireResult *res);
 extern HeldLock *holds_find(const char *key, RlockKind kind);
 extern HeldLock *holds_find_conflicting(const char *key, RlockKind kind);
 extern HeldLock *holds_enter(const char *key, RlockKind kind);

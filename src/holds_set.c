@@ -66,29 +66,6 @@ holds_prepare_set(const LockName *lns, int n, RlockKind kind,
 	return req->holder;
 }
 
-/* The answer of one acquire script, copied out of the connection's replies. */
-static bool
-read_result(RReply *r, AcquireResult *res)
-{
-	memset(res, 0, sizeof(*res));
-	if (r->type != RREPLY_ARRAY || r->elements < 2 ||
-		r->element[0]->type != RREPLY_INTEGER ||
-		(r->element[0]->integer <= 1 &&
-		 r->element[1]->type != RREPLY_INTEGER))
-		return false;
-	res->status = r->element[0]->integer;
-	if (r->element[1]->type == RREPLY_INTEGER)
-		res->value = r->element[1]->integer;
-	else if (r->element[1]->type == RREPLY_STRING)
-		res->word = pnstrdup(r->element[1]->str, r->element[1]->len);
-	if (r->elements > 2 && r->element[2]->type == RREPLY_INTEGER)
-	{
-		res->has_extra = true;
-		res->extra = r->element[2]->integer;
-	}
-	return true;
-}
-
 /*
  * Record a granted hold of every name, or of none: when the registry has
  * no room for one, those already counted are taken back and every entry is
@@ -189,7 +166,7 @@ holds_run_acquire_set(const LockName *lns, int n, RlockKind kind,
 			}
 			continue;
 		}
-		if (!read_result(r, &res[i]))
+		if (!holds_parse_acquire(r, &res[i]))
 		{
 			res[i].status = 1;	/* not known: give it back to be sure */
 			bad_reply = true;

@@ -62,24 +62,6 @@ channel_of(const LockName *ln)
 	return lockname_derive(ln->key, "redisson_lock__channel");
 }
 
-/* One master's answer to the acquire script. */
-static bool
-read_answer(RReply *r, AcquireResult *res)
-{
-	memset(res, 0, sizeof(*res));
-	if (r->type != RREPLY_ARRAY || r->elements < 2 ||
-		r->element[0]->type != RREPLY_INTEGER)
-		return false;
-	res->status = r->element[0]->integer;
-	if (r->element[1]->type == RREPLY_INTEGER)
-		res->value = r->element[1]->integer;
-	else if (r->element[1]->type == RREPLY_STRING)
-		res->word = pnstrdup(r->element[1]->str, r->element[1]->len);
-	else if (res->status <= 1)
-		return false;
-	return true;
-}
-
 /*
  * An attempt that failed: lower this holder's count to the table's on
  * every master where the script may have run (those that answered, and
@@ -149,7 +131,7 @@ redlock_try(void *arg, int64 *pttl)
 				error = pnstrdup(r->str, r->len);
 			continue;
 		}
-		if (!read_answer(r, &res))
+		if (!holds_parse_acquire(r, &res))
 		{
 			if (error == NULL)
 				error = psprintf("unexpected reply from Redis at %s",
