@@ -452,6 +452,31 @@ foreach my $i (@all)
 ($out, $err) = RlockTest::run_sql($s, "SELECT rlock_redlock_release('$lr')");
 is("$out/$err", 't/', 'rlock releases it');
 
+# ---- d2) validity: a majority granted, but after the lease ran out ----
+
+# Master 4 stopped: the attempt waits for it up to the command timeout
+# (300 ms), so that four grants arrive after a 100 ms lease could have run
+# out: not acquired (validity = lease - elapsed - drift <= 0), and given
+# back.  The same with a lease that outlasts the wait is acquired.
+q1($s, "SET rlock.command_timeout = '${short_ms}ms'");
+q1($s, "SET rlock.connect_timeout = '${short_ms}ms'");
+my $lv = 'rl_validity';
+$rl->pause(4);
+($out, $err) = RlockTest::run_sql($s, "SELECT rlock_redlock_try_acquire('$lv', '100ms')");
+is("$out/$err", 'f/',
+	'four masters grant a 100 ms lease after 300 ms: not acquired (no validity left)');
+is(states([ 0 .. 3 ], $lv, $me), expect_states([ 0 .. 3 ], 'none'),
+	'... and given back on the masters that granted it');
+is(q1($mon, "SELECT count(*) FROM rlock_locks WHERE name = '$lv'"), '0',
+	'... the session holds nothing');
+($out, $err) = RlockTest::run_sql($s, "SELECT rlock_redlock_try_acquire('$lv', '2s')");
+is("$out/$err", 't/', 'with a 2 s lease the same wait leaves validity: acquired');
+($out, $err) = RlockTest::run_sql($s, "SELECT rlock_redlock_release('$lv')");
+is("$out/$err", 't/', '... and released');
+$rl->resume(4);
+ok( RlockTest::wait_until(sub { state_on(4, $lv, $me) eq 'none' }, 60),
+	'... what the stopped master ran late expires with its lease');
+
 # ---- e) transaction level, waiting ----
 
 my $lx = 'rl_xact';
