@@ -46,6 +46,7 @@ static int	holds_run_local_batch(BatchItem *items, int n, int elevel);
 static int
 run_batch_elsewhere(BatchItem *items, int n, int elevel)
 {
+	MemoryContext oldcxt = MemoryContextSwitchTo(holds_batch_cxt);
 	const char **keys = palloc(n * sizeof(char *));
 	int		   *targets = palloc(n * sizeof(int));
 	int		   *before = palloc(n * sizeof(int));
@@ -66,6 +67,7 @@ run_batch_elsewhere(BatchItem *items, int n, int elevel)
 	}
 	holds_kind_ops(kind)->settle(keys, targets, before, n,
 								 rlock_backend_holder(), held, elevel);
+	MemoryContextSwitchTo(oldcxt);
 	for (int i = 0; i < n; i++)
 	{
 		HeldLock   *h = items[i].h;
@@ -128,7 +130,10 @@ holds_run_batch(BatchItem *items, int n, int elevel)
 		holds_run_local_batch(items + nelsewhere, n - nelsewhere, elevel);
 }
 
-/* The batch's items of rlock.redis_url's kinds: one round trip. */
+/*
+ * The batch's items of rlock.redis_url's kinds: one round trip.  Resets
+ * holds_batch_cxt, where the items of the other kinds were prepared too.
+ */
 static int
 holds_run_local_batch(BatchItem *items, int n, int elevel)
 {
