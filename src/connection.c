@@ -63,6 +63,9 @@
 #include "rlock.h"
 #include "stats.h"
 
+/* Sockets opened by this process so far (RedisConn.incarnation). */
+uint64		rconn_incarnations = 0;
+
 uint64		rconn_settings_generation = 1;
 
 /* The pool: every connection this process made, never freed. */
@@ -471,6 +474,7 @@ rconn_begin_connect(RedisConn *conn, TimestampTz deadline)
 		return false;
 	}
 
+	conn->incarnation = ++rconn_incarnations;
 	conn->wes = RLOCK_CREATE_WAIT_EVENT_SET(3);
 	AddWaitEventToSet(conn->wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch,
 					  NULL);

@@ -10,7 +10,8 @@
  * then the wait primitive sleeps until one of their sockets is ready, the
  * process latch is set (interrupts are processed there: cancel,
  * statement_timeout, termination) or the earliest deadline passes.  A
- * single connection waits on its own wait event set; several share one.
+ * single connection waits on its own wait event set; several share one
+ * (connection_wait.c).
  * Every other round trip of rlock (rconn_run, rconn_ensure) is this with
  * one connection, so the Sentinel, Cluster and Redlock deployments ask
  * their nodes in parallel through the same code.
@@ -315,132 +316,6 @@ rconn_read_some(RedisConn *conn)
 }
 
 /* ----------------------------------------------------------------
- * The wait primitive
- * ----------------------------------------------------------------
- */
-
-/*
- * Wait until the connection's socket is ready for "events"
- * (WL_SOCKET_READABLE and/or WL_SOCKET_WRITEABLE) or the deadline passes.
- * Interrupts are processed on every latch wake-up (an ERROR may escape from
- * here); with latch_woken, a latch wake-up also ends the wait (setting
- * *latch_woken).  Returns true when the socket is ready, false on timeout,
- * on such a wake-up, or when the postmaster died during process exit.
- */
-bool
-rconn_wait(RedisConn *conn, uint32 events, TimestampTz deadline,
-		   bool *latch_woken)
-{
-	if (conn->sockevents != events)
-	{
-		ModifyWaitEvent(conn->wes, conn->sockpos, events, NULL);
-		conn->sockevents = events;
-	}
-
-	for (;;)
-	{
-		WaitEvent	ev;
-		long		timeout;
-		int			n;
-
-		if (deadline == DT_NOEND)
-			timeout = -1;
-		else
-		{
-			TimestampTz now = GetCurrentTimestamp();
-
-			if (now >= deadline)
-				return false;
-			timeout = (long) ((deadline - now + 999) / 1000);
-		}
-
-		n = WaitEventSetWait(conn->wes, timeout, &ev, 1, RLOCK_WAIT_EVENT);
-		if (n == 0)
-			continue;			/* timeout: re-check the deadline */
-		if (ev.events & WL_POSTMASTER_DEATH)
-		{
-			if (proc_exit_inprogress)
-				return false;
-			proc_exit(1);
-		}
-		if (ev.events & WL_LATCH_SET)
-		{
-			ResetLatch(MyLatch);
-			CHECK_FOR_INTERRUPTS();
-			if (latch_woken != NULL)
-			{
-				*latch_woken = true;
-				return false;
-			}
-			continue;
-		}
-		if (ev.events & events)
-			return true;
-	}
-}
-
-/*
- * Wait for any of several connections (each for its conn->want) until the
- * earliest deadline.  The set is rebuilt per call; the previous one is
- * freed first, so one that an ERROR escaped from is freed by the next.
- */
-static void
-wait_many(OpState *os, int n)
-{
-	static WaitEventSet *wes = NULL;
-	TimestampTz deadline = DT_NOEND;
-	int			nsock = 0;
-	WaitEvent	ev;
-
-	if (wes != NULL)
-	{
-		FreeWaitEventSet(wes);
-		wes = NULL;
-	}
-	wes = RLOCK_CREATE_WAIT_EVENT_SET(n + 2);
-	AddWaitEventToSet(wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
-	AddWaitEventToSet(wes, WL_POSTMASTER_DEATH, PGINVALID_SOCKET, NULL, NULL);
-	for (int i = 0; i < n; i++)
-	{
-		if (os[i].done)
-			continue;
-		AddWaitEventToSet(wes, os[i].op->conn->want,
-						  transport_socket(os[i].op->conn->transport),
-						  NULL, NULL);
-		nsock++;
-		if (os[i].deadline < deadline)
-			deadline = os[i].deadline;
-	}
-	for (;;)
-	{
-		TimestampTz now = GetCurrentTimestamp();
-		int			r;
-
-		if (now >= deadline)
-			break;
-		r = WaitEventSetWait(wes, (long) ((deadline - now + 999) / 1000),
-							 &ev, 1, RLOCK_WAIT_EVENT);
-		if (r == 0)
-			continue;
-		if (ev.events & WL_POSTMASTER_DEATH)
-		{
-			if (proc_exit_inprogress)
-				break;
-			proc_exit(1);
-		}
-		if (ev.events & WL_LATCH_SET)
-		{
-			ResetLatch(MyLatch);
-			CHECK_FOR_INTERRUPTS();
-			continue;
-		}
-		break;
-	}
-	FreeWaitEventSet(wes);
-	wes = NULL;
-}
-
-/* ----------------------------------------------------------------
  * Driving round trips
  * ----------------------------------------------------------------
  */
@@ -729,7 +604,12 @@ void
 rconn_run_parallel(RconnOp *ops, int nops)
 {
 	OpState		inline_os[4];
+	bool		inline_ready[4];
+	RconnWaiter inline_waiters[4];
 	OpState    *os = nops <= 4 ? inline_os : palloc(nops * sizeof(OpState));
+	bool	   *ready = nops <= 4 ? inline_ready : palloc(nops * sizeof(bool));
+	RconnWaiter *waiters = nops <= 4 ? inline_waiters :
+		palloc(nops * sizeof(RconnWaiter));
 
 	for (int i = 0; i < nops; i++)
 	{
@@ -740,6 +620,7 @@ rconn_run_parallel(RconnOp *ops, int nops)
 		os[i].op = &ops[i];
 		ops[i].ok = false;
 		ops[i].replies = NULL;
+		ready[i] = true;		/* every op takes its first step */
 		/* left mid-way (an interrupt), stale, broken or idle: start afresh */
 		if (conn->state != CS_CLOSED &&
 			(conn->state != CS_READY || conn->busy || rconn_is_stale(conn) ||
@@ -753,9 +634,10 @@ rconn_run_parallel(RconnOp *ops, int nops)
 		int			active = 0;
 		TimestampTz now;
 
+		/* only the ops whose socket is ready: the others would read in vain */
 		for (int i = 0; i < nops; i++)
 		{
-			if (!os[i].done)
+			if (!os[i].done && ready[i])
 				step(&os[i]);
 			if (!os[i].done)
 				active++;
@@ -769,8 +651,10 @@ rconn_run_parallel(RconnOp *ops, int nops)
 			{
 				RedisConn  *conn = os[i].op->conn;
 
-				if (!os[i].done &&
-					!rconn_wait(conn, conn->want, os[i].deadline, NULL))
+				if (os[i].done)
+					continue;
+				ready[i] = true;
+				if (!rconn_wait(conn, conn->want, os[i].deadline, NULL))
 				{
 					rconn_set_failure(conn, RF_TIMEOUT, NULL);
 					op_failed(&os[i]);
@@ -778,7 +662,15 @@ rconn_run_parallel(RconnOp *ops, int nops)
 			}
 			continue;
 		}
-		wait_many(os, nops);
+		for (int i = 0; i < nops; i++)
+		{
+			waiters[i].conn = os[i].op->conn;
+			waiters[i].done = os[i].done;
+			waiters[i].deadline = os[i].deadline;
+		}
+		rconn_wait_many(waiters, nops);
+		for (int i = 0; i < nops; i++)
+			ready[i] = waiters[i].ready;
 		now = GetCurrentTimestamp();
 		for (int i = 0; i < nops; i++)
 		{
@@ -786,9 +678,14 @@ rconn_run_parallel(RconnOp *ops, int nops)
 			{
 				rconn_set_failure(os[i].op->conn, RF_TIMEOUT, NULL);
 				op_failed(&os[i]);
+				ready[i] = true;	/* (retried on a fresh connection) */
 			}
 		}
 	}
 	if (os != inline_os)
+	{
 		pfree(os);
+		pfree(ready);
+		pfree(waiters);
+	}
 }

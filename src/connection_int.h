@@ -50,6 +50,7 @@ struct RedisConn
 	ConnState	state;
 	Transport  *transport;		/* NULL when closed */
 	WaitEventSet *wes;			/* latch, postmaster death and the socket */
+	uint64		incarnation;	/* which socket: a new number at each connect */
 	int			sockpos;		/* position of the socket in wes */
 	uint32		sockevents;		/* events the socket entry waits for now */
 	uint32		want;			/* what the socket must become to go on */
@@ -131,6 +132,7 @@ struct RedisConn
 };
 
 /* connection.c */
+extern uint64 rconn_incarnations;
 extern void rconn_discard_failed(RedisConn *conn);
 extern void rconn_set_failure(RedisConn *conn, RconnFailure f,
 							  const char *detail);
@@ -175,6 +177,16 @@ extern void cluster_pause_before_retry(void);
 extern bool rconn_queue(RedisConn *conn, RedisCmd *cmd, bool as_eval,
 						int slot);
 extern void rconn_reset_replies(RedisConn *conn);
+/* One connection of a wait over several (rconn_wait_many). */
+typedef struct RconnWaiter
+{
+	RedisConn  *conn;
+	bool		done;			/* not waited for */
+	TimestampTz deadline;
+	bool		ready;			/* out: its socket is ready for conn->want */
+} RconnWaiter;
+
+extern void rconn_wait_many(RconnWaiter *w, int n);
 extern bool rconn_wait(RedisConn *conn, uint32 events, TimestampTz deadline,
 					   bool *latch_woken);
 extern TransportStatus rconn_write_some(RedisConn *conn);
