@@ -56,6 +56,35 @@ CREATE TEMP VIEW cluster_best AS
   GROUP BY t.target, f.floor_ms, f.select1_ms, f.acquire_ms, f.release_ms,
            f.node, f.slot;
 
+-- Multi-lock and Redlock (bench/nodes.sh): a try then a release, two
+-- statements per pgbench transaction; their floor is two SELECT 1 plus
+-- rlock's acquire and release commands replayed by a bare client, each as
+-- one pipeline, on every master at once.
+CREATE TEMP VIEW multi_floor AS
+  SELECT *, 2 * select1_ms + acquire_ms + release_ms AS floor_ms
+  FROM multi_run;
+
+-- Redlock: the better (lower) of the rounds, per number of masters, for
+-- rlock and for its floor (that round's).
+CREATE TEMP VIEW redlock_round AS
+  SELECT *, 2 * select1_ms + acquire_ms + release_ms AS floor_ms
+  FROM redlock_run;
+
+CREATE TEMP VIEW redlock_best AS
+  SELECT r.masters, count(*) AS rounds, min(r.latency_ms) AS latency_ms,
+         f.floor_ms, f.select1_ms, f.acquire_ms, f.release_ms,
+         string_agg(round(r.latency_ms::numeric, 3)::text, ', ' ORDER BY r.round)
+           AS latency_rounds,
+         string_agg(round(r.floor_ms::numeric, 3)::text, ', ' ORDER BY r.round)
+           AS floor_rounds,
+         sum(r.round_trips)::float8 / nullif(sum(r.xacts), 0)
+           AS round_trips_per_xact,
+         sum(r.failed) AS failed
+  FROM redlock_round r
+  JOIN LATERAL (SELECT * FROM redlock_round b WHERE b.masters = r.masters
+                ORDER BY b.floor_ms LIMIT 1) f ON true
+  GROUP BY r.masters, f.floor_ms, f.select1_ms, f.acquire_ms, f.release_ms;
+
 CREATE TEMP VIEW handoff_pct AS
   SELECT kind, count(*) AS n,
          percentile_cont(0.5) WITHIN GROUP (ORDER BY ms) AS p50,
@@ -147,6 +176,64 @@ SELECT 'cluster (3 masters), 1 client',
        100 * (c.rlock_ms / s.rlock_ms - 1), 100 * (c.floor_ms / s.floor_ms - 1)
 FROM cluster_best c JOIN cluster_best s ON s.target = 'standalone'
 WHERE c.target = 'cluster';
+
+-- Multi-lock: try then release of 10 and of 100 names, 1 client, and the
+-- Redis round trips of one acquire and of one release (rlock_stats; SPEC:
+-- one per node per attempt, not one per name; the bench's Redis is 1 node).
+INSERT INTO report (section, measure, unit, rlock, floor)
+SELECT 'multi-lock, 1 client',
+       format('try+release of %s names: mean latency', m.names), 'ms',
+       m.latency_ms, m.floor_ms
+FROM multi_floor m
+ORDER BY m.names;
+
+INSERT INTO report (section, measure, unit, rlock, floor, target, met)
+SELECT 'multi-lock, 1 client',
+       format('Redis round trips per %s, %s names', x.op, a.names), 'n',
+       x.v, a.nodes, x.target, x.met
+FROM (SELECT *, substr(what, 7)::int AS names FROM node_attempt
+      WHERE what LIKE 'multi\_%') a
+CROSS JOIN LATERAL (VALUES
+  (1, 'acquire', a.acquire_round_trips::float8 / a.calls, '<= 1 per node',
+   a.acquire_round_trips <= a.nodes::bigint * a.calls),
+  (2, 'release', a.release_round_trips::float8 / a.calls, NULL, NULL))
+  x(o, op, v, target, met)
+ORDER BY a.names, x.o;
+
+-- Redlock: try then release on 1 master and on 5 (the better of the
+-- rounds), 1 client, each against its own floor; what 5 masters cost over 1
+-- (SPEC: within 1.5 x, the masters asked in parallel; the floor column: the
+-- floor's, a bare client asking the masters at once); and the round trips
+-- of one acquire and one release (one per master: all of them at once).
+INSERT INTO report (section, measure, unit, rlock, floor)
+SELECT 'redlock, 1 client',
+       format('try+release on %s master%s: mean latency', r.masters,
+              CASE WHEN r.masters > 1 THEN 's' ELSE '' END), 'ms',
+       r.latency_ms, r.floor_ms
+FROM redlock_best r ORDER BY r.masters;
+
+INSERT INTO report (section, measure, unit, rlock, floor, target, met)
+SELECT 'redlock, 1 client',
+       '5 masters over 1 (5 / 1 master latency - 1)', '%',
+       100 * (f.latency_ms / o.latency_ms - 1),
+       100 * (f.floor_ms / o.floor_ms - 1),
+       '<= 50 %', f.latency_ms <= 1.5 * o.latency_ms
+FROM redlock_best f JOIN redlock_best o ON o.masters = 1
+WHERE f.masters = 5;
+
+INSERT INTO report (section, measure, unit, rlock, floor, target, met)
+SELECT 'redlock, 1 client',
+       format('Redis round trips per %s, %s master%s', x.op, a.nodes,
+              CASE WHEN a.nodes > 1 THEN 's' ELSE '' END), 'n',
+       x.v, a.nodes, x.target, x.met
+FROM node_attempt a
+CROSS JOIN LATERAL (VALUES
+  (1, 'acquire', a.acquire_round_trips::float8 / a.calls, '<= 1 per master',
+   a.acquire_round_trips <= a.nodes::bigint * a.calls),
+  (2, 'release', a.release_round_trips::float8 / a.calls, NULL, NULL))
+  x(o, op, v, target, met)
+WHERE a.what LIKE 'redlock\_%'
+ORDER BY a.nodes, x.o;
 
 -- Hand-off: release -> the blocked waiter's acquire returns.  Floor: the
 -- release script's round trip plus the waiter's acquire script's.
@@ -280,6 +367,43 @@ SELECT format('cluster: the Cluster adds %s ms to try+release (%s %%), %s ms to 
 FROM cluster_best c JOIN cluster_best s ON s.target = 'standalone'
 WHERE c.target = 'cluster';
 
+-- Multi-lock and Redlock, in one list (nothing when neither ran).
+SELECT line AS " " FROM (
+  SELECT 1 AS o, names AS k,
+         format('multi-lock, %s names: try+release %s ms, floor %s ms = 2 x SELECT 1 %s + acquire %s + release %s ms (replayed); %s transactions, %s Redis round trips per transaction, %s acquisitions and %s releases per transaction, %s failed',
+                names, round(latency_ms::numeric, 3), round(floor_ms::numeric, 3),
+                round(select1_ms::numeric, 3), round(acquire_ms::numeric, 3),
+                round(release_ms::numeric, 3), xacts,
+                round((round_trips::numeric / nullif(xacts, 0)), 3),
+                round((acquisitions::numeric / nullif(xacts, 0)), 1),
+                round((releases::numeric / nullif(xacts, 0)), 1), failed) AS line
+  FROM multi_floor
+  UNION ALL
+  SELECT 2, 0,
+         format('multi-lock: each name past the 10th adds %s µs to try+release, %s µs to the floor',
+                round((1000 * (h.latency_ms - t.latency_ms) / (h.names - t.names))::numeric, 2),
+                round((1000 * (h.floor_ms - t.floor_ms) / (h.names - t.names))::numeric, 2))
+  FROM multi_floor t JOIN multi_floor h ON h.names = 100 WHERE t.names = 10
+  UNION ALL
+  SELECT 3, masters,
+         format('redlock, %s master%s: try+release %s ms (rounds: %s), floor %s ms (rounds: %s) = 2 x SELECT 1 %s + acquire %s + release %s ms (all masters at once); the better of %s rounds; %s Redis round trips per transaction, %s failed',
+                masters, CASE WHEN masters > 1 THEN 's' ELSE '' END,
+                round(latency_ms::numeric, 3), latency_rounds,
+                round(floor_ms::numeric, 3), floor_rounds,
+                round(select1_ms::numeric, 3), round(acquire_ms::numeric, 3),
+                round(release_ms::numeric, 3), rounds,
+                round(round_trips_per_xact::numeric, 3), failed)
+  FROM redlock_best
+  UNION ALL
+  SELECT 4, 0,
+         format('redlock: 5 masters add %s ms to try+release over 1 master (%s x), %s ms to the floor (%s x)',
+                round((f.latency_ms - o.latency_ms)::numeric, 3),
+                round((f.latency_ms / o.latency_ms)::numeric, 2),
+                round((f.floor_ms - o.floor_ms)::numeric, 3),
+                round((f.floor_ms / o.floor_ms)::numeric, 2))
+  FROM redlock_best f JOIN redlock_best o ON o.masters = 1 WHERE f.masters = 5
+) l ORDER BY o, k;
+
 -- The same, as JSON, with the raw figures.
 \pset format unaligned
 \pset tuples_only on
@@ -302,6 +426,11 @@ SELECT jsonb_pretty(jsonb_build_object(
                    FROM transport_run t),
     'cluster', (SELECT jsonb_agg(to_jsonb(c) ORDER BY round, target)
                 FROM cluster_run c),
+    'multi', (SELECT jsonb_agg(to_jsonb(m) ORDER BY names) FROM multi_run m),
+    'redlock', (SELECT jsonb_agg(to_jsonb(r) ORDER BY round, masters)
+                FROM redlock_run r),
+    'node_attempts', (SELECT jsonb_agg(to_jsonb(a) ORDER BY what)
+                      FROM node_attempt a),
     'handoff', (SELECT jsonb_agg(to_jsonb(h)) FROM handoff_pct h),
     'contended_clients', (SELECT jsonb_agg(to_jsonb(c) ORDER BY script, client)
                           FROM contended_client c),

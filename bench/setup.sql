@@ -26,6 +26,70 @@ CREATE TABLE cluster_run (round int, target text, node text, slot int,
                           rlock_ms float8, rlock_tps float8, select1_ms float8,
                           acquire_ms float8, release_ms float8);
 
+-- Multi-lock and Redlock (bench/nodes.sh): per pgbench run (1 client) of
+-- try+release, its latency, what rlock_stats says the run cost, and its
+-- floor's parts: SELECT 1 (the try and the release are two statements) and
+-- rlock's acquire and release commands replayed by a bare client, each as
+-- one pipeline, on every master at once (bench/replay.pl).
+CREATE TABLE multi_run (names int, latency_ms float8, tps float8,
+                        xacts bigint, round_trips bigint, acquisitions bigint,
+                        releases bigint, failed bigint, select1_ms float8,
+                        acquire_ms float8, release_ms float8);
+CREATE TABLE redlock_run (round int, masters int, latency_ms float8,
+                          tps float8, xacts bigint, round_trips bigint,
+                          acquisitions bigint, releases bigint, failed bigint,
+                          select1_ms float8, acquire_ms float8,
+                          release_ms float8);
+-- ... and the Redis round trips of each acquire and each release apart
+-- (bench_attempts): what, on how many nodes, over how many calls.
+CREATE TABLE node_attempt (what text, nodes int, calls int,
+                           acquire_round_trips bigint,
+                           release_round_trips bigint,
+                           acquisitions bigint, releases bigint,
+                           failed bigint);
+
+-- Call the acquire statement, then the release statement (each a SELECT of
+-- one boolean, which must be true), n times in this session, and note the
+-- rlock_stats deltas of the acquires and of the releases apart (a backend's
+-- counters reach rlock_stats at once; nothing else runs meanwhile).  One
+-- uncounted pair first: this session's connections and scripts.
+CREATE PROCEDURE bench_attempts(what text, nodes int, acquire text,
+                                release text, n int)
+LANGUAGE plpgsql AS $$
+DECLARE
+  s0 record;
+  s1 record;
+  s2 record;
+  ok boolean;
+  acq_rt bigint := 0;
+  rel_rt bigint := 0;
+  acqs bigint := 0;
+  rels bigint := 0;
+  failed bigint := 0;
+BEGIN
+  FOR i IN 0..n LOOP
+    SELECT * INTO s0 FROM rlock_stats;
+    EXECUTE acquire INTO ok;
+    SELECT * INTO s1 FROM rlock_stats;
+    IF ok IS NOT TRUE THEN
+      RAISE EXCEPTION '%: % returned %', what, acquire, ok;
+    END IF;
+    EXECUTE release INTO ok;
+    SELECT * INTO s2 FROM rlock_stats;
+    IF ok IS NOT TRUE THEN
+      RAISE EXCEPTION '%: % returned %', what, release, ok;
+    END IF;
+    CONTINUE WHEN i = 0;
+    acq_rt := acq_rt + s1.redis_round_trips - s0.redis_round_trips;
+    rel_rt := rel_rt + s2.redis_round_trips - s1.redis_round_trips;
+    acqs := acqs + s1.acquisitions - s0.acquisitions;
+    rels := rels + s2.releases - s1.releases;
+    failed := failed + s2.failed_acquisitions - s0.failed_acquisitions;
+  END LOOP;
+  INSERT INTO node_attempt VALUES (what, nodes, n, acq_rt, rel_rt, acqs, rels,
+                                   failed);
+END $$;
+
 -- Contended runs: acquisitions per pgbench client, and what rlock_stats
 -- says the run cost.
 CREATE TABLE contended_client (script text, client int, acquisitions bigint);
