@@ -103,6 +103,8 @@ redlock_try(void *arg, int64 *pttl)
 	int			answered = 0;
 	int			refuser = -1;
 	int64		refuser_pttl = -1;
+	RedisConn  *refusers[REDLOCK_MAX_MASTERS];
+	int			nrefusers = 0;
 	AcquireResult other_kind = {0};
 	char	   *error = NULL;
 	int64		elapsed_ms;
@@ -142,6 +144,7 @@ redlock_try(void *arg, int64 *pttl)
 			granted++;
 		else if (res.status == 0)
 		{
+			refusers[nrefusers++] = a->conns[m];
 			if (refuser < 0 || m == a->listening)
 			{
 				refuser = m;
@@ -161,7 +164,17 @@ redlock_try(void *arg, int64 *pttl)
 	req.sent_at -= drift_ms * 1000;
 	holds_end_elsewhere(h, &req, ok, a->ln->name);
 	if (ok)
+	{
+		/*
+		 * A waiter woken by the first master's release message may have
+		 * asked the others before the release reached them: ask those that
+		 * refused once more, so that the lock does not rest on a bare
+		 * majority only because of that race.
+		 */
+		if (a->waiting && nrefusers > 0)
+			(void) redlock_run(refusers, nrefusers, &cmd, 1, DT_NOEND);
 		return true;
+	}
 
 	if (other_kind.status > 1)
 		exclusive_refused(a->ln, &other_kind);
