@@ -141,6 +141,7 @@ extern const char *rconn_address(RedisConn *conn);
 extern int	rconn_acks_wanted(RedisConn *conn, const char *key);
 extern int	rconn_replicas(RedisConn *conn);
 extern bool rconn_follows_failover(void);
+extern bool rconn_node_can_move(RedisConn *conn);
 extern char *rconn_master_address(void);
 extern char *rconn_node_address(const char *key);
 extern void rconn_watch_topology(void);

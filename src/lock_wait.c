@@ -90,6 +90,7 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 		  void *arg)
 {
 	bool		attempt_now = true;
+	bool		resubscribe = false;
 	TimestampTz until = 0;
 
 	holds_on_abort(leave_channel);
@@ -130,7 +131,15 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 				rconn_subscribe(sub, channel, ln->name, deadline);
 				waitqueue_leave(true);
 				waitqueue_join(channel);
+				resubscribe = false;
 				continue;
+			}
+			if (resubscribe)
+			{
+				/* the connection broke: a failover is ridden out */
+				rconn_subscribe(sub, channel, ln->name, deadline);
+				resubscribe = false;
+				continue;		/* subscribed: look again */
 			}
 
 			/* sleep until a release message, or the lease runs out */
@@ -142,10 +151,21 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 		}
 
 		rc = rconn_wait_message(sub, until);
-		if (rc < 0)
+		if (rc < 0 && rconn_node_can_move(sub))
 		{
 			/* the connection broke: a failover is ridden out */
 			rconn_subscribe(sub, channel, ln->name, deadline);
+			attempt_now = true;
+		}
+		else if (rc < 0)
+		{
+			/*
+			 * The connection broke, and no failover is to be waited for.
+			 * Look first: the attempt may move the wait elsewhere (a
+			 * Redlock's master that died); else subscribe here again, and
+			 * look once more.
+			 */
+			resubscribe = true;
 			attempt_now = true;
 		}
 		else if (rc == 0)

@@ -213,6 +213,14 @@ rconn_follows_failover(void)
 		 rlock_redis_conf->url.kind == NODE_CLUSTER);
 }
 
+/* Can the node conn talks to move (a Sentinel's master, a Cluster's)? */
+bool
+rconn_node_can_move(RedisConn *conn)
+{
+	return conn->node.kind == NODE_SENTINEL_MASTER ||
+		conn->node.kind == NODE_CLUSTER;
+}
+
 static bool
 sentinel_deployment(void)
 {
