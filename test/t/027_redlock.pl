@@ -536,6 +536,44 @@ cmp_ok($elapsed, '>=', 0.9, sprintf('after its wait (%.3f s)', $elapsed));
 is("$out/$err", 't/', 'the waiter releases');
 is(states(\@all, $lb, $hb), expect_states(\@all, 'none'), 'nothing is left');
 
+# A waiter listens on the channel of one master, the first that refused it
+# (master 0 here).  That master killed while it waits: the waiter looks
+# again, listens on another, and gets the lock when the holder releases it.
+my $lk = 'rl_wait_kill';
+my $chan = "redisson_lock__channel:{$lk}";
+my $listeners = sub {
+	my ($i) = @_;
+	my $r = $rl->cli($i, 'PUBSUB', 'NUMSUB', $chan) // '';
+	my ($n) = $r =~ /(\d+)\s*$/;
+	return $n // 0;
+};
+($out, $err) = RlockTest::run_sql($s, "SELECT rlock_redlock_try_acquire('$lk', '60s')");
+is("$out/$err", 't/', "one session holds \"$lk\"");
+RlockTest::start_bg($sb, "SELECT rlock_redlock_acquire('$lk', '60s')");
+RlockTest::wait_for_rlock_waiters($node, 'postgres', 1, "%rlock_redlock_acquire('$lk'%");
+ok(RlockTest::wait_until(sub { $listeners->(0) == 1 }, 30),
+	'a waiter listens on master 0');
+$rl->kill_master(0);
+ok( RlockTest::wait_until(
+		sub {
+			RlockTest::bg_done($sb)
+			  || grep { $listeners->($_) == 1 } 1 .. $N - 1;
+		},
+		30),
+	'master 0 killed: the waiter ...');
+ok(!RlockTest::bg_done($sb), '... still waits, without an error');
+ok((grep { $listeners->($_) == 1 } 1 .. $N - 1),
+	'... listening on another master');
+($out, $err) = RlockTest::run_sql($s, "SELECT rlock_redlock_release('$lk')");
+is("$out/$err", 't/', 'the holder releases (on the four masters left)');
+ok(RlockTest::wait_until(sub { RlockTest::bg_done($sb) }, 30),
+	'the waiter returns');
+($out, $err, $state) = RlockTest::bg_result($sb);
+is("$err/$state", '/00000', '... having acquired the lock');
+$rl->start(0);
+($out, $err) = RlockTest::run_sql($sb, "SELECT rlock_redlock_release('$lk')");
+is("$out/$err", 't/', '... which it releases');
+
 # ---- f) no masters configured ----
 
 RlockTest::set_gucs($node, 'rlock.redlock_urls' => '');
