@@ -11,6 +11,8 @@
 #     them; a try with a wait fails the same way (no silent false);
 #   - rlock.replica_acks = 0 does not wait; more acknowledgements than the
 #     master has replicas are refused;
+#   - a multi-lock sends its scripts and one WAIT in one round trip, and
+#     is refused and given back whole when the replica stalls;
 #   - releases and renewals do not wait;
 #   - a master without replicas is never waited on.
 use strict;
@@ -81,6 +83,17 @@ is(session_round_trips() - $rt0, 1,
 is($replica->cli('EXISTS', 'acked'), '1',
 	'the lock is on the replica when the call returns');
 
+# a multi-lock: every script, then one WAIT, in one round trip
+($out, $err) = sql("SELECT rlock_multi_try_acquire(ARRAY['warm_m1', 'warm_m2'], '1min')");
+is("$out/$err", 't/', 'a multi-lock is acknowledged too');
+$rt0 = session_round_trips();
+($out, $err) = sql("SELECT rlock_multi_try_acquire(ARRAY['acked_m1', 'acked_m2', 'acked_m3'], '1min')");
+is("$out/$err", 't/', 'and again');
+is(session_round_trips() - $rt0, 1,
+	'... its three scripts and one WAIT went out in one round trip');
+is(join(',', map { scalar $replica->cli('EXISTS', $_) } qw(acked_m1 acked_m2 acked_m3)),
+	'1,1,1', '... and every name is on the replica when the call returns');
+
 # ---- the replica stalls: acquisitions are refused and undone ----
 
 ($out, $err) = sql("SELECT rlock_acquire('reentrant')");
@@ -114,6 +127,15 @@ is($master->cli('HGET', 'reentrant', $field), '1',
 	'and gives back only its own level: the earlier hold stays in Redis');
 ($out, $err) = sql("SELECT rlock_hold_count('reentrant')");
 is("$out/$err", '1/', 'and in the session');
+
+($out, $err, $state) =
+  sql("SELECT rlock_multi_try_acquire(ARRAY['multi_unacked', 'reentrant'], '1min')");
+is($state, '08006', 'an unacknowledged multi-lock is refused the same way');
+is($master->cli('EXISTS', 'multi_unacked'), '0', '... none of its names is left');
+is($master->cli('HGET', 'reentrant', $field), '1',
+	'... and a name held before keeps only its earlier hold');
+($out, $err) = sql("SELECT rlock_hold_count('multi_unacked'), rlock_hold_count('reentrant')");
+is("$out/$err", '0|1/', '... in the session too');
 
 ($out, $err, $state) =
   sql("SELECT rlock_try_acquire('waited', wait => '100ms')");
