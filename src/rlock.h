@@ -33,8 +33,8 @@
  *	connection.c	 Redis connections: one per node and use, kept in a
  *					 backend-local pool, connected, checked, closed when idle
  *	connection_exchange.c	every Redis round trip (pipelined, over one or
- *					 several connections at once) and the one
- *					 interruptible wait
+ *					 several connections at once)
+ *	connection_wait.c	the one interruptible wait (one socket or several)
  *	connection_command.c	building Redis commands
  *	connection_pubsub.c	 listening for release messages
  *	transport.c		 the non-blocking socket (TCP or Unix) under a connection
