@@ -8,6 +8,7 @@
  *
  *	rlock.c			 module entry: _PG_init, the rlock.* settings
  *	sql_api.c		 thin SQL entry points: argument checks, then one call down
+ *	sql_api_sets.c	 the same for the multi-lock and the Redlock
  *	introspect.c	 SQL entry points that report: rlock_status, rlock_locks,
  *					 rlock_stats, rlock_ping...
  *	lock_exclusive.c the exclusive reentrant lock (Redisson RLock) and the
