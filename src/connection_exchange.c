@@ -603,12 +603,16 @@ failed:
 void
 rconn_run_parallel(RconnOp *ops, int nops)
 {
-	OpState		inline_os[4];
-	bool		inline_ready[4];
-	RconnWaiter inline_waiters[4];
-	OpState    *os = nops <= 4 ? inline_os : palloc(nops * sizeof(OpState));
-	bool	   *ready = nops <= 4 ? inline_ready : palloc(nops * sizeof(bool));
-	RconnWaiter *waiters = nops <= 4 ? inline_waiters :
+	/* (room for a Redlock's usual masters without a palloc) */
+#define INLINE_OPS	8
+	OpState		inline_os[INLINE_OPS];
+	bool		inline_ready[INLINE_OPS];
+	RconnWaiter inline_waiters[INLINE_OPS];
+	OpState    *os = nops <= INLINE_OPS ? inline_os :
+		palloc(nops * sizeof(OpState));
+	bool	   *ready = nops <= INLINE_OPS ? inline_ready :
+		palloc(nops * sizeof(bool));
+	RconnWaiter *waiters = nops <= INLINE_OPS ? inline_waiters :
 		palloc(nops * sizeof(RconnWaiter));
 
 	for (int i = 0; i < nops; i++)

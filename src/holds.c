@@ -775,6 +775,7 @@ holds_end_elsewhere(HeldLock *h, const HoldRequest *req, bool granted,
 {
 	if (granted)
 	{
+		/* (the kind judged the majority: no per-server count to compare) */
 		if (!holds_count_hold(h, req, holds_total(h) + 1, name))
 		{
 			holds_settle();

@@ -78,7 +78,7 @@ typedef struct RlockKindOps
 
 	/*
 	 * Kinds whose locks live elsewhere than rlock.redis_url (the masters of
-	 * a Redlock) set these two, and build_reconcile for them.
+	 * a Redlock) set these two instead of the two above.
 	 *
 	 * settle: lower holder's count of each key to targets[i] (0 releases it)
 	 * wherever the lock lives; held[i] says whether enough of the servers

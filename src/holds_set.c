@@ -108,10 +108,11 @@ holds_run_acquire_set(const LockName *lns, int n, RlockKind kind,
 	RedisConn  *conn = rconn_backend();
 	bool		cluster = rconn_is_cluster();
 	HeldLock  **hs = palloc(n * sizeof(HeldLock *));
-	RedisCmd   *all = palloc(2 * n * sizeof(RedisCmd));
+	RedisCmd   *all = cmds;
 	int		   *pos = palloc(n * sizeof(int));
 	int		   *waitpos = palloc(n * sizeof(int));
 	int		   *wanted = palloc(n * sizeof(int));
+	bool		any_wait = false;
 	int			nall = 0;
 	int			ngranted = 0;
 	RReply	  **replies;
@@ -131,15 +132,27 @@ holds_run_acquire_set(const LockName *lns, int n, RlockKind kind,
 	{
 		wanted[i] = (cluster || i == 0) ?
 			rconn_acks_wanted(conn, lns[i].key) : wanted[0];
-		rcmd_copy(&all[nall], &cmds[i]);
-		pos[i] = nall++;
+		pos[i] = i;
 		waitpos[i] = -1;
-		if (wanted[i] > 0 && (cluster || i == n - 1))
+		any_wait |= wanted[i] > 0;
+	}
+	if (any_wait)
+	{
+		/* (without replicas, the caller's commands go as they are) */
+		all = palloc(2 * n * sizeof(RedisCmd));
+		for (int i = 0; i < n; i++)
 		{
-			rcmd_wait(&all[nall], wanted[i], rlock_replica_ack_timeout_ms);
-			waitpos[i] = nall++;
+			rcmd_copy(&all[nall], &cmds[i]);
+			pos[i] = nall++;
+			if (wanted[i] > 0 && (cluster || i == n - 1))
+			{
+				rcmd_wait(&all[nall], wanted[i], rlock_replica_ack_timeout_ms);
+				waitpos[i] = nall++;
+			}
 		}
 	}
+	else
+		nall = n;
 
 	for (int i = 0; i < n; i++)
 	{

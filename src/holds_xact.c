@@ -301,10 +301,8 @@ verify_elsewhere(HeldLock **hs, int n)
 
 			if (h->kind != kind)
 				continue;
-			args[m].key = h->key;
-			args[m].field = lockname_holder_field(h->kind, holder);
-			args[m].how = h->renew_lease_ms == 0 ? "c" : "x";
-			args[m].lease_ms = h->renew_lease_ms;
+			rcmd_renew_arg(&args[m], h->key, h->kind, holder,
+						   h->renew_lease_ms);
 			of[m++] = h;
 		}
 		if (m == 0)
@@ -395,11 +393,7 @@ verify_xact_holds(void)
 	{
 		HeldLock   *h = hs[i];
 
-		args[i].key = h->key;
-		args[i].field = lockname_holder_field(h->kind, holder);
-		args[i].how = h->renew_lease_ms == 0 ? "c" :
-			h->kind == RLOCK_KIND_READ ? "r" : "x";
-		args[i].lease_ms = h->renew_lease_ms;
+		rcmd_renew_arg(&args[i], h->key, h->kind, holder, h->renew_lease_ms);
 	}
 	/* one call (in a Cluster: one per slot, every node at once) */
 	ncalls = rcmd_renew_calls(args, n, n, &cmds, &order, &starts);

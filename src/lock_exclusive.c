@@ -35,7 +35,7 @@
 /* Message published on the lock's channel when it is released. */
 #define RELEASE_MESSAGE		"0"
 
-const char *
+static const char *
 exclusive_build_release(RedisCmd *cmd, RlockKind kind, const char *key,
 						const char *holder, int levels, int64 keep_lease_ms)
 {

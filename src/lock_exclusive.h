@@ -32,10 +32,6 @@ extern void exclusive_build_acquire(RedisCmd *cmd, const LockName *ln,
 									int64 lease_ms, const char *holder,
 									bool fenced);
 extern void exclusive_refused(const LockName *ln, const AcquireResult *res);
-extern const char *exclusive_build_release(RedisCmd *cmd, RlockKind kind,
-										   const char *key,
-										   const char *holder, int levels,
-										   int64 keep_lease_ms);
 extern void exclusive_build_reconcile(RedisCmd *cmd, RlockKind kind,
 									  const char *key, const char *holder,
 									  int target);

@@ -24,6 +24,8 @@
  */
 #include "postgres.h"
 
+#include "utils/memutils.h"
+
 #include "holds.h"
 #include "lock_exclusive.h"
 #include "lock_multi.h"
@@ -37,8 +39,9 @@ typedef struct MultiAttempt
 	int			n;
 	HoldRequest req;
 	const char *holder;
-	RedisCmd   *cmds;
+	RedisCmd   *cmds;			/* every name's acquire script, built once */
 	AcquireResult *res;
+	MemoryContext attempt_cxt;	/* what one attempt allocates */
 	int			missed;			/* the member whose channel is listened on */
 	bool		waiting;		/* lock_wait listens: moving it is up to us */
 } MultiAttempt;
@@ -59,12 +62,16 @@ multi_try(void *arg, int64 *pttl)
 {
 	MultiAttempt *a = arg;
 	int			missed = -1;
+	MemoryContext oldcxt;
+	bool		acquired;
 
-	for (int i = 0; i < a->n; i++)
-		exclusive_build_acquire(&a->cmds[i], &a->lns[i], a->req.lease_ms,
-								a->holder, false);
-	if (holds_run_acquire_set(a->lns, a->n, RLOCK_KIND_EXCLUSIVE, &a->req,
-							  a->cmds, a->res))
+	/* a long wait makes many attempts: each one's memory goes with the next */
+	MemoryContextReset(a->attempt_cxt);
+	oldcxt = MemoryContextSwitchTo(a->attempt_cxt);
+	acquired = holds_run_acquire_set(a->lns, a->n, RLOCK_KIND_EXCLUSIVE,
+									 &a->req, a->cmds, a->res);
+	MemoryContextSwitchTo(oldcxt);
+	if (acquired)
 		return true;
 
 	for (int i = 0; i < a->n; i++)
@@ -95,7 +102,13 @@ multi_acquire(const LockName *lns, int n, RlockScope scope, int64 lease_ms,
 	a.lns = lns;
 	a.n = n;
 	a.cmds = palloc(n * sizeof(RedisCmd));
+	for (int i = 0; i < n; i++)
+		exclusive_build_acquire(&a.cmds[i], &lns[i], a.req.lease_ms,
+								a.holder, false);
 	a.res = palloc(n * sizeof(AcquireResult));
+	a.attempt_cxt = AllocSetContextCreate(CurrentMemoryContext,
+										  "rlock multi-lock attempt",
+										  ALLOCSET_DEFAULT_SIZES);
 	a.missed = -1;
 	a.waiting = false;
 	if (multi_try(&a, &pttl))

@@ -160,6 +160,7 @@ redlock_try(void *arg, int64 *pttl)
 		a->req.lease_ms - elapsed_ms - drift_ms > 0;
 	if (!ok)
 		give_back(a, h, ops);
+	/* the masters' clocks may drift: it may expire that much sooner */
 	req = a->req;
 	req.sent_at -= drift_ms * 1000;
 	holds_end_elsewhere(h, &req, ok, a->ln->name);
@@ -381,10 +382,9 @@ redlock_renew(const RenewArg *args, int n, int elevel, TimestampTz cap,
 	}
 }
 
+/* (no build_release, build_reconcile: its holds never go to rlock.redis_url) */
 const RlockKindOps redlock_ops = {
 	.name = "redlock",
-	.build_release = exclusive_build_release,
-	.build_reconcile = exclusive_build_reconcile,
 	.settle = redlock_settle,
 	.renew = redlock_renew,
 };

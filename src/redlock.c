@@ -37,6 +37,13 @@ typedef struct RedlockConf
 
 static const RedlockConf *redlock_conf = NULL;
 
+/*
+ * The masters' command connections, looked up in the pool once per value
+ * of the setting (pool entries live as long as the process).
+ */
+static RedisConn *master_conns[REDLOCK_MAX_MASTERS];
+static bool master_conns_valid = false;
+
 bool
 rlock_check_redlock_urls(char **newval, void **extra, GucSource source)
 {
@@ -100,6 +107,7 @@ rlock_assign_redlock_urls(const char *newval, void *extra)
 		memcmp(redlock_conf, conf, sizeof(RedlockConf)) != 0)
 		rconn_assign_string_setting(newval, extra);
 	redlock_conf = conf;
+	master_conns_valid = false;
 }
 
 int
@@ -125,8 +133,14 @@ int
 redlock_masters(RedisConn **conns, const char *name)
 {
 	redlock_require_configured(name);
-	for (int i = 0; i < redlock_conf->n; i++)
-		conns[i] = rconn_get(&redlock_conf->masters[i], RCONN_COMMANDS);
+	if (!master_conns_valid)
+	{
+		for (int i = 0; i < redlock_conf->n; i++)
+			master_conns[i] = rconn_get(&redlock_conf->masters[i],
+										RCONN_COMMANDS);
+		master_conns_valid = true;
+	}
+	memcpy(conns, master_conns, redlock_conf->n * sizeof(RedisConn *));
 	return redlock_conf->n;
 }
 

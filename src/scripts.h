@@ -11,6 +11,7 @@
 #define RLOCK_SCRIPTS_H
 
 #include "connection.h"
+#include "rlock.h"
 
 typedef enum RlockScriptId
 {
@@ -49,6 +50,9 @@ typedef struct RenewArg
 	const char *how;			/* "x" renew, "r" renew a read hold, "c" check */
 	int64		lease_ms;
 } RenewArg;
+
+extern void rcmd_renew_arg(RenewArg *arg, const char *key, RlockKind kind,
+						   const char *holder, int64 renew_lease_ms);
 
 /*
  * Renew script calls for n locks, at most maxper keys a call, the keys of

@@ -51,7 +51,6 @@
 
 #include "connection.h"
 #include "holds.h"
-#include "lockname.h"
 #include "registry.h"
 #include "rlock.h"
 #include "scripts.h"
@@ -108,11 +107,9 @@ renew_elsewhere(RenewItem *items, const int *ask, int n, int elevel,
 
 			if (it->kind != kind)
 				continue;
-			args[m].key = it->key;
-			args[m].field = lockname_holder_field(it->kind,
-												  psprintf("%s:%d", uuid, it->pid));
-			args[m].how = it->renew_lease_ms == 0 ? "c" : "x";
-			args[m].lease_ms = it->renew_lease_ms;
+			rcmd_renew_arg(&args[m], it->key, it->kind,
+						   psprintf("%s:%d", uuid, it->pid),
+						   it->renew_lease_ms);
 			which[m++] = ask[j];
 		}
 		if (m == 0)
@@ -198,12 +195,9 @@ renew_cycle(RedisConn *conn, int elevel, TimestampTz *next_due)
 			RenewItem  *it = &items[ask[j]];
 
 			/* the holder's field, how to renew it, and its lease */
-			args[j].key = it->key;
-			args[j].field = lockname_holder_field(it->kind,
-												  psprintf("%s:%d", uuid, it->pid));
-			args[j].how = it->renew_lease_ms == 0 ? "c" :
-				it->kind == RLOCK_KIND_READ ? "r" : "x";
-			args[j].lease_ms = it->renew_lease_ms;
+			rcmd_renew_arg(&args[j], it->key, it->kind,
+						   psprintf("%s:%d", uuid, it->pid),
+						   it->renew_lease_ms);
 		}
 		/* in a Cluster: one call per slot, every node's calls at once */
 		nbatches = rcmd_renew_calls(args, nask, RENEW_BATCH, &cmds, &order,

@@ -484,23 +484,43 @@ sub _pttl
 sub all_renewed_on
 {
 	my ($pairs, $timeout_s) = @_;
+	my %probes = map {
+		my ($r, $key) = @$_;
+		($key => sub { _pttl($r, $key) })
+	} @$pairs;
+	return pttls_went_up(\%probes, $timeout_s);
+}
+
+=pod
+
+=item RlockTest::pttls_went_up(\%probes, $timeout_s)
+
+The loop of all_renewed_on: %probes maps a name to a function returning a
+PTTL; waits until each has gone more than 500 ms above the lowest value it
+showed, every 10 ms for up to $timeout_s.  Returns (whether all did, a
+hash ref: name => the lowest PTTL seen).
+
+=cut
+
+sub pttls_went_up
+{
+	my ($probes, $timeout_s) = @_;
 	my (%low, %up);
 	my $ok = RlockTest::wait_until(
 		sub {
-			foreach my $p (@$pairs)
+			foreach my $id (keys %$probes)
 			{
-				my ($r, $key) = @$p;
-				next if $up{$key};
-				my $pttl = _pttl($r, $key);
+				next if $up{$id};
+				my $pttl = $probes->{$id}->() // '';
 				next unless $pttl =~ /^\d+$/;
-				if (defined $low{$key} && $pttl > $low{$key} + 500)
+				if (defined $low{$id} && $pttl > $low{$id} + 500)
 				{
-					$up{$key} = 1;
+					$up{$id} = 1;
 					next;
 				}
-				$low{$key} = $pttl if !defined $low{$key} || $pttl < $low{$key};
+				$low{$id} = $pttl if !defined $low{$id} || $pttl < $low{$id};
 			}
-			return keys(%up) == @$pairs;
+			return keys(%up) == keys(%$probes);
 		},
 		$timeout_s);
 	return ($ok, \%low);

@@ -187,25 +187,11 @@ ref: index => the lowest PTTL seen there before).
 sub all_renewed
 {
 	my ($self, $indices, $name, $timeout_s) = @_;
-	my (%low, %up);
-	my $ok = RlockTest::wait_until(
-		sub {
-			foreach my $i (@$indices)
-			{
-				next if $up{$i};
-				my $pttl = $self->cli($i, 'PTTL', $name) // '';
-				next unless $pttl =~ /^\d+$/;
-				if (defined $low{$i} && $pttl > $low{$i} + 500)
-				{
-					$up{$i} = 1;
-					next;
-				}
-				$low{$i} = $pttl if !defined $low{$i} || $pttl < $low{$i};
-			}
-			return keys(%up) == @$indices;
-		},
-		$timeout_s);
-	return ($ok, \%low);
+	my %probes = map {
+		my $i = $_;
+		($i => sub { scalar $self->cli($i, 'PTTL', $name) })
+	} @$indices;
+	return RlockTest::pttls_went_up(\%probes, $timeout_s);
 }
 
 =pod
