@@ -338,7 +338,13 @@ holds_count_hold(HeldLock *h, const HoldRequest *req, int redis_count,
 	if (req->watchdog)
 		h->renew_lease_ms = req->lease_ms;
 	h->lease_ms = req->lease_ms;
-	h->expires_at = req->sent_at + req->lease_ms * 1000;
+
+	/*
+	 * The scripts never lower a held lock's TTL (scripts.c, RAISE_TTL): a
+	 * re-entry with a shorter lease keeps the earlier holds' expiry.
+	 */
+	if (holds_total(h) == 1 || req->sent_at + req->lease_ms * 1000 > h->expires_at)
+		h->expires_at = req->sent_at + req->lease_ms * 1000;
 
 	if (!holds_sync_registry(h, true))
 	{

@@ -41,6 +41,20 @@
 "end\n"
 
 /*
+ * Lua: make the TTL of key at least ms, never lower it.  A key shared by
+ * several holds (re-entry, read holds inside a write hold, other holders'
+ * read holds) must live as long as the longest of them: the holder of each
+ * hold was promised its lease, and rlock records an expiry for every hold
+ * it counts that Redis must not undercut (SPEC 6, "Agreement between Redis
+ * and rlock").  A key without a TTL (-1) gets one.
+ */
+#define RAISE_TTL(key, ms) \
+"do\n" \
+"  local t = redis.call('pttl', " key ")\n" \
+"  if t < tonumber(" ms ") then redis.call('pexpire', " key ", " ms ") end\n" \
+"end\n"
+
+/*
  * Lua: the name of the lock's fair-lock queue, redisson_lock_queue:{N}
  * (Redisson's prefixName rule), in "fairq".  Other kinds refuse a name
  * whose queue exists: fair waiters are queued on it.
@@ -92,7 +106,7 @@ FENCE_CHECK_KEYS2
 "else\n"
 "  return {0, redis.call('pttl', KEYS[1])}\n"
 "end\n"
-"redis.call('pexpire', KEYS[1], ARGV[1])\n"
+RAISE_TTL("KEYS[1]", "ARGV[1]")
 "if #KEYS > 1 then return {1, n, redis.call('incr', KEYS[2])} end\n"
 "return {1, n}\n";
 
@@ -126,7 +140,9 @@ REFUSE_RW_KEYS1
 "if n > 0 then\n"
 "  redis.call('set', KEYS[3], 0, 'px', ARGV[5])\n"
 "  redis.call('hset', KEYS[1], ARGV[3], n)\n"
-"  if tonumber(ARGV[2]) > 0 then redis.call('pexpire', KEYS[1], ARGV[2]) end\n"
+"  if tonumber(ARGV[2]) > 0 then\n"
+RAISE_TTL("KEYS[1]", "ARGV[2]")
+"  end\n"
 "  return 0\n"
 "end\n"
 PUBLISH_OR_REFUSE("KEYS[2]", "ARGV[1]")
@@ -232,12 +248,12 @@ static const char renew_body[] =
 "  local c = redis.pcall('hget', KEYS[i], field)\n"
 "  if type(c) == 'string' then\n"
 "    if how ~= 'c' then\n"
-"      redis.call('pexpire', KEYS[i], ARGV[3 * i])\n"
+RAISE_TTL("KEYS[i]", "ARGV[3 * i]")
 "      if how == 'r' then\n"
 "        local base = KEYS[i]\n"
 "        if not string.find(base, '{', 1, true) then base = '{' .. base .. '}' end\n"
 "        for k = 1, tonumber(c) do\n"
-"          redis.call('pexpire', base .. ':' .. field .. ':rwlock_timeout:' .. k, ARGV[3 * i])\n"
+RAISE_TTL("base .. ':' .. field .. ':rwlock_timeout:' .. k", "ARGV[3 * i]")
 "        end\n"
 "      end\n"
 "    end\n"
@@ -249,6 +265,47 @@ static const char renew_body[] =
 "  end\n"
 "end\n"
 "return r\n";
+
+/*
+ * Lua: the longest PTTL of this holder's read holds' timeout keys, 1 to
+ * "count" (needs "base"), in "mine" (-2: none left).
+ */
+#define RW_MINE(field, count) \
+"local mine = -2\n" \
+"for k = 1, " count " do\n" \
+"  mine = math.max(mine, redis.call('pttl', base .. ':' .. " field " .. ':rwlock_timeout:' .. k))\n" \
+"end\n"
+
+/*
+ * Lua: drop the timeout keys of read holds "from" down to "to" + 1 of
+ * field; the holds that remain (1 to "to") keep at least "mine", the
+ * longest lease the holder had: a release lowers a count, and which of
+ * the holder's holds it ends is not known, so what remains is promised
+ * the longest.
+ */
+#define RW_DROP_READS(field, from, to) \
+"for k = " from ", math.max(" to " + 1, 1), -1 do\n" \
+"  redis.call('del', base .. ':' .. " field " .. ':rwlock_timeout:' .. k)\n" \
+"end\n" \
+"if mine > 0 then\n" \
+"  for k = 1, " to " do\n" \
+RAISE_TTL("base .. ':' .. " field " .. ':rwlock_timeout:' .. k", "mine") \
+"  end\n" \
+"end\n"
+
+/*
+ * Lua: the longest PTTL of any read hold's timeout key (needs "base"), in
+ * "longest" (-3: none).  A lock left in read mode lives that long.
+ */
+#define RW_LONGEST_READ \
+"local longest = -3\n" \
+"for _, f in ipairs(redis.call('hkeys', KEYS[1])) do\n" \
+"  if f ~= 'mode' and string.sub(f, -6) ~= ':write' then\n" \
+"    for k = 1, tonumber(redis.call('hget', KEYS[1], f)) or 0 do\n" \
+"      longest = math.max(longest, redis.call('pttl', base .. ':' .. f .. ':rwlock_timeout:' .. k))\n" \
+"    end\n" \
+"  end\n" \
+"end\n"
 
 /*
  * read acquire: KEYS[1] lock; ARGV[1] lease ms, ARGV[2] holder (the read
@@ -338,14 +395,15 @@ REFUSE_NON_RW_KEYS1
 "c = tonumber(c)\n"
 "local n = c - tonumber(ARGV[2])\n"
 RW_TIMEOUT_BASE
+RW_MINE("ARGV[1]", "c")
 "local others = 0\n"
 "local maxttl = -3\n"
 "for _, f in ipairs(redis.call('hkeys', KEYS[1])) do\n"
-"  local cnt = tonumber(redis.call('hget', KEYS[1], f))\n"
-"  if f == ARGV[1] then cnt = math.max(n, 0) end\n"
 "  if f ~= 'mode' and (f ~= ARGV[1] or n > 0) then others = others + 1 end\n"
-"  if f ~= 'mode' and cnt then\n"
-"    for k = cnt, 1, -1 do\n"
+"  if f == ARGV[1] then\n"
+"    if n > 0 then maxttl = math.max(maxttl, mine) end\n"
+"  elseif f ~= 'mode' then\n"
+"    for k = tonumber(redis.call('hget', KEYS[1], f)) or 0, 1, -1 do\n"
 "      maxttl = math.max(maxttl, redis.call('pttl', base .. ':' .. f .. ':rwlock_timeout:' .. k))\n"
 "    end\n"
 "  end\n"
@@ -356,15 +414,19 @@ RW_TIMEOUT_BASE
 PUBLISH_OR_REFUSE("KEYS[2]", "'0'")
 "end\n"
 "redis.call('set', KEYS[3], r, 'px', ARGV[3])\n"
-"for k = c, math.max(n + 1, 1), -1 do\n"
-"  redis.call('del', base .. ':' .. ARGV[1] .. ':rwlock_timeout:' .. k)\n"
-"end\n"
+RW_DROP_READS("ARGV[1]", "c", "n")
 "if r == 1 then\n"
 "  redis.call('del', KEYS[1])\n"
 "else\n"
 "  if n > 0 then redis.call('hset', KEYS[1], ARGV[1], n)\n"
 "  else redis.call('hdel', KEYS[1], ARGV[1]) end\n"
-"  if maxttl > 0 then redis.call('pexpire', KEYS[1], maxttl) end\n"
+"  if mode == 'write' then\n"
+"    if maxttl > 0 then\n"
+RAISE_TTL("KEYS[1]", "maxttl")
+"    end\n"
+"  elseif maxttl > 0 then\n"
+"    redis.call('pexpire', KEYS[1], maxttl)\n"
+"  end\n"
 "end\n"
 "return r\n";
 
@@ -388,7 +450,9 @@ REFUSE_NON_RW_KEYS1
 "if n > 0 then\n"
 "  redis.call('set', KEYS[3], 0, 'px', ARGV[3])\n"
 "  redis.call('hset', KEYS[1], ARGV[1], n)\n"
-"  if tonumber(ARGV[4]) > 0 then redis.call('pexpire', KEYS[1], ARGV[4]) end\n"
+"  if tonumber(ARGV[4]) > 0 then\n"
+RAISE_TTL("KEYS[1]", "ARGV[4]")
+"  end\n"
 "  return 0\n"
 "end\n"
 PUBLISH_OR_REFUSE("KEYS[2]", "'1'")
@@ -398,6 +462,11 @@ PUBLISH_OR_REFUSE("KEYS[2]", "'1'")
 "  redis.call('del', KEYS[1])\n"
 "else\n"
 "  redis.call('hset', KEYS[1], 'mode', 'read')\n"
+RW_TIMEOUT_BASE
+RW_LONGEST_READ
+"  if longest > 0 then\n"
+RAISE_TTL("KEYS[1]", "longest")
+"  end\n"
 "end\n"
 "return 1\n";
 
@@ -423,11 +492,10 @@ static const char rw_reconcile_body[] =
 "  if t <= 0 and (redis.call('hlen', KEYS[1]) <= 2 or ARGV[3] == 'w') then\n"
 "    redis.call('publish', KEYS[2], ARGV[3] == 'w' and '1' or '0')\n"
 "  end\n"
-"  if ARGV[3] == 'r' then\n"
 RW_TIMEOUT_BASE
-"    for k = c, math.max(t + 1, 1), -1 do\n"
-"      redis.call('del', base .. ':' .. ARGV[1] .. ':rwlock_timeout:' .. k)\n"
-"    end\n"
+"  if ARGV[3] == 'r' then\n"
+RW_MINE("ARGV[1]", "c")
+RW_DROP_READS("ARGV[1]", "c", "t")
 "  end\n"
 "  if t > 0 then\n"
 "    redis.call('hset', KEYS[1], ARGV[1], t)\n"
@@ -435,8 +503,12 @@ RW_TIMEOUT_BASE
 "    redis.call('hdel', KEYS[1], ARGV[1])\n"
 "    if redis.call('hlen', KEYS[1]) <= 1 then\n"
 "      redis.call('del', KEYS[1])\n"
-"    elseif ARGV[3] == 'w' then\n"
+"    elseif ARGV[3] == 'w' and redis.call('hget', KEYS[1], 'mode') == 'write' then\n"
 "      redis.call('hset', KEYS[1], 'mode', 'read')\n"
+RW_LONGEST_READ
+"      if longest > 0 then\n"
+RAISE_TTL("KEYS[1]", "longest")
+"      end\n"
 "    end\n"
 "  end\n"
 "end\n"
@@ -491,7 +563,7 @@ FAIR_DROP_STALE_HEADS("ARGV[4]", "ARGV[2]")
 "  end\n"
 "elseif redis.call('hexists', KEYS[1], ARGV[2]) == 1 then\n"
 "  local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
-"  redis.call('pexpire', KEYS[1], ARGV[1])\n"
+RAISE_TTL("KEYS[1]", "ARGV[1]")
 "  return {1, n}\n"
 "end\n"
 "local pttl = redis.call('pttl', KEYS[1])\n"
@@ -542,7 +614,9 @@ FAIR_DROP_STALE_HEADS("ARGV[5]", "false")
 "if n > 0 then\n"
 "  redis.call('set', KEYS[4], 0, 'px', ARGV[4])\n"
 "  redis.call('hset', KEYS[1], ARGV[1], n)\n"
-"  if tonumber(ARGV[3]) > 0 then redis.call('pexpire', KEYS[1], ARGV[3]) end\n"
+"  if tonumber(ARGV[3]) > 0 then\n"
+RAISE_TTL("KEYS[1]", "ARGV[3]")
+"  end\n"
 "  return 0\n"
 "end\n"
 "local head = redis.call('lindex', KEYS[2], 0)\n"
