@@ -65,8 +65,19 @@ run_batch_elsewhere(BatchItem *items, int n, int elevel)
 		if (items[i].levels > 0)
 			registry_releasing(h->key, h->kind);
 	}
-	holds_kind_ops(kind)->settle(keys, targets, before, n,
-								 rlock_backend_holder(), held, elevel);
+	PG_TRY();
+	{
+		holds_kind_ops(kind)->settle(keys, targets, before, n,
+									 rlock_backend_holder(), held, elevel);
+	}
+	PG_CATCH();
+	{
+		/* as in run_batch_round_trip: the watchdog renews what we count */
+		for (int i = 0; i < n; i++)
+			(void) holds_sync_registry(items[i].h, false);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 	MemoryContextSwitchTo(oldcxt);
 	for (int i = 0; i < n; i++)
 	{
@@ -131,6 +142,34 @@ holds_run_batch(BatchItem *items, int n, int elevel)
 }
 
 /*
+ * The batch's round trip.  Should it be interrupted (a cancel, a timeout
+ * raised as an ERROR), the table no longer counts what the batch was
+ * giving back, and neither may the registry, or the watchdog would go on
+ * renewing locks no session tracks (a cancelled DISCARD ALL); what Redis
+ * was not told expires with its lease, or goes at the next reconcile.
+ */
+static RReply **
+run_batch_round_trip(RedisConn *conn, RedisCmd *cmds, BatchItem *items,
+					 int n, int elevel)
+{
+	RReply	  **replies = NULL;
+
+	PG_TRY();
+	{
+		(void) rconn_run(conn, cmds, n, &replies, elevel,
+						 n == 1 ? items[0].h->key : NULL);
+	}
+	PG_CATCH();
+	{
+		for (int i = 0; i < n; i++)
+			(void) holds_sync_registry(items[i].h, false);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	return replies;
+}
+
+/*
  * The batch's items of rlock.redis_url's kinds: one round trip.  Resets
  * holds_batch_cxt, where the items of the other kinds were prepared too.
  */
@@ -181,13 +220,13 @@ holds_run_local_batch(BatchItem *items, int n, int elevel)
 
 		holds_set_uncertain(items[i].h, true);
 		items[i].h->settle_at_end = retry;
+
 		/* the watchdog may find it gone now: our release, not a loss */
 		if (items[i].levels > 0)
 			registry_releasing(items[i].h->key, items[i].h->kind);
 	}
 
-	(void) rconn_run(conn, cmds, n, &replies, elevel,
-				   n == 1 ? items[0].h->key : NULL);
+	replies = run_batch_round_trip(conn, cmds, items, n, elevel);
 
 	for (int i = 0; i < n; i++)
 	{

@@ -31,22 +31,32 @@ open(my $fh, '>', $script) or die "$script: $!";
 print $fh "SELECT rlock_try_acquire('race' || :client_id), rlock_release('race' || :client_id);\n";
 close($fh);
 
+# The premise is that many renewals cross many releases: pgbench runs in
+# 4 s rounds until the watchdog has run 20 cycles meanwhile (a loaded
+# machine may need more than one round), at most 10 rounds.
 my $cycles0 = $node->safe_psql('postgres', 'SELECT renewal_cycles FROM rlock_stats');
 my $log_offset = -s $node->logfile;
-my ($out, $err) = ('', '');
-my $ok = IPC::Run::run(
-	[
-		'pgbench', '-n', '-h', $node->host, '-p', $node->port,
-		'-c', '4', '-T', '4', '-f', $script, 'postgres'
-	],
-	'>', \$out, '2>', \$err);
-ok($ok, 'four sessions take and release locks for 4 s (pgbench)')
-  or diag($err);
-my ($tx) = $out =~ /number of transactions actually processed: (\d+)/;
-note "try+release pairs: " . ($tx // '?');
-cmp_ok($tx // 0, '>', 1000, 'many pairs ran');
-cmp_ok($node->safe_psql('postgres', 'SELECT renewal_cycles FROM rlock_stats') - $cycles0,
-	'>=', 20, 'the watchdog renewed all along (a cycle every 50 ms)');
+my ($tx, $cycles, $rounds, $all_ok) = (0, 0, 0, 1);
+while ($rounds < 10 && ($rounds == 0 || $cycles < 20))
+{
+	my ($out, $err) = ('', '');
+	my $ok = IPC::Run::run(
+		[
+			'pgbench', '-n', '-h', $node->host, '-p', $node->port,
+			'-c', '4', '-T', '4', '-f', $script, 'postgres'
+		],
+		'>', \$out, '2>', \$err);
+	$all_ok &&= $ok;
+	diag($err) unless $ok;
+	my ($n) = $out =~ /number of transactions actually processed: (\d+)/;
+	$tx += $n // 0;
+	$rounds++;
+	$cycles = $node->safe_psql('postgres', 'SELECT renewal_cycles FROM rlock_stats') - $cycles0;
+}
+ok($all_ok, 'four sessions take and release locks (pgbench)');
+note "try+release pairs: $tx in $rounds round(s) of 4 s, $cycles watchdog cycles";
+cmp_ok($tx, '>', 1000, 'many pairs ran');
+cmp_ok($cycles, '>=', 20, 'the watchdog renewed all along (20 cycles or more meanwhile)');
 
 my $log = substr(slurp_file($node->logfile), $log_offset);
 my @lost = $log =~ /(lock "race\d+"[^\n]* was lost)/g;
