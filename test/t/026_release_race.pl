@@ -58,15 +58,24 @@ note "try+release pairs: $tx in $rounds round(s) of 4 s, $cycles watchdog cycles
 cmp_ok($tx, '>', 1000, 'many pairs ran');
 cmp_ok($cycles, '>=', 20, 'the watchdog renewed all along (20 cycles or more meanwhile)');
 
+# A crossing renewal would report the lock gone from Redis.  A lock its
+# holder kept past the fail-closed moment (a backend descheduled for longer
+# than the 150 ms lease allows, on a loaded machine) is rightly reported
+# "not renewed": that is the rule of SPEC 6, not this race, and it is
+# counted apart.
 my $log = substr(slurp_file($node->logfile), $log_offset);
-my @lost = $log =~ /(lock "race\d+"[^\n]* was lost)/g;
-is(scalar(@lost), 0,
-	'no lock released by its holder was reported lost by a crossing renewal')
-  or diag(join("\n", @lost[ 0 .. ($#lost < 4 ? $#lost : 4) ]));
-unlike($log, qr/canceling statement due to user request/,
+my @lost = $log =~ /(lock "race\d+"[^\n]* was lost\n[^\n]*DETAIL:[^\n]*)/g;
+my @gone = grep { /no longer had the lock/ } @lost;
+my $late = scalar(@lost) - scalar(@gone);
+note "lost reports: " . scalar(@gone) . " found gone, $late not renewed in time";
+is(scalar(@gone), 0,
+	'no lock released by its holder was reported gone by a crossing renewal')
+  or diag(join("\n", @gone[ 0 .. ($#gone < 4 ? $#gone : 4) ]));
+my @cancels = $log =~ /(canceling statement due to user request)/g;
+cmp_ok(scalar(@cancels), '<=', $late,
 	'and no session was cancelled for it (rlock.cancel_on_lost)');
-is($node->safe_psql('postgres', 'SELECT locks_lost FROM rlock_stats'), '0',
-	'locks_lost stays 0');
+is($node->safe_psql('postgres', 'SELECT locks_lost FROM rlock_stats'), $late,
+	'locks_lost counts only the locks not renewed in time');
 
 # a real loss is still loud
 my $s = $node->background_psql('postgres', on_error_stop => 0);
