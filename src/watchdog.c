@@ -131,12 +131,14 @@ renew_elsewhere(RenewItem *items, const int *ask, int n, int elevel,
  * marked lost without asking Redis; the others are renewed (or, with a
  * fixed lease, checked) in batches of RENEW_BATCH keys pipelined in one
  * round trip, each batch with its own deadline.  Returns false when Redis
- * could not be reached (reported at elevel).  Sets *next_due to when the
+ * could not be reached (reported at elevel); *asked says whether Redis
+ * was asked anything at all (a cycle with nothing to renew is no news of
+ * an outage ending).  Sets *next_due to when the
  * next cycle is due: a third of the shortest renewal lease (or of
  * rlock.watchdog_timeout), or sooner when a lock's deadline comes first.
  */
 static bool
-renew_cycle(RedisConn *conn, int elevel, TimestampTz *next_due)
+renew_cycle(RedisConn *conn, int elevel, TimestampTz *next_due, bool *asked)
 {
 	RenewItem  *items;
 	int			n;
@@ -184,6 +186,7 @@ renew_cycle(RedisConn *conn, int elevel, TimestampTz *next_due)
 			ask[nask++] = i;
 	}
 
+	*asked = (nask > 0);
 	if (nask > 0)
 	{
 		RenewArg   *args = palloc(nask * sizeof(RenewArg));
@@ -312,17 +315,23 @@ rlock_watchdog_main(Datum arg)
 			RedisConn  *conn;
 			TimestampTz due;
 			bool		ok;
+			bool		asked;
 
 			/* the configured Redis, after any reload that changed it */
 			rconn_close_idle(false);
 			conn = rconn_backend();
 			rconn_set_progress_deadlines(conn, true);
 			/* report the first failure of an outage at LOG, then quietly */
-			ok = renew_cycle(conn, failing ? DEBUG1 : LOG, &due);
+			ok = renew_cycle(conn, failing ? DEBUG1 : LOG, &due, &asked);
 			MemoryContextSwitchTo(old);
 			MemoryContextReset(cycle_cxt);
 
-			if (ok)
+			if (ok && !asked)
+			{
+				/* nothing asked of Redis: no news of an outage either way */
+				next_cycle = due;
+			}
+			else if (ok)
 			{
 				if (failing)
 					ereport(LOG,
