@@ -454,8 +454,11 @@ holds_acks_refused(const char *name, RedisConn *conn, int wanted,
 					name),
 			 ack_error ?
 			 errdetail("WAIT failed: %s; the acquisition was undone.", ack_error) :
+			 acked < 0 ?
+			 errdetail("WAIT answered %lld, not a number of replicas; the acquisition was undone.",
+					   (long long) acked) :
 			 errdetail("%d of the %d replica acknowledgements rlock.replica_acks asks for arrived within rlock.replica_ack_timeout (%d ms); the acquisition was undone.",
-					   (int) Max(acked, 0), wanted,
+					   (int) acked, wanted,
 					   rlock_replica_ack_timeout_ms),
 			 errhint("Check the replicas of the Redis master at %s, or lower rlock.replica_acks.",
 					 rconn_address(conn))));
@@ -529,6 +532,8 @@ holds_run_acquire(const LockName *ln, RlockKind kind, HoldRequest *req,
 			acked = replies[1]->integer;
 		else if (replies[1]->type == RREPLY_ERROR)
 			ack_error = pstrdup(replies[1]->str);
+		else
+			ack_error = "its reply was not a number";
 	}
 	if (r->type == RREPLY_ERROR)
 	{

@@ -63,7 +63,7 @@ run_batch_elsewhere(BatchItem *items, int n, int elevel)
 		targets[i] = holds_total(h);
 		before[i] = holds_total(h) + items[i].levels;
 		if (items[i].levels > 0)
-			registry_releasing(h->key, h->kind);
+			registry_releasing(h->key, h->kind, holds_total(h));
 	}
 	PG_TRY();
 	{
@@ -223,7 +223,8 @@ holds_run_local_batch(BatchItem *items, int n, int elevel)
 
 		/* the watchdog may find it gone now: our release, not a loss */
 		if (items[i].levels > 0)
-			registry_releasing(items[i].h->key, items[i].h->kind);
+			registry_releasing(items[i].h->key, items[i].h->kind,
+							   holds_total(items[i].h));
 	}
 
 	replies = run_batch_round_trip(conn, cmds, items, n, elevel);

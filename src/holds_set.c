@@ -202,6 +202,8 @@ holds_run_acquire_set(const LockName *lns, int n, RlockKind kind,
 		acked = w->type == RREPLY_INTEGER ? w->integer : -1;
 		if (w->type == RREPLY_ERROR)
 			ack_error = pnstrdup(w->str, w->len);
+		else if (w->type != RREPLY_INTEGER)
+			ack_error = "its reply was not a number";
 		break;
 	}
 

@@ -279,6 +279,7 @@ registry_sync(const char *key, RlockKind kind, int session_count,
 	if (!found)
 	{
 		pg_atomic_init_u32(&e->release_seq, 0);
+		pg_atomic_init_u32(&e->releasing_to, 0);
 	}
 	if (!found || e->session_count + e->xact_count == 0)
 	{
@@ -303,9 +304,11 @@ registry_sync(const char *key, RlockKind kind, int session_count,
 /*
  * This backend is about to send a release of key: until registry_sync
  * records its outcome, a renewal that finds the lock gone proves nothing.
+ * remaining: the holds left once it is done; at 0 rlock_locks no longer
+ * shows the entry, for Redis may hand the lock on before the reply comes.
  */
 void
-registry_releasing(const char *key, RlockKind kind)
+registry_releasing(const char *key, RlockKind kind, int remaining)
 {
 	RegistryEntry tag;
 	RegistryEntry *e;
@@ -317,7 +320,10 @@ registry_releasing(const char *key, RlockKind kind)
 	e = hash_search(registry_hash, &tag, HASH_FIND, NULL);
 	/* only this backend changes its entries' sequence: no race to odd */
 	if (e != NULL && pg_atomic_read_u32(&e->release_seq) % 2 == 0)
+	{
+		pg_atomic_write_u32(&e->releasing_to, (uint32) Max(remaining, 0));
 		pg_atomic_fetch_add_u32(&e->release_seq, 1);
+	}
 	LWLockRelease(rlock_shared->lock);
 }
 
@@ -422,6 +428,15 @@ registry_snapshot(RegistryRow **rows)
 		RegistryRow *r;
 
 		if (e->session_count + e->xact_count == 0)
+			continue;
+
+		/*
+		 * A release to zero in flight: Redis may already have handed the
+		 * lock to a waiter, whose entry shows it; this one is no longer a
+		 * holder (were the release refused, it comes back).
+		 */
+		if (pg_atomic_read_u32(&e->release_seq) % 2 == 1 &&
+			pg_atomic_read_u32(&e->releasing_to) == 0)
 			continue;
 		r = &out[n++];
 		r->pid = e->pid;

@@ -49,6 +49,8 @@ typedef struct RegistryEntry
 	 * the registry's lock only in shared mode.
 	 */
 	pg_atomic_uint32 release_seq;
+	/* holds left once the release in flight is done (rlock_locks) */
+	pg_atomic_uint32 releasing_to;
 } RegistryEntry;
 
 /* What rlock_locks shows of an entry (copied out of shared memory). */
@@ -101,7 +103,8 @@ extern bool registry_sync(const char *key, RlockKind kind, int session_count,
 						  int xact_count, int64 lease_ms,
 						  int64 renew_lease_ms, TimestampTz expires_at);
 extern void registry_remove(const char *key, RlockKind kind);
-extern void registry_releasing(const char *key, RlockKind kind);
+extern void registry_releasing(const char *key, RlockKind kind,
+							   int remaining);
 extern void registry_remove_backend(void);
 extern bool registry_is_lost(const char *key, RlockKind kind);
 
