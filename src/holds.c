@@ -659,9 +659,9 @@ other_kind_error(const LockName *ln, RlockKind kind, RReply *r)
 					kind == RLOCK_KIND_EXCLUSIVE || kind == RLOCK_KIND_FAIR ?
 					psprintf("%s lock", rlock_kind_name(kind)) :
 					"read/write lock"),
-			 errdetail("It is a %s lock in Redis.",
-					   strncmp(found, "exclusive", 9) == 0 ? "exclusive" :
-					   "read/write"),
+			 errdetail("It is %s lock in Redis.",
+					   strncmp(found, "exclusive", 9) == 0 ? "an exclusive" :
+					   "a read/write"),
 			 errhint("Release it with the functions of its kind.")));
 }
 
@@ -725,8 +725,8 @@ holds_release(const LockName *ln, RlockKind kind, const char *owner)
 		if (r->type == RREPLY_NIL)
 		{
 			ereport(WARNING,
-					(errmsg("%s \"%s\" is not held by owner \"%s\"",
-							kind_label(kind), ln->name, owner)));
+					(errmsg("%s \"%s\" is not held by this owner token",
+							kind_label(kind), ln->name)));
 			return false;
 		}
 		if (r->type != RREPLY_INTEGER)

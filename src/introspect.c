@@ -10,6 +10,13 @@
  * server's sessions hold, reads the shared-memory registry instead, and
  * rlock_stats the shared-memory counters of stats.c.
  *
+ * Owner tokens are bearer secrets (SPEC.md section 8).  Redis holds only
+ * their digests (lockname_owner_field), and rlock_status shows not even
+ * those: a holder that is not a holder identity ("<uuid>:...") is shown as
+ * OWNER_TOKEN_SHOWN to superusers and members of pg_read_all_stats, and as
+ * NO_PRIVILEGE_SHOWN to other roles, as pg_stat_activity shows another
+ * role's query.
+ *
  * Copyright (c) 2026, rlock developers
  *
  *-------------------------------------------------------------------------
@@ -19,7 +26,10 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "access/htup_details.h"
+#include "catalog/pg_authid.h"
 #include "commands/dbcommands.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
@@ -31,6 +41,21 @@
 #include "registry.h"
 #include "scripts.h"
 #include "stats.h"
+
+/* What rlock_status shows for an owner token's hold (see the top). */
+#define OWNER_TOKEN_SHOWN		"<owner token>"
+#define NO_PRIVILEGE_SHOWN		"<insufficient privilege>"
+
+#if PG_VERSION_NUM < 140000
+#define ROLE_PG_READ_ALL_STATS	DEFAULT_ROLE_READ_ALL_STATS
+#endif
+
+/* May the current role see that a hold is an owner token's? */
+static bool
+sees_owner_tokens(void)
+{
+	return superuser() || has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS);
+}
 
 static Interval *
 ms_interval(int64 ms)
@@ -168,7 +193,8 @@ rlock_remaining_lease(PG_FUNCTION_ARGS)
  * rlock_status(name): one row per holder.  For read/write locks (a "mode"
  * field), "<holder>:write" fields are write holds and the others read holds.
  * A fair lock's hash is an exclusive lock's: it shows as "fair" while
- * waiters are queued for it, or when this session holds it as one.
+ * waiters are queued for it, or when this session holds it as one.  An
+ * owner token's holds are masked (see the top of the file).
  */
 PG_FUNCTION_INFO_V1(rlock_status);
 Datum
@@ -180,6 +206,7 @@ rlock_status(PG_FUNCTION_ARGS)
 	int64		pttl;
 	const char *mode = NULL;
 	bool		queued;
+	bool		privileged = sees_owner_tokens();
 	int			nfields;
 	char	  **fields;
 	char	  **values;
@@ -238,7 +265,11 @@ rlock_status(PG_FUNCTION_ARGS)
 		}
 		count = strtoll(values[i], NULL, 10);
 		vals[0] = CStringGetTextDatum(kind);
-		vals[1] = CStringGetTextDatum(holder);
+		if (lockname_is_holder_identity(holder))
+			vals[1] = CStringGetTextDatum(holder);
+		else
+			vals[1] = CStringGetTextDatum(privileged ? OWNER_TOKEN_SHOWN :
+										  NO_PRIVILEGE_SHOWN);
 		vals[2] = Int32GetDatum((int32) Min(count, PG_INT32_MAX));
 		if (pttl >= 0)
 			vals[3] = IntervalPGetDatum(ms_interval(pttl));

@@ -250,17 +250,31 @@ exclusive_force_release(const LockName *ln)
 	RedisCmd	cmd;
 	RReply *r;
 	HeldLock   *h;
+	RedisConn  *conn = rconn_backend();
+	char	   *latch = lockname_unlock_latch(ln->key);
 
 	holds_settle();
-	rcmd_script(&cmd, RLOCK_SCRIPT_FORCE_RELEASE, 4);
+	/* (the latch makes a replay after a lost reply delete nothing) */
+	rcmd_script(&cmd, RLOCK_SCRIPT_FORCE_RELEASE, 5);
 	rcmd_arg(&cmd, ln->key, ln->keylen);
 	rcmd_str(&cmd, lockname_derive(ln->key, "redisson_lock__channel"));
 	rcmd_str(&cmd, lockname_derive(ln->key, "redisson_rwlock"));
 	rcmd_str(&cmd, lockname_derive(ln->key, "redisson_lock_queue"));
+	rcmd_str(&cmd, latch);
 	rcmd_str(&cmd, RELEASE_MESSAGE);
-	r = rconn_run1(rconn_backend(), &cmd, ln->name);
+	rcmd_int(&cmd, lockname_latch_ttl_ms());
+	r = rconn_run1(conn, &cmd, ln->name);
+	if (rconn_reply_is(r, "RLOCKNOTLOCK"))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("Redis key of lock \"%s\" is not a lock", ln->name),
+				 strstr(r->str, "expiry") != NULL ?
+				 errdetail("It is a hash without an expiry time; every lock has one.") :
+				 errdetail("It is a hash with a field that is not a holder's hold count."),
+				 errhint("rlock_force_release deletes only locks; the key was left as it was.")));
 	if (r->type != RREPLY_INTEGER)
 		rconn_unexpected_reply(r, ln->name);
+	rconn_defer_del(conn, latch);
 
 	/* whatever this session held of it, as any kind, is gone now */
 	for (int k = 0; k < RLOCK_NUM_KINDS; k++)

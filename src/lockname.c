@@ -9,11 +9,18 @@
  * so that all of a lock's keys share N's Redis Cluster hash slot, exactly
  * as Redisson names them (PROTOCOL.md, "Names").
  *
+ * It also owns the hash field an explicit owner token's holds are stored
+ * under (lockname_owner_field): never the token itself, which is a bearer
+ * secret and could name any field of any hash.
+ *
  * Copyright (c) 2026, rlock developers
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
+
+#include <openssl/evp.h>
+#include <openssl/sha.h>
 
 #include "miscadmin.h"
 
@@ -139,4 +146,68 @@ const char *
 lockname_holder_field(RlockKind kind, const char *holder)
 {
 	return kind == RLOCK_KIND_WRITE ? psprintf("%s:write", holder) : holder;
+}
+
+/*
+ * The holder field of an explicit owner token (SPEC.md section 8):
+ * "rlock-owner:<SHA-256 of the token, 64 hex digits>".
+ *
+ * The token itself is never stored, so:
+ *	- no token can name a field of an application hash in the lock's
+ *	  database (rlock_release('cart:99', owner => 'item_sku_1') finds no
+ *	  field "rlock-owner:<digest>" in cart:99, and so touches nothing), nor
+ *	  "mode" or another holder's field: holder identities are "<uuid>:...",
+ *	  and the digest has no ':' for a ":write" suffix to hide behind;
+ *	- whoever reads the lock's hash (rlock_status, a Redis client) learns
+ *	  a digest, which releases nothing: a release digests what it is given.
+ * The field depends on the token alone, so a hand-off to another session,
+ * database or server naming the same token finds the same field; it has
+ * Redisson's "<id>:<thread>" shape, so a read/write lock's write field
+ * ("<field>:write") and read timeout keys are derived from it as from any
+ * holder.  Returns a palloc'd string.
+ */
+char *
+lockname_owner_field(const char *token)
+{
+	static const char hex[] = "0123456789abcdef";
+	char	   *input = psprintf("rlock owner token:%s", token);
+	unsigned char digest[EVP_MAX_MD_SIZE];
+	unsigned int len = 0;
+	size_t		plen = strlen(RLOCK_OWNER_FIELD_PREFIX);
+	char	   *field;
+
+	if (EVP_Digest(input, strlen(input), digest, &len, EVP_sha256(),
+				   NULL) != 1 || len != SHA256_DIGEST_LENGTH)
+		elog(ERROR, "could not compute the SHA-256 digest of an owner token");
+	pfree(input);
+	field = palloc(plen + 2 * len + 1);
+	memcpy(field, RLOCK_OWNER_FIELD_PREFIX, plen);
+	for (unsigned int i = 0; i < len; i++)
+	{
+		field[plen + 2 * i] = hex[digest[i] >> 4];
+		field[plen + 2 * i + 1] = hex[digest[i] & 0x0f];
+	}
+	field[plen + 2 * len] = '\0';
+	return field;
+}
+
+/*
+ * Is field (of a lock's hash) a holder identity, "<uuid>:...": a session
+ * of some PostgreSQL server, or a Redisson client's thread?  Those are not
+ * secrets.  Any other field is an owner token's (or, in a hash that is not
+ * a lock, the application's own), and introspection shows it masked.
+ */
+bool
+lockname_is_holder_identity(const char *field)
+{
+	for (int i = 0; i < 36; i++)
+	{
+		bool		dash = (i == 8 || i == 13 || i == 18 || i == 23);
+
+		if (field[i] == '\0')
+			return false;
+		if (dash ? field[i] != '-' : !isxdigit((unsigned char) field[i]))
+			return false;
+	}
+	return field[36] == ':';
 }

@@ -182,29 +182,51 @@ REFUSE_RW_KEYS1
 
 /*
  * force release (Redisson forceUnlock), any kind: KEYS[1] lock, KEYS[2]
- * channel, KEYS[3] read/write channel, KEYS[4] fair queue; ARGV[1] release
- * message.  Wakes the waiters of the kind it was: "1" on the read/write
- * channel, or the exclusive channel and the fair queue's head.  Returns 1
- * when something was deleted; refuses (WRONGTYPE) to delete a key that is
- * not a lock.
+ * channel, KEYS[3] read/write channel, KEYS[4] fair queue, KEYS[5] unlock
+ * latch; ARGV[1] release message, ARGV[2] latch TTL ms.  Wakes the waiters
+ * of the kind it was: "1" on the read/write channel, or the exclusive
+ * channel and the fair queue's head.  Returns 1 when something was
+ * deleted.  Deletes only a lock: refuses (WRONGTYPE) a key that is not a
+ * hash, and ("RLOCKNOTLOCK <why>") a hash without an expiry (every lock
+ * has one) or with a field that is not a holder's hold count ("<id>:...",
+ * a positive integer; "mode" aside): an application's hash in the lock
+ * database.
+ * Deleting whoever holds the lock is not idempotent: replayed after a lost
+ * reply, it would delete the next holder's lock.  So, like release, it
+ * records its answer in the request's latch before deleting, and a replay
+ * finds the latch and answers as the first time, deleting nothing.
  */
 static const char force_release_body[] =
+"local v = redis.call('get', KEYS[5])\n"
+"if v then return tonumber(v) end\n"
 "local t = redis.call('type', KEYS[1])['ok']\n"
 "if t ~= 'hash' and t ~= 'none' then\n"
 "  return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')\n"
 "end\n"
-"local rw = redis.call('hexists', KEYS[1], 'mode') == 1\n"
-"if redis.call('del', KEYS[1]) == 1 then\n"
-"  if rw then\n"
-"    redis.call('publish', KEYS[3], '1')\n"
-"  else\n"
-"    redis.call('publish', KEYS[2], ARGV[1])\n"
-"    local head = redis.call('lindex', KEYS[4], 0)\n"
-"    if head then redis.call('publish', KEYS[2] .. ':' .. head, ARGV[1]) end\n"
-"  end\n"
-"  return 1\n"
+"if t == 'none' then\n"
+"  redis.call('set', KEYS[5], 0, 'px', ARGV[2])\n"
+"  return 0\n"
 "end\n"
-"return 0\n";
+"if redis.call('pttl', KEYS[1]) < 0 then return redis.error_reply('RLOCKNOTLOCK expiry') end\n"
+"local f = redis.call('hgetall', KEYS[1])\n"
+"for i = 1, #f, 2 do\n"
+"  if f[i] == 'mode' then\n"
+"    if f[i + 1] ~= 'read' and f[i + 1] ~= 'write' then return redis.error_reply('RLOCKNOTLOCK field') end\n"
+"  elseif not string.find(f[i], ':', 1, true) or not string.match(f[i + 1], '^[1-9]%d*$') then\n"
+"    return redis.error_reply('RLOCKNOTLOCK field')\n"
+"  end\n"
+"end\n"
+"redis.call('set', KEYS[5], 1, 'px', ARGV[2])\n"
+"local rw = redis.call('hexists', KEYS[1], 'mode') == 1\n"
+"redis.call('del', KEYS[1])\n"
+"if rw then\n"
+"  redis.call('publish', KEYS[3], '1')\n"
+"else\n"
+"  redis.call('publish', KEYS[2], ARGV[1])\n"
+"  local head = redis.call('lindex', KEYS[4], 0)\n"
+"  if head then redis.call('publish', KEYS[2] .. ':' .. head, ARGV[1]) end\n"
+"end\n"
+"return 1\n";
 
 /*
  * status: KEYS[1] lock, KEYS[2] its fair queue.  Returns {pttl, queued,

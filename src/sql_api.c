@@ -8,7 +8,8 @@
  * trip: NULL, empty or over-long names (lockname.c), leases and waits that
  * are not positive or exceed a year, unusable owner tokens.  The functions
  * are declared non-STRICT so that a NULL argument gets a clear ERROR rather
- * than a silent NULL result.
+ * than a silent NULL result.  An owner token goes no further than here: the
+ * lock kinds get the holder field it stands for (lockname_owner_field).
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -97,32 +98,30 @@ sql_wait_arg(FunctionCallInfo fcinfo, int argno, const LockName *ln)
 /*
  * May s not be an owner token?  Tokens shaped like a holder identity,
  * "<uuid>:..." (a session of some PostgreSQL server, a Redisson client
- * thread, or the write field "<holder>:write" of a read/write lock), would
- * let a caller act as another holder; "mode" is a read/write lock's own
- * field, and a token ending in ":write" would name the write side of the
- * owner before the colon.
+ * thread, or the write field "<holder>:write" of a read/write lock), "mode"
+ * (a read/write lock's own field) and tokens ending in ":write" name holders
+ * of the lock protocol itself.  (A token is stored only as a digest,
+ * lockname_owner_field, so it could not reach those fields anyway; the
+ * refusal keeps such tokens from meaning something else to a reader.)
  */
 static bool
 reserved_owner(const char *s)
 {
 	size_t		len = strlen(s);
-	int			i;
 
 	if (strcmp(s, "mode") == 0)
 		return true;
 	if (len >= 6 && strcmp(s + len - 6, ":write") == 0)
 		return true;
-	for (i = 0; i < 36; i++)
-	{
-		bool		dash = (i == 8 || i == 13 || i == 18 || i == 23);
-
-		if (dash ? s[i] != '-' : !isxdigit((unsigned char) s[i]))
-			return false;
-	}
-	return s[36] == ':';
+	return lockname_is_holder_identity(s);
 }
 
-/* The owner argument: NULL = this session; else a checked token. */
+/*
+ * The owner argument: NULL = this session; else the holder field of a
+ * checked token (lockname_owner_field: a digest, never the token).  An
+ * owner token is a bearer secret (SPEC.md section 8): no message names it,
+ * since messages reach the server log and whoever reads it.
+ */
 static const char *
 owner_arg(FunctionCallInfo fcinfo, int argno, const LockName *ln)
 {
@@ -141,10 +140,9 @@ owner_arg(FunctionCallInfo fcinfo, int argno, const LockName *ln)
 	if (reserved_owner(owner))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("owner \"%s\" of lock \"%s\" is reserved", owner,
-						ln->name),
+				 errmsg("owner token of lock \"%s\" is reserved", ln->name),
 				 errdetail("\"mode\", tokens ending in \":write\" and tokens of the form <uuid>:... name holders of the lock protocol itself.")));
-	return owner;
+	return lockname_owner_field(owner);
 }
 
 static const char *
@@ -156,8 +154,8 @@ owner_for_acquire(FunctionCallInfo fcinfo, int argno, const LockName *ln,
 	if (owner != NULL && lease_null)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("lock \"%s\" taken for owner \"%s\" needs a lease",
-						ln->name, owner),
+				 errmsg("lock \"%s\" taken for an owner token needs a lease",
+						ln->name),
 				 errdetail("A lock taken for an owner token is not tied to this session, so nothing would renew it or release it."),
 				 errhint("Give a lease, such as '10 minutes'.")));
 	return owner;
