@@ -132,6 +132,8 @@ SELECT rlock_try_acquire('cart:99', '1 minute', owner => 'item_sku_1');
 SELECT rlock_fenced_try_acquire('counter:7', '1 minute', owner => 'hits');
 SELECT rlock_fair_try_acquire('counter:7', '1 minute', owner => 'hits');
 SELECT rlock_write_try_acquire('profile:1', '1 minute', owner => 'theme');
+SELECT rlock_read_try_acquire('profile:1', '1 minute');
+SELECT rlock_read_try_acquire('profile:1', '1 minute', owner => 'theme');
 -- and introspection does not list an application's fields
 SELECT kind, holder, hold_count FROM rlock_status('cart:99') ORDER BY hold_count;
 RESET ROLE;

@@ -340,6 +340,9 @@ RAISE_TTL("base .. ':' .. " field " .. ':rwlock_timeout:' .. k", "mine") \
 static const char read_acquire_body[] =
 FAIR_QUEUE_OF_KEYS1
 "local mode = redis.call('hget', KEYS[1], 'mode')\n"
+"if mode and ((mode ~= 'read' and mode ~= 'write') or redis.call('pttl', KEYS[1]) < 0) then\n"
+"  return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')\n"
+"end\n"
 "if mode == false then\n"
 "  if redis.call('exists', KEYS[1]) == 1 or redis.call('exists', fairq) == 1 then\n"
 "    return {2, redis.call('exists', fairq) == 1 and 'fair' or 'exclusive'}\n"
