@@ -213,6 +213,12 @@ SELECT rlock_multi_xact_try_acquire('{}');
 \echo :LAST_ERROR_SQLSTATE
 SELECT rlock_multi_release('{}');
 \echo :LAST_ERROR_SQLSTATE
+-- a two-dimensional array is not a set of names
+SELECT rlock_multi_try_acquire(ARRAY[['multi.d1', 'multi.d2'], ['multi.d3', 'multi.d4']], '1 minute');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_multi_release('{{multi.d1},{multi.d2}}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_is_locked('multi.d1');
 SELECT rlock_is_locked('multi.n1');
 -- invalid names: the errors of rlock_acquire
 SELECT rlock_multi_acquire(ARRAY['multi.n1', ''], '1 minute');

@@ -67,6 +67,17 @@ names_arg(FunctionCallInfo fcinfo, int argno, LockName **lns, LockName *label)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("names of a multi-lock must not be NULL")));
 	arr = PG_GETARG_ARRAYTYPE_P(argno);
+	if (ARR_NDIM(arr) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("names of a multi-lock must be a one-dimensional array, not %d-dimensional",
+						ARR_NDIM(arr))));
+	n = ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
+	if (n > RLOCK_MAX_MULTI_NAMES)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("a multi-lock takes at most %d names, not %d",
+						RLOCK_MAX_MULTI_NAMES, n)));
 	shown = OidOutputFunctionCall(F_ARRAY_OUT, PointerGetDatum(arr));
 	if (strlen(shown) > SET_LABEL_LEN)
 		shown = psprintf("%.*s...", SET_LABEL_LEN, shown);
