@@ -45,6 +45,10 @@ SELECT rlock_release('sf_x', owner => 'job-2');
 -- ---- rlock.watchdog_timeout is the server's, not a session's ----
 SET rlock.watchdog_timeout = '400ms';
 \echo :LAST_ERROR_SQLSTATE
+-- and a server's value below what a COMMIT needs (the check before COMMIT
+-- renews to it and wants 1 s left) is refused when it is set
+ALTER SYSTEM SET rlock.watchdog_timeout = '1500ms';
+\echo :LAST_ERROR_SQLSTATE
 
 -- ---- the check before COMMIT requires enough lease to cover the commit ----
 CREATE TEMP TABLE guarded (v int);

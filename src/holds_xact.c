@@ -46,13 +46,12 @@
 #include "stats.h"
 
 /*
- * The lease a transaction-level lock must have left, after the check before
- * COMMIT, for the commit to finish inside it.  A fixed constant: no
- * setting a user controls may shrink a safety margin.  A commit that
- * stalls longer (a synchronous standby, a stopped server) can still outlive
- * the lease; fencing tokens close that window.
+ * The lease a transaction-level lock must have left after the check before
+ * COMMIT (rlock.h).  A commit that stalls longer (a synchronous standby, a
+ * stopped server) can still outlive the lease; fencing tokens close that
+ * window.
  */
-#define COMMIT_MIN_LEASE_MS		1000
+#define COMMIT_MIN_LEASE_MS		RLOCK_COMMIT_MIN_LEASE_MS
 
 #define MAX_CLEANUPS			4
 

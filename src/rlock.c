@@ -131,7 +131,7 @@ _PG_init(void)
 							"Lease of locks taken without a lease; renewed every third of it.",
 							NULL,
 							&rlock_watchdog_timeout_ms,
-							30000, 100, INT_MAX / 4,
+							30000, RLOCK_MIN_WATCHDOG_TIMEOUT_MS, INT_MAX / 4,
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);

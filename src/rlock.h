@@ -78,6 +78,21 @@
  */
 #define RLOCK_UNINTERRUPTIBLE_CAP_MS	3000
 
+/*
+ * The lease a transaction-level lock must have left, after the check before
+ * COMMIT, for the commit to finish inside it.  A fixed constant: no
+ * setting a user controls may shrink a safety margin.
+ */
+#define RLOCK_COMMIT_MIN_LEASE_MS	1000
+
+/*
+ * Smallest rlock.watchdog_timeout: twice that, so that a lock renewed at
+ * COMMIT (to the watchdog's lease) always has the lease a commit needs,
+ * with room for the round trip; below it every COMMIT of a lock taken
+ * without a lease would fail.
+ */
+#define RLOCK_MIN_WATCHDOG_TIMEOUT_MS	(2 * RLOCK_COMMIT_MIN_LEASE_MS)
+
 /* Largest rlock.max_locks. */
 #define RLOCK_MAX_LOCKS_LIMIT	1000000
 

@@ -9,9 +9,9 @@
 # release Redis refuses does not make a renewed lock look expired.
 #
 # Sessions take and release locks as fast as they can while the watchdog
-# renews every 50 ms (watchdog_timeout 150 ms), for a few seconds: without
-# the registry's "release in flight" mark this crossing happened dozens of
-# times a second here.
+# renews every 667 ms (watchdog_timeout 2 s, the smallest allowed), for 20
+# cycles or more: without the registry's "release in flight" mark this
+# crossing happened several times a second here.
 use strict;
 use warnings;
 
@@ -23,7 +23,7 @@ use Test::More;
 use RlockTest;
 
 my $redis = RlockTest::Redis->new;
-my $node = RlockTest::new_node('race', $redis, watchdog_timeout => '150ms',
+my $node = RlockTest::new_node('race', $redis, watchdog_timeout => '2s',
 	extra_conf => "rlock.cancel_on_lost = on\n");
 
 my $script = $node->basedir . '/race.sql';
@@ -60,7 +60,7 @@ cmp_ok($cycles, '>=', 20, 'the watchdog renewed all along (20 cycles or more mea
 
 # A crossing renewal would report the lock gone from Redis.  A lock its
 # holder kept past the fail-closed moment (a backend descheduled for longer
-# than the 150 ms lease allows, on a loaded machine) is rightly reported
+# than the lease allows, on a loaded machine) is rightly reported
 # "not renewed": that is the rule of SPEC 6, not this race, and it is
 # counted apart.
 my $log = substr(slurp_file($node->logfile), $log_offset);

@@ -15,7 +15,7 @@ use Test::More;
 use RlockTest;
 
 my $redis = RlockTest::Redis->new;
-my $node = RlockTest::new_node('outage', $redis, watchdog_timeout => '1500ms');
+my $node = RlockTest::new_node('outage', $redis, watchdog_timeout => '2s');
 my $s = $node->background_psql('postgres', on_error_stop => 0);
 
 my ($out, $err, $state) = RlockTest::run_sql($s, "SELECT rlock_acquire('outage1')");
@@ -25,8 +25,8 @@ $redis->stop;
 ok( $node->poll_query_until('postgres',
 		"SELECT state = 'lost' FROM rlock_locks WHERE name = 'outage1'"),
 	'with Redis stopped, the watchdog gives the lock up (fail closed)');
-# From here on the watchdog has nothing to renew; it wakes every 500 ms.
-# Without the fix the line came at its next cycle; give it 5 s (ten
+# From here on the watchdog has nothing to renew; it wakes every 667 ms.
+# Without the fix the line came at its next cycle; give it 5 s (seven
 # cycles) to appear.
 ok(!RlockTest::wait_until(sub { RlockTest::log_has($node, $offset, qr/Redis answers again/) }, 5),
 	'"Redis answers again" is not logged while Redis is still stopped');
