@@ -63,6 +63,25 @@ SELECT agreement_renewed('ag_m3') AS renewed;
 SELECT state, hold_count FROM rlock_locks WHERE name = 'ag_m3';
 \! redis-cli -u "$RLOCK_REDIS_URL" PTTL ag_m3 | awk '{ print ($1 > 1000) ? "ttl kept" : "ttl cut to " $1 }'
 SELECT rlock_release('ag_m3'), rlock_release('ag_m3');
+-- ... also once renewals have carried it past its first lease: the
+-- re-entry's shorter expiry does not replace the renewed one
+SELECT rlock_acquire('ag_m5');
+SELECT pg_sleep(2.2);
+SELECT agreement_renewed('ag_m5') AS renewed;
+SELECT rlock_acquire('ag_m5', '100 milliseconds');
+SELECT agreement_renewed('ag_m5') AS renewed;
+SELECT agreement_renewed('ag_m5') AS renewed;
+SELECT state, hold_count FROM rlock_locks WHERE name = 'ag_m5';
+SELECT rlock_release('ag_m5'), rlock_release('ag_m5');
+-- the same for a read hold
+SELECT rlock_read_acquire('ag_rw5');
+SELECT pg_sleep(2.2);
+SELECT agreement_renewed('ag_rw5') AS renewed;
+SELECT rlock_read_acquire('ag_rw5', '100 milliseconds');
+SELECT agreement_renewed('ag_rw5') AS renewed;
+SELECT agreement_renewed('ag_rw5') AS renewed;
+SELECT state, hold_count FROM rlock_locks WHERE name = 'ag_rw5';
+SELECT rlock_read_release('ag_rw5'), rlock_read_release('ag_rw5');
 -- the same for the fair lock
 SELECT rlock_fair_acquire('ag_f1', '1 hour');
 SELECT rlock_fair_acquire('ag_f1', '1 second');

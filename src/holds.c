@@ -305,6 +305,8 @@ holds_count_hold(HeldLock *h, const HoldRequest *req, int redis_count,
 		holds_clear_xact(h);
 		h->session_count = 0;
 		h->renew_lease_ms = 0;
+		/* a new lock: its expiry is the acquisition's, not the old one's */
+		(void) holds_sync_registry(h, false);
 	}
 
 	if (req->scope == RLOCK_SCOPE_SESSION)

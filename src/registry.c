@@ -281,6 +281,14 @@ registry_sync(const char *key, RlockKind kind, int session_count,
 		pg_atomic_init_u32(&e->release_seq, 0);
 		pg_atomic_init_u32(&e->releasing_to, 0);
 	}
+	/*
+	 * A lock held before keeps the later of the two expiries: the scripts
+	 * never lower a held lock's TTL, and the watchdog's renewals have moved
+	 * the registry's expiry on since the session last learned one.
+	 */
+	if (found && e->session_count + e->xact_count > 0 &&
+		expires_at != 0 && expires_at < e->expires_at)
+		expires_at = e->expires_at;
 	if (!found || e->session_count + e->xact_count == 0)
 	{
 		e->dboid = MyDatabaseId;
