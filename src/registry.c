@@ -131,11 +131,49 @@ registry_tag_copy(void *dest, const void *src, Size keysize)
 	return dest;
 }
 
+/*
+ * Entries the registry has room for: rlock.max_locks held locks, and room
+ * for lost ones that linger until their session hears of the loss (its
+ * next call on the name), so that they do not keep others from locking.
+ */
+static long
+registry_capacity(void)
+{
+	return (long) rlock_max_locks + Max(rlock_max_locks / 4, 64);
+}
+
 static Size
 registry_shmem_size(void)
 {
 	return add_size(MAXALIGN(sizeof(RlockShared)),
-					hash_estimate_size(rlock_max_locks, sizeof(RegistryEntry)));
+					hash_estimate_size(registry_capacity(),
+									   sizeof(RegistryEntry)));
+}
+
+/*
+ * Is there room for one more held lock (the caller holds the registry's
+ * lock)?  rlock.max_locks counts held locks, not lost ones: those are
+ * counted only when the registry is that full, which is rare.
+ */
+static bool
+registry_has_room(void)
+{
+	long		n = hash_get_num_entries(registry_hash);
+	HASH_SEQ_STATUS seq;
+	RegistryEntry *e;
+
+	if (n < rlock_max_locks)
+		return true;
+	if (n >= registry_capacity())
+		return false;
+	hash_seq_init(&seq, registry_hash);
+	while ((e = hash_seq_search(&seq)) != NULL)
+	{
+		if (e->state == REGISTRY_LOST ||
+			e->session_count + e->xact_count == 0)
+			n--;
+	}
+	return n < rlock_max_locks;
 }
 
 static void
@@ -170,7 +208,7 @@ registry_shmem_startup(void)
 	ctl.match = registry_tag_match;
 	ctl.keycopy = registry_tag_copy;
 	registry_hash = ShmemInitHash("rlock registry",
-								  rlock_max_locks, rlock_max_locks,
+								  registry_capacity(), registry_capacity(),
 								  &ctl, HASH_ELEM | HASH_FUNCTION | HASH_COMPARE |
 								  HASH_KEYCOPY);
 	LWLockRelease(AddinShmemInitLock);
@@ -266,8 +304,7 @@ registry_sync(const char *key, RlockKind kind, int session_count,
 	 * A shared hash can grow into spare shared memory past its nominal size;
 	 * rlock.max_locks is the capacity users configure, so enforce it.
 	 */
-	if (e == NULL && held &&
-		hash_get_num_entries(registry_hash) < rlock_max_locks)
+	if (e == NULL && held && registry_has_room())
 		e = hash_search(registry_hash, &tag, HASH_ENTER_NULL, &found);
 	else
 		found = (e != NULL);
