@@ -100,7 +100,7 @@ master_failure(RedisConn *conn, const char *name)
  * failed with, and each one's cause in the DETAIL.
  */
 static void
-majority_failed(RedlockAttempt *a, ErrorData **why)
+majority_failed(RedlockAttempt *a, ErrorData **why, const bool *silent)
 {
 	StringInfoData detail;
 	int			nfailed = 0;
@@ -116,8 +116,12 @@ majority_failed(RedlockAttempt *a, ErrorData **why)
 			continue;
 		nfailed++;
 		for (int k = 0; k < a->n; k++)
-			if (why[k] != NULL && why[k]->sqlerrcode == why[m]->sqlerrcode)
+			if (why[k] != NULL && silent[k] == silent[m] &&
+				why[k]->sqlerrcode == why[m]->sqlerrcode)
 				count++;
+		/* a refused connection says more than a silence */
+		if (!silent[m])
+			count += a->n;
 		if (count > best_count)
 		{
 			best = m;
@@ -193,6 +197,8 @@ redlock_attempt(RedlockAttempt *a, int64 *pttl)
 	int64		drift_ms = a->req.lease_ms / 100 + 2;
 	bool		ok;
 	ErrorData  *why[REDLOCK_MAX_MASTERS];
+	bool		silent[REDLOCK_MAX_MASTERS];
+	int			nsilent = 0;
 	int			dup_a;
 	int			dup_b;
 
@@ -209,9 +215,13 @@ redlock_attempt(RedlockAttempt *a, int64 *pttl)
 		RReply	   *r;
 
 		why[m] = NULL;
+		silent[m] = false;
 		if (!ops[m].ok)
 		{
 			/* before the give-back, which may reconnect it */
+			silent[m] = redlock_failed_silently(a->conns[m]);
+			if (silent[m])
+				nsilent++;
 			why[m] = master_failure(a->conns[m], a->ln->name);
 			continue;
 		}
@@ -287,14 +297,20 @@ redlock_attempt(RedlockAttempt *a, int64 *pttl)
 		e.len = strlen(error);
 		rconn_reply_error(&e, ERROR, a->ln->name);
 	}
-	if (answered < redlock_quorum(a->n))
+	if (answered == 0 && nsilent == a->n)
+		majority_failed(a, why, silent);	/* none answered at all */
+	if (answered + nsilent < redlock_quorum(a->n))
 	{
-		/* no majority can answer: pause and try again, or say why */
+		/*
+		 * So many masters refused the connection (not merely slow to
+		 * answer) that no majority can grant: pause and try again, or say
+		 * why.
+		 */
 		long		pause_ms;
 		TimestampTz now = GetCurrentTimestamp();
 
 		if (now >= a->deadline)
-			majority_failed(a, why);
+			majority_failed(a, why, silent);
 		pause_ms = a->backoff_ms;
 		if (a->deadline != DT_NOEND)
 			pause_ms = Min(pause_ms, (a->deadline - now + 999) / 1000);

@@ -14,6 +14,15 @@
  * that does not answer costs at most the command deadline, while the
  * others answer in parallel (rconn_run_parallel).
  *
+ * Each master must count once toward the majority: the check hook refuses
+ * a server named twice (by the same URL, another database of it, another
+ * name or address of it that can be told without waiting on the network),
+ * and the first acquisition over each connection asks the server's run_id
+ * in the same round trip, so that two names no setting could tell apart
+ * (a TCP port and a Unix socket of one server) fail closed.  Passwords
+ * stay out of sight as rlock.redis_url's do (url.c): the GUC variable holds
+ * a stand-in, SHOW and the reload's LOG line the URLs masked.
+ *
  * Copyright (c) 2026, rlock developers
  *
  *-------------------------------------------------------------------------
@@ -44,7 +53,7 @@
 /* What SHOW shows instead of a password. */
 #define REDLOCK_PASSWORD_MASK	"********"
 
-/* How long the check hook may spend resolving one master's host name. */
+/* How long the check hook may spend resolving the masters' host names. */
 #define REDLOCK_RESOLVE_BOUND_MS	1000
 
 /* Addresses of one master, compared to tell two names for one server. */
@@ -153,13 +162,13 @@ ident_add(MasterIdent *id, const char *addr)
 /*
  * Who a master is: its socket's path, or its port and addresses.  A name
  * counts as itself (lower-cased) and as what it resolves to: "localhost"
- * (RFC 6761) as the loopback addresses; any other name is resolved, within
- * REDLOCK_RESOLVE_BOUND_MS, by backends and workers only (never by the
+ * (RFC 6761) as the loopback addresses; any other name is resolved, all
+ * within REDLOCK_RESOLVE_BOUND_MS, by backends and workers only (never by the
  * postmaster, which must not wait on the network, resolve.c).  Names only
  * a resolver could tell apart are caught at run time (redlock_verify).
  */
 static void
-master_ident(const RedisUrl *url, MasterIdent *id)
+master_ident(const RedisUrl *url, MasterIdent *id, TimestampTz deadline)
 {
 	char		addr[INET6_ADDRSTRLEN + 1];
 	char		name[256];
@@ -200,10 +209,8 @@ master_ident(const RedisUrl *url, MasterIdent *id)
 		char	   *err = NULL;
 		char		out[INET6_ADDRSTRLEN + 1];
 
-		if (resolve_host(name,
-						 TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-													 REDLOCK_RESOLVE_BOUND_MS),
-						 out, sizeof(out), &timed_out, &err) &&
+		if (GetCurrentTimestamp() < deadline &&
+			resolve_host(name, deadline, out, sizeof(out), &timed_out, &err) &&
 			canonical_address(out, addr))
 			ident_add(id, addr);
 	}
@@ -265,6 +272,7 @@ rlock_check_redlock_urls(char **newval, void **extra, GucSource source)
 	char	   *item;
 	char	   *save = NULL;
 	char	   *stored;
+	TimestampTz deadline;
 
 	if (*newval != NULL && strcmp(*newval, REDLOCK_STORED_VALUE) == 0)
 	{
@@ -341,9 +349,11 @@ rlock_check_redlock_urls(char **newval, void **extra, GucSource source)
 
 	/* one server named twice would count twice toward the majority */
 	ids = palloc(Max(n, 1) * sizeof(MasterIdent));
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+										   REDLOCK_RESOLVE_BOUND_MS);
 	for (int i = 0; i < n; i++)
 	{
-		master_ident(&conf->masters[i], &ids[i]);
+		master_ident(&conf->masters[i], &ids[i], deadline);
 		for (int j = 0; j < i; j++)
 		{
 			if (!same_server(&ids[j], &ids[i]))
@@ -536,4 +546,16 @@ redlock_run_identified(RedisConn **conns, int n, RedisCmd *cmd,
 		}
 	}
 	return ops;
+}
+
+/*
+ * Did conn's last round trip fail without a word from its server (no
+ * answer in time, the connection broke)?  Such a master may be alive, and
+ * may yet grant: it is not counted as refusing the connection.
+ */
+bool
+redlock_failed_silently(RedisConn *conn)
+{
+	return conn->failure == RF_TIMEOUT || conn->failure == RF_CONNECT_TIMEOUT ||
+		conn->failure == RF_LOST;
 }

@@ -47,4 +47,6 @@ extern RconnOp *redlock_run_identified(RedisConn **conns, int n,
 									   RedisCmd *cmd, int *dup_a,
 									   int *dup_b);
 
+extern bool redlock_failed_silently(RedisConn *conn);
+
 #endif							/* RLOCK_REDLOCK_H */
