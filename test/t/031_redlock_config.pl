@@ -24,6 +24,9 @@
 #      started), and shows in pg_stat_activity as an Extension wait while
 #      it pauses.  A minority failing with the majority free still
 #      acquires; a majority held by another client is still a plain false.
+#   d) Nothing ERRORs out of COMMIT: a session out of file descriptors
+#      (prlimit) at the COMMIT of a transaction-level Redlock gets a WARNING,
+#      the COMMIT stands and the server does not restart.
 use strict;
 use warnings;
 
@@ -270,6 +273,46 @@ $rl->try_lock(2, 'rf6', 30000, $foreign);
 is($out, 'f', 'held by another on the two that answer: false');
 is($state, '00000', '... and no ERROR');
 $psql->quit;
+
+# ---- d) nothing may ERROR out of COMMIT ---------------------------------
+# A session whose file descriptors run out (prlimit lowers its soft limit
+# to 3, so that no new descriptor can be made) while it holds a Redlock at
+# transaction level, one master down: at COMMIT the masters' round trip
+# needs a new wait set (epoll_create1 fails with EMFILE).  The COMMIT
+# stands, with a WARNING; the server does not restart; the session goes on.
+SKIP:
+{
+	my $prlimit = `command -v prlimit 2>/dev/null`;
+	chomp $prlimit;
+	skip 'no prlimit', 6 unless $prlimit;
+	reload_with($good);
+	my $s = $node->background_psql('postgres', on_error_stop => 0);
+	my $spid = $s->query_safe('SELECT pg_backend_pid()');
+	chomp $spid;
+	# the WAL segment this session writes its commit record to, opened now
+	$s->query_safe('BEGIN; SELECT txid_current(); COMMIT');
+	$m2->stop;
+	($out, $err, $state) = RlockTest::run_sql($s,
+		"SET rlock.verify_on_commit = off; BEGIN; SELECT txid_current() > 0; SELECT rlock_redlock_xact_acquire('fd1', '30 seconds')");
+	is($state, '00000', 'a Redlock at transaction level, two masters of three up');
+	my ($soft) = `$prlimit --pid $spid --nofile --noheadings --output SOFT` =~ /(\d+)/;
+	system($prlimit, '--pid', $spid, '--nofile=3:') == 0 or die 'prlimit';
+	($out, $err, $state) = RlockTest::run_sql($s, 'COMMIT');
+	system($prlimit, '--pid', $spid, "--nofile=$soft:") == 0 or die 'prlimit';
+	note "COMMIT: $err";
+	is($state, '00000', 'COMMIT without a file descriptor to spare: no ERROR');
+	like($err, qr/WARNING:/, '... a WARNING');
+	is($s->query_safe('SELECT 1'), '1', '... and the session goes on');
+	is( $s->query_safe(
+			"SELECT count(*) FROM rlock_locks WHERE name = 'fd1' AND pid = pg_backend_pid()"),
+		'0',
+		'... believing nothing held');
+	$m2->start;
+	($out, $err, $state) = RlockTest::run_sql($s,
+		"SELECT rlock_redlock_try_acquire('fd2', '30 seconds'), rlock_redlock_release('fd2')");
+	is($out, 't|t', '... and takes a Redlock again');
+	$s->quit;
+}
 
 # ---- nothing restarted, no password logged -------------------------------
 my $log = slurp_file($node->logfile);
