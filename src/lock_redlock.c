@@ -36,6 +36,7 @@
 #include "miscadmin.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "compat.h"
@@ -51,10 +52,11 @@
 #define REDLOCK_RENEW_BATCH		1000
 
 /*
- * An attempt a majority of whose masters failed (could not connect, were
- * refused, timed out) is tried again after a pause that doubles from the
- * first to the last, until the acquisition's wait ends: then it is an
- * ERROR saying why, never a silent false, never a reconnection loop.
+ * An attempt so many of whose masters refused the connection (refused,
+ * credentials, database index, TLS; not a mere timeout) that no majority
+ * can grant is tried again after a pause that doubles from the first to
+ * the last, until the acquisition's wait ends: then it is an ERROR saying
+ * why, never a silent false, never a reconnection loop.
  */
 #define REDLOCK_BACKOFF_FIRST_MS	100
 #define REDLOCK_BACKOFF_MAX_MS		2000
@@ -71,6 +73,7 @@ typedef struct RedlockAttempt
 	TimestampTz deadline;		/* when a failing majority is an ERROR */
 	int			backoff_ms;		/* the next pause after such a failure */
 	bool		again;			/* the attempt paused: try again at once */
+	MemoryContext cxt;			/* the attempt's, reset by the next one */
 } RedlockAttempt;
 
 /* Why master m's round trip failed, as the ERROR it would raise. */
@@ -343,15 +346,18 @@ static bool
 redlock_try(void *arg, int64 *pttl)
 {
 	RedlockAttempt *a = arg;
+	MemoryContext oldcxt;
+	bool		ok;
 
-	for (;;)
+	do
 	{
 		a->again = false;
-		if (redlock_attempt(a, pttl))
-			return true;
-		if (!a->again)
-			return false;
-	}
+		MemoryContextReset(a->cxt);
+		oldcxt = MemoryContextSwitchTo(a->cxt);
+		ok = redlock_attempt(a, pttl);
+		MemoryContextSwitchTo(oldcxt);
+	} while (!ok && a->again);
+	return ok;
 }
 
 bool
@@ -360,6 +366,7 @@ redlock_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 {
 	RedlockAttempt a;
 	int64		pttl;
+	bool		acquired = false;
 
 	a.n = redlock_masters(a.conns, ln->name);
 	(void) holds_prepare_acquire(ln, RLOCK_KIND_REDLOCK, scope, lease_ms,
@@ -368,6 +375,8 @@ redlock_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 	a.listening = -1;
 	a.waiting = false;
 	a.backoff_ms = REDLOCK_BACKOFF_FIRST_MS;
+	a.cxt = AllocSetContextCreate(CurrentMemoryContext, "rlock Redlock attempt",
+								  ALLOCSET_SMALL_SIZES);
 	a.deadline = wait_ms < 0 ? DT_NOEND :
 		TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms);
 	if (honour_lock_timeout && LockTimeout > 0)
@@ -375,16 +384,18 @@ redlock_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 						 TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 													 LockTimeout));
 	if (redlock_try(&a, &pttl))
-		return true;
-	if (wait_ms == 0)
-	{
+		acquired = true;
+	else if (wait_ms == 0)
 		stats_count(RLOCK_STAT_FAILED);
-		return false;
+	else
+	{
+		a.waiting = true;
+		acquired = lock_wait_on(redlock_subscriber(a.listening), ln,
+								channel_of(ln), wait_ms, honour_lock_timeout,
+								false, redlock_try, NULL, &a);
 	}
-	a.waiting = true;
-	return lock_wait_on(redlock_subscriber(a.listening), ln, channel_of(ln),
-						wait_ms, honour_lock_timeout, false, redlock_try,
-						NULL, &a);
+	MemoryContextDelete(a.cxt);
+	return acquired;
 }
 
 bool
