@@ -383,6 +383,7 @@ run_guarded(void (*fn) (SubTransactionId), SubTransactionId subid)
 	uint32		holdoff = InterruptHoldoffCount;
 	uint32		cancel_holdoff = QueryCancelHoldoffCount;
 	uint32		crit = CritSectionCount;
+	volatile bool failed = false;
 
 	PG_TRY();
 	{
@@ -400,15 +401,17 @@ run_guarded(void (*fn) (SubTransactionId), SubTransactionId subid)
 		edata = CopyErrorData();
 		ereport(WARNING,
 				(errcode(edata->sqlerrcode),
-				 errmsg("%s", edata->message),
+				 errmsg("%s", edata->message ? edata->message : "rlock failed"),
 				 edata->detail ? errdetail("%s", edata->detail) : 0,
 				 errhint("rlock dropped its Redis connections; what Redis could not be told ends with its lease.")));
 		MemoryContextSwitchTo(oldcxt);
 		FlushErrorState();
 		MemoryContextReset(guard_cxt);
-		holds_abandon_after_failure();
+		failed = true;
 	}
 	PG_END_TRY();
+	if (failed)
+		holds_abandon_after_failure();
 }
 
 /* holds_release_everything(false), for run_guarded */
