@@ -112,7 +112,8 @@ append_masked(StringInfo buf, const char *item)
 	if (p != NULL)
 	{
 		p += 3;
-		stop = strpbrk(p, "/#?");
+		/* where rconn_parse_url looks for it: before the first '/' */
+		stop = strchr(p, '/');
 		for (const char *q = p; *q && (stop == NULL || q < stop); q++)
 			if (*q == '@')
 				at = q;

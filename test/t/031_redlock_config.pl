@@ -105,6 +105,18 @@ ok( RlockTest::wait_until(
 	'a reload that changes the setting is logged');
 like(sq('SHOW rlock.redlock_urls'), qr{:\d+/1,}, 'the new value is in effect');
 
+# other forms (not connected to): a user, a Unix socket, an escaped '@'
+my $forms = "unix://rl:$secret\@/tmp/rlock-none.sock?db=2, "
+  . "redis://rl:$secret%40x\@127.0.0.1:1/0,rediss://:$secret\@[::1]:2/3";
+reload_with($forms);
+$shown = sq('SHOW rlock.redlock_urls');
+note "SHOW: $shown";
+is( $shown,
+	'unix://rl:********@/tmp/rlock-none.sock?db=2,'
+	  . 'redis://rl:********@127.0.0.1:1/0,rediss://:********@[::1]:2/3',
+	'SHOW masks the password of every URL form');
+reload_with($changed);
+
 # ---- b) one server named twice -------------------------------------------
 my $psql = $node->background_psql('postgres', on_error_stop => 0);
 my @dups = (
