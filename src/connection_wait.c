@@ -181,9 +181,14 @@ multi_wes_prepare(RconnWaiter *w, int n)
 			}
 			multi[i].incarnation = conn->incarnation;
 			multi[i].events = conn->want;
-			multi[i].pos = AddWaitEventToSet(multi_wes, conn->want,
-											 transport_socket(conn->transport),
-											 NULL, NULL);
+			/* a socket goes in once (twice is EEXIST): share its position */
+			for (int j = 0; j < i && multi[i].pos < 0; j++)
+				if (multi[j].conn == conn && multi[j].pos >= 0)
+					multi[i].pos = multi[j].pos;
+			if (multi[i].pos < 0)
+				multi[i].pos = AddWaitEventToSet(multi_wes, conn->want,
+												 transport_socket(conn->transport),
+												 NULL, NULL);
 		}
 		multi_n = n;
 		return;
@@ -249,11 +254,10 @@ rconn_wait_many(RconnWaiter *w, int n)
 				{
 					/* done, yet its socket stirs: watch without it */
 					multi_cached = false;
-					break;
+					continue;
 				}
 				w[i].ready = true;
 				any = true;
-				break;
 			}
 		}
 		if (any)

@@ -36,9 +36,11 @@
 #include "nodes/parsenodes.h"
 #include "storage/ipc.h"
 #include "tcop/utility.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "compat.h"
+#include "connection.h"
 #include "holds.h"
 #include "holds_int.h"
 #include "registry.h"
@@ -58,6 +60,9 @@
 static HoldsCleanupFn cleanups[MAX_CLEANUPS];
 static int	ncleanups = 0;
 static bool callbacks_registered = false;
+
+/* Where run_guarded copies an ERROR (its first block is kept: room). */
+static MemoryContext guard_cxt = NULL;
 
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 
@@ -335,6 +340,96 @@ verify_elsewhere(HeldLock **hs, int n)
  */
 
 /*
+ * What a callback that failed leaves: every connection is dropped (no
+ * I/O), and whatever holds nothing any more is forgotten, so that nothing
+ * renews it and its lease ends it in Redis; an entry that still holds
+ * something is settled by the next rlock call.
+ */
+static void
+holds_abandon_after_failure(void)
+{
+	HASH_SEQ_STATUS seq;
+	HeldLock   *h;
+
+	rconn_close_idle(true);
+	if (holds_table == NULL)
+		return;
+	hash_seq_init(&seq, holds_table);
+	while ((h = hash_seq_search(&seq)) != NULL)
+	{
+		if (holds_total(h) == 0)
+		{
+			h->renew_lease_ms = 0;
+			holds_set_uncertain(h, false);
+			holds_drop_if_unused(h);
+		}
+		else
+			holds_set_uncertain(h, true);
+	}
+}
+
+/*
+ * Run fn(subid) where no ERROR may escape (COMMIT, ROLLBACK, exit: it
+ * would become a PANIC, or a FATAL in exit processing), whatever fails
+ * (a wait set on fd exhaustion, an allocation, a reply): the ERROR becomes
+ * a WARNING.  No Redis I/O in the PG_CATCH.  The ERROR reset the interrupt
+ * holdoff counts, which these paths rely on: they are put back.
+ */
+static void
+run_guarded(void (*fn) (SubTransactionId), SubTransactionId subid)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	uint32		holdoff = InterruptHoldoffCount;
+	uint32		cancel_holdoff = QueryCancelHoldoffCount;
+	uint32		crit = CritSectionCount;
+	volatile bool failed = false;
+
+	PG_TRY();
+	{
+		fn(subid);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		InterruptHoldoffCount = holdoff;
+		QueryCancelHoldoffCount = cancel_holdoff;
+		CritSectionCount = crit;
+		/* a context of its own keeps room for this, even out of memory */
+		MemoryContextSwitchTo(guard_cxt);
+		edata = CopyErrorData();
+		ereport(WARNING,
+				(errcode(edata->sqlerrcode),
+				 errmsg("%s", edata->message ? edata->message : "rlock failed"),
+				 edata->detail ? errdetail("%s", edata->detail) : 0,
+				 errhint("rlock dropped its Redis connections; what Redis could not be told ends with its lease.")));
+		MemoryContextSwitchTo(oldcxt);
+		FlushErrorState();
+		MemoryContextReset(guard_cxt);
+		failed = true;
+	}
+	PG_END_TRY();
+	if (failed)
+		holds_abandon_after_failure();
+}
+
+/* holds_release_everything(false), for run_guarded */
+static void
+release_everything_at_exit(SubTransactionId unused)
+{
+	holds_run_cleanups();
+	holds_release_everything(false);
+}
+
+/* holds_end_xact with the abort clean-ups first, for run_guarded */
+static void
+cleanups_then_end_xact(SubTransactionId subid)
+{
+	holds_run_cleanups();
+	holds_end_xact(subid);
+}
+
+/*
  * Before COMMIT: check in one round trip that Redis still has every lock
  * held at transaction level, with enough lease left to cover the commit
  * (see COMMIT_MIN_LEASE_MS).  An ERROR here rolls the transaction back.
@@ -453,12 +548,11 @@ holds_xact_callback(XactEvent event, void *arg)
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
-			holds_end_xact(InvalidSubTransactionId);
+			run_guarded(holds_end_xact, InvalidSubTransactionId);
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
-			holds_run_cleanups();
-			holds_end_xact(InvalidSubTransactionId);
+			run_guarded(cleanups_then_end_xact, InvalidSubTransactionId);
 			break;
 		default:
 			break;
@@ -472,8 +566,7 @@ holds_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	switch (event)
 	{
 		case SUBXACT_EVENT_ABORT_SUB:
-			holds_run_cleanups();
-			holds_end_xact(mySubid);
+			run_guarded(cleanups_then_end_xact, mySubid);
 			break;
 		case SUBXACT_EVENT_COMMIT_SUB:
 			holds_subxact_commit(mySubid, parentSubid);
@@ -487,8 +580,7 @@ holds_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 static void
 holds_exit_callback(int code, Datum arg)
 {
-	holds_run_cleanups();
-	holds_release_everything(false);
+	run_guarded(release_everything_at_exit, InvalidSubTransactionId);
 	registry_remove_backend();
 }
 
@@ -498,6 +590,9 @@ holds_register_callbacks(void)
 {
 	if (callbacks_registered)
 		return;
+	guard_cxt = AllocSetContextCreate(TopMemoryContext,
+									  "rlock callback errors",
+									  8 * 1024, 8 * 1024, 64 * 1024);
 	RegisterXactCallback(holds_xact_callback, NULL);
 	RegisterSubXactCallback(holds_subxact_callback, NULL);
 	before_shmem_exit(holds_exit_callback, (Datum) 0);

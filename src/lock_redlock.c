@@ -32,8 +32,14 @@
  */
 #include "postgres.h"
 
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
 #include "holds.h"
 #include "lock_exclusive.h"
 #include "lock_redlock.h"
@@ -45,6 +51,16 @@
 /* Renew script calls carry this many locks at most. */
 #define REDLOCK_RENEW_BATCH		1000
 
+/*
+ * An attempt so many of whose masters refused the connection (refused,
+ * credentials, database index, TLS; not a mere timeout) that no majority
+ * can grant is tried again after a pause that doubles from the first to
+ * the last, until the acquisition's wait ends: then it is an ERROR saying
+ * why, never a silent false, never a reconnection loop.
+ */
+#define REDLOCK_BACKOFF_FIRST_MS	100
+#define REDLOCK_BACKOFF_MAX_MS		2000
+
 /* What the attempts of one acquisition share. */
 typedef struct RedlockAttempt
 {
@@ -54,7 +70,80 @@ typedef struct RedlockAttempt
 	int			n;
 	int			listening;		/* the master a waiter listens on (-1) */
 	bool		waiting;
+	TimestampTz deadline;		/* when a failing majority is an ERROR */
+	int			backoff_ms;		/* the next pause after such a failure */
+	bool		again;			/* the attempt paused: try again at once */
+	MemoryContext cxt;			/* the attempt's, reset by the next one */
 } RedlockAttempt;
+
+/* Why master m's round trip failed, as the ERROR it would raise. */
+static ErrorData *
+master_failure(RedisConn *conn, const char *name)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ErrorData  *volatile edata = NULL;
+
+	PG_TRY();
+	{
+		rconn_report(conn, ERROR, name);
+	}
+	PG_CATCH();
+	{
+		/* no Redis I/O here: only the error is kept */
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+	}
+	PG_END_TRY();
+	return edata;
+}
+
+/*
+ * A majority of the masters failed: ERROR with the SQLSTATE most of them
+ * failed with, and each one's cause in the DETAIL.
+ */
+static void
+majority_failed(RedlockAttempt *a, ErrorData **why, const bool *silent)
+{
+	StringInfoData detail;
+	int			nfailed = 0;
+	int			best = -1;
+	int			best_count = 0;
+
+	initStringInfo(&detail);
+	for (int m = 0; m < a->n; m++)
+	{
+		int			count = 0;
+
+		if (why[m] == NULL)
+			continue;
+		nfailed++;
+		for (int k = 0; k < a->n; k++)
+			if (why[k] != NULL && silent[k] == silent[m] &&
+				why[k]->sqlerrcode == why[m]->sqlerrcode)
+				count++;
+		/* a refused connection says more than a silence */
+		if (!silent[m])
+			count += a->n;
+		if (count > best_count)
+		{
+			best = m;
+			best_count = count;
+		}
+		appendStringInfo(&detail, "%smaster %d (%s): %s%s%s",
+						 detail.len > 0 ? "; " : "", m + 1,
+						 rconn_address(a->conns[m]), why[m]->message,
+						 why[m]->detail ? " " : "",
+						 why[m]->detail ? why[m]->detail : "");
+	}
+	ereport(ERROR,
+			(errcode(best >= 0 ? why[best]->sqlerrcode :
+					 ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+			 errmsg("could not acquire Redlock \"%s\": %d of its %d masters failed, no majority can be reached",
+					a->ln->name, nfailed, a->n),
+			 errdetail("%s.", detail.data),
+			 errhint("Check the masters of rlock.redlock_urls: their addresses, passwords and database indexes, and that they run.")));
+}
 
 static char *
 channel_of(const LockName *ln)
@@ -89,12 +178,12 @@ give_back(RedlockAttempt *a, HeldLock *h, RconnOp *ops)
 
 /*
  * One attempt on every master.  When it fails, *pttl is the remaining lease
- * of the holder on the master the wait listens on, one that refused.
+ * of the holder on the master the wait listens on, one that refused; when a
+ * majority failed, it paused and sets a->again (or, its wait over, ERRORs).
  */
 static bool
-redlock_try(void *arg, int64 *pttl)
+redlock_attempt(RedlockAttempt *a, int64 *pttl)
 {
-	RedlockAttempt *a = arg;
 	RedisCmd	cmd;
 	HeldLock   *h;
 	RconnOp    *ops;
@@ -110,11 +199,16 @@ redlock_try(void *arg, int64 *pttl)
 	int64		elapsed_ms;
 	int64		drift_ms = a->req.lease_ms / 100 + 2;
 	bool		ok;
+	ErrorData  *why[REDLOCK_MAX_MASTERS];
+	bool		silent[REDLOCK_MAX_MASTERS];
+	int			nsilent = 0;
+	int			dup_a;
+	int			dup_b;
 
 	exclusive_build_acquire(&cmd, a->ln, a->req.lease_ms, a->req.holder,
 							false);
 	h = holds_begin_elsewhere(a->ln, RLOCK_KIND_REDLOCK, &a->req);
-	ops = redlock_run(a->conns, a->n, &cmd, 1, DT_NOEND);
+	ops = redlock_run_identified(a->conns, a->n, &cmd, &dup_a, &dup_b);
 	elapsed_ms = (GetCurrentTimestamp() - a->req.sent_at) / 1000;
 
 	/* copy what matters out: giving holds back uses the connections */
@@ -123,8 +217,17 @@ redlock_try(void *arg, int64 *pttl)
 		AcquireResult res;
 		RReply	   *r;
 
+		why[m] = NULL;
+		silent[m] = false;
 		if (!ops[m].ok)
+		{
+			/* before the give-back, which may reconnect it */
+			silent[m] = redlock_failed_silently(a->conns[m]);
+			if (silent[m])
+				nsilent++;
+			why[m] = master_failure(a->conns[m], a->ln->name);
 			continue;
+		}
 		answered++;
 		r = ops[m].replies[0];
 		if (r->type == RREPLY_ERROR)
@@ -157,13 +260,22 @@ redlock_try(void *arg, int64 *pttl)
 
 	/* a majority, and time left of the lease once the drift is counted */
 	ok = granted >= redlock_quorum(a->n) &&
-		a->req.lease_ms - elapsed_ms - drift_ms > 0;
+		a->req.lease_ms - elapsed_ms - drift_ms > 0 && dup_a < 0;
 	if (!ok)
 		give_back(a, h, ops);
 	/* the masters' clocks may drift: it may expire that much sooner */
 	req = a->req;
 	req.sent_at -= drift_ms * 1000;
 	holds_end_elsewhere(h, &req, ok, a->ln->name);
+	if (dup_a >= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("could not acquire Redlock \"%s\": two of its masters are one Redis server",
+						a->ln->name),
+				 errdetail("Master %d (%s) and master %d (%s) of rlock.redlock_urls answer with the same server run_id; one server must not count twice toward the majority.",
+						   dup_a + 1, rconn_address(a->conns[dup_a]),
+						   dup_b + 1, rconn_address(a->conns[dup_b])),
+				 errhint("Name each Redis master of rlock.redlock_urls once.")));
 	if (ok)
 	{
 		/*
@@ -188,8 +300,32 @@ redlock_try(void *arg, int64 *pttl)
 		e.len = strlen(error);
 		rconn_reply_error(&e, ERROR, a->ln->name);
 	}
-	if (answered == 0)
-		rconn_report(a->conns[0], ERROR, a->ln->name);
+	if (answered == 0 && nsilent == a->n)
+		majority_failed(a, why, silent);	/* none answered at all */
+	if (answered + nsilent < redlock_quorum(a->n))
+	{
+		/*
+		 * So many masters refused the connection (not merely slow to
+		 * answer) that no majority can grant: pause and try again, or say
+		 * why.
+		 */
+		long		pause_ms;
+		TimestampTz now = GetCurrentTimestamp();
+
+		if (now >= a->deadline)
+			majority_failed(a, why, silent);
+		pause_ms = a->backoff_ms;
+		if (a->deadline != DT_NOEND)
+			pause_ms = Min(pause_ms, (a->deadline - now + 999) / 1000);
+		a->backoff_ms = Min(a->backoff_ms * 2, REDLOCK_BACKOFF_MAX_MS);
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 pause_ms, RLOCK_WAIT_EVENT);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		a->again = true;
+		return false;
+	}
+	a->backoff_ms = REDLOCK_BACKOFF_FIRST_MS;
 
 	/* listen where it is held, else on a master that answered */
 	if (refuser < 0)
@@ -205,12 +341,32 @@ redlock_try(void *arg, int64 *pttl)
 	return false;
 }
 
+/* The attempt, again after each pause a failing majority asked for. */
+static bool
+redlock_try(void *arg, int64 *pttl)
+{
+	RedlockAttempt *a = arg;
+	MemoryContext oldcxt;
+	bool		ok;
+
+	do
+	{
+		a->again = false;
+		MemoryContextReset(a->cxt);
+		oldcxt = MemoryContextSwitchTo(a->cxt);
+		ok = redlock_attempt(a, pttl);
+		MemoryContextSwitchTo(oldcxt);
+	} while (!ok && a->again);
+	return ok;
+}
+
 bool
 redlock_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 				int64 wait_ms, bool honour_lock_timeout)
 {
 	RedlockAttempt a;
 	int64		pttl;
+	bool		acquired = false;
 
 	a.n = redlock_masters(a.conns, ln->name);
 	(void) holds_prepare_acquire(ln, RLOCK_KIND_REDLOCK, scope, lease_ms,
@@ -218,17 +374,28 @@ redlock_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 	a.ln = ln;
 	a.listening = -1;
 	a.waiting = false;
+	a.backoff_ms = REDLOCK_BACKOFF_FIRST_MS;
+	a.cxt = AllocSetContextCreate(CurrentMemoryContext, "rlock Redlock attempt",
+								  ALLOCSET_SMALL_SIZES);
+	a.deadline = wait_ms < 0 ? DT_NOEND :
+		TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms);
+	if (honour_lock_timeout && LockTimeout > 0)
+		a.deadline = Min(a.deadline,
+						 TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													 LockTimeout));
 	if (redlock_try(&a, &pttl))
-		return true;
-	if (wait_ms == 0)
-	{
+		acquired = true;
+	else if (wait_ms == 0)
 		stats_count(RLOCK_STAT_FAILED);
-		return false;
+	else
+	{
+		a.waiting = true;
+		acquired = lock_wait_on(redlock_subscriber(a.listening), ln,
+								channel_of(ln), wait_ms, honour_lock_timeout,
+								false, redlock_try, NULL, &a);
 	}
-	a.waiting = true;
-	return lock_wait_on(redlock_subscriber(a.listening), ln, channel_of(ln),
-						wait_ms, honour_lock_timeout, false, redlock_try,
-						NULL, &a);
+	MemoryContextDelete(a.cxt);
+	return acquired;
 }
 
 bool

@@ -22,6 +22,7 @@
 extern bool rlock_check_redlock_urls(char **newval, void **extra,
 									 GucSource source);
 extern void rlock_assign_redlock_urls(const char *newval, void *extra);
+extern const char *rlock_show_redlock_urls(void);
 
 extern int	redlock_num_masters(void);
 extern void redlock_require_configured(const char *name);
@@ -41,5 +42,11 @@ redlock_quorum(int n)
  */
 extern RconnOp *redlock_run(RedisConn **conns, int n, RedisCmd *cmds,
 							int ncmds, TimestampTz cap);
+
+extern RconnOp *redlock_run_identified(RedisConn **conns, int n,
+									   RedisCmd *cmd, int *dup_a,
+									   int *dup_b);
+
+extern bool redlock_failed_silently(RedisConn *conn);
 
 #endif							/* RLOCK_REDLOCK_H */

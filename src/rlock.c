@@ -125,7 +125,8 @@ _PG_init(void)
 							   PGC_SIGHUP,
 							   GUC_SUPERUSER_ONLY,
 							   rlock_check_redlock_urls,
-							   rlock_assign_redlock_urls, NULL);
+							   rlock_assign_redlock_urls,
+							   rlock_show_redlock_urls);
 
 	DefineCustomIntVariable("rlock.watchdog_timeout",
 							"Lease of locks taken without a lease; renewed every third of it.",

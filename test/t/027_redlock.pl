@@ -34,7 +34,8 @@
 #      survivors, still there more than a lease after the kill, another
 #      session cannot take it); with 2 left it is reported lost (rlock_locks
 #      state 'lost', a log line naming it) and release returns false with a
-#      WARNING; it does not stay on the survivors.  The masters started
+#      WARNING; it does not stay on the survivors, and a try_acquire is an
+#      ERROR (08001: three masters refuse the connection).  The masters started
 #      again (empty), the name can be taken again.  The same when the key
 #      disappears from masters (DEL, as after a restart without
 #      persistence): held while 3 have it, lost when only 2 do.
@@ -369,8 +370,10 @@ $ok = RlockTest::wait_until(
 	sub { $st = states(\@alive, $lk, $ha); $st eq expect_states(\@alive, 'none') },
 	$watchdog_s + 5);
 ok($ok, "it does not stay on the two surviving masters ($st)");
-($out, $err) = RlockTest::run_sql($sb, "SELECT rlock_redlock_try_acquire('$lk', '30s')");
-is("$out/$err", 'f/', 'with 2 masters of 5 up, nobody can take it');
+($out, $err, $state) = RlockTest::run_sql($sb, "SELECT rlock_redlock_try_acquire('$lk', '30s')");
+is("$out/$state", '/08001',
+	'with 2 masters of 5 up (3 refuse the connection), nobody can take it: 08001');
+like($err, qr/Redlock "\Q$lk\E".*3 of its 5 masters failed/, '... an ERROR naming the lock');
 
 $rl->start($_) foreach (1, 3, 4);
 my $hb = RlockTest::holder_of($sb);
