@@ -111,16 +111,12 @@ like($out, qr/^redis:\/\/:\*+\@127\.0\.0\.1:\d+/, 'pg_monitor sees rlock.redis_u
 unlike($out, qr/\Q$secret\E/, 'without its password');
 ($out, $err) = RlockTest::run_sql($s{mon}, 'SHOW rlock.redis_url');
 unlike("$out/$err", qr/\Q$secret\E/, 'nor in SHOW');
-TODO:
-{
-	local $TODO = 'rlock.redlock_urls passwords: issue 21 item 10, on another branch';
-	($out, $err) = RlockTest::run_sql($s{mon},
-		"SELECT setting || ' ' || reset_val || ' ' || boot_val FROM pg_settings WHERE name = 'rlock.redlock_urls'");
-	unlike("$out/$err", qr/\Q$secret\E/,
-		'pg_monitor sees rlock.redlock_urls without its password (pg_settings)');
-	($out, $err) = RlockTest::run_sql($s{mon}, 'SHOW rlock.redlock_urls');
-	unlike("$out/$err", qr/\Q$secret\E/, 'nor in SHOW');
-}
+($out, $err) = RlockTest::run_sql($s{mon},
+	"SELECT setting || ' ' || reset_val || ' ' || boot_val FROM pg_settings WHERE name = 'rlock.redlock_urls'");
+unlike("$out/$err", qr/\Q$secret\E/,
+	'pg_monitor sees rlock.redlock_urls without its password (pg_settings)');
+($out, $err) = RlockTest::run_sql($s{mon}, 'SHOW rlock.redlock_urls');
+unlike("$out/$err", qr/\Q$secret\E/, 'nor in SHOW');
 
 # ---- the hand-off: the token releases the lock, from another server ----
 
