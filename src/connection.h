@@ -165,6 +165,7 @@ extern RReply *rconn_run1(RedisConn *conn, RedisCmd *cmd, const char *what);
 extern bool rconn_run_confirmed(RedisConn *conn, RedisCmd *cmds, int ncmds,
 								RReply ***replies, const char *what,
 								char **why);
+extern int	rconn_confirm_owners(const char *const *keys, int n, char **why);
 
 /*
  * Run each op's commands on its connection, all connections at once

@@ -13,7 +13,8 @@
  *	  lease left to cover the commit, COMMIT_MIN_LEASE_MS; a lock renewed by
  *	  the watchdog is extended by the same script, a fixed lease is not.
  *	  The node that answers must still be the master: the sentinels are
- *	  asked in the same parallel round trip (topology.c).
+ *	  asked in the same parallel round trip, in a Cluster the other masters
+ *	  right after it (topology.c).
  *	  An ERROR there rolls the transaction back, which is what it is for.
  *	- At COMMIT, ROLLBACK, rollback to savepoint and exit, interrupts are
  *	  held and an ERROR would become a PANIC (for a transaction with an
@@ -441,6 +442,21 @@ verify_xact_holds(void)
 			if (h->renew_lease_ms > 0)
 				holds_renewed_at_commit(h, sent_at + h->renew_lease_ms * 1000);
 		}
+	}
+
+	/* in a Cluster: do the other masters agree that those nodes own them? */
+	if (rconn_is_cluster())
+	{
+		const char **keys = palloc(n * sizeof(char *));
+		int			bad;
+
+		for (int i = 0; i < n; i++)
+			keys[i] = hs[i]->key;
+		bad = rconn_confirm_owners(keys, n, &why);
+
+		if (bad >= 0)
+			holds_lost_at_commit(hs[bad], psprintf("%s The transaction is rolled back.",
+												   why));
 	}
 }
 

@@ -26,12 +26,8 @@
  * are replaced at their next use even when nothing broke.  The process that
  * first confirms a new master counts the failover and logs it.
  *
- * The check before COMMIT (holds_xact.c) runs its renewals through
- * rconn_run_confirmed: the sentinels are asked, in parallel with the
- * renewals and within the same bound, whether the node that answered is
- * still the master.  A server can keep following a master that the
- * sentinels replaced while it was stopped, and a replica still attached
- * to it acknowledges its writes: only the sentinels can tell (SPEC 6).
+ * The check before COMMIT also confirms the master with the sentinels
+ * (master_confirm.c).
  *
  * The highest replica count each master ever reported is remembered in
  * shared memory: a master that reports fewer replicas than that (it was
@@ -426,128 +422,6 @@ ask_sentinels(const char *avoid, char *host, size_t hostsize, int *port,
 	else
 		*detail = psprintf("No sentinel answered: %s.", why.data);
 	return false;
-}
-
-/*
- * Run cmds on conn (as rconn_run, ERROR on failure) and, when conn is a
- * master the sentinels located, ask every sentinel at once, in the same
- * parallel round trip and so within the same bound, which node is master:
- * the check before COMMIT must know that the node that answered it is
- * still the master, not only that the keys are there (SPEC 6).  Returns
- * false with *why when no sentinel confirmed it (fail closed: none
- * answered, or none knows it) or one names another node, which conn then
- * leaves at its next use.  The sentinels are asked on connections of
- * their own (RCONN_SUBSCRIBER: a sentinel has no subscriber), so that conn,
- * reconnecting mid-way, can ask them on the usual ones.
- */
-bool
-rconn_run_confirmed(RedisConn *conn, RedisCmd *cmds, int ncmds,
-					RReply ***replies, const char *what, char **why)
-{
-	const RedisUrlConf *conf = rlock_redis_conf;
-	RconnOp    *ops;
-	RedisCmd	ask;
-	int			n;
-	int			nconfirm = 0;
-	char		other[300] = "";
-	StringInfoData failed;
-
-	*why = NULL;
-	if (conn->node.kind != NODE_SENTINEL_MASTER || !sentinel_deployment() ||
-		conf->nhosts <= 0)
-	{
-		rconn_run(conn, cmds, ncmds, replies, ERROR, what);
-		return true;
-	}
-	/* located (asking the sentinels) before the round trip, not in it */
-	rconn_ready(conn, what);
-
-	n = conf->nhosts;
-	ops = palloc0((n + 1) * sizeof(RconnOp));
-	ops[0].conn = conn;
-	ops[0].cmds = cmds;
-	ops[0].ncmds = ncmds;
-	rcmd_init(&ask);
-	rcmd_str(&ask, "SENTINEL");
-	rcmd_str(&ask, "GET-MASTER-ADDR-BY-NAME");
-	rcmd_str(&ask, conf->url.master_name);
-	for (int i = 0; i < n; i++)
-	{
-		RedisUrl	node;
-
-		memset(&node, 0, sizeof(node));
-		node.scheme = conf->url.scheme;
-		node.kind = NODE_SENTINEL;
-		strlcpy(node.host, conf->hosts[i].host, sizeof(node.host));
-		node.port = conf->hosts[i].port;
-		ops[i + 1].conn = rconn_get(&node, RCONN_SUBSCRIBER);
-		ops[i + 1].cmds = &ask;
-		ops[i + 1].ncmds = 1;
-	}
-	rconn_run_parallel(ops, n + 1);
-	if (!ops[0].ok)
-		rconn_report(conn, ERROR, what);
-	*replies = ops[0].replies;
-
-	initStringInfo(&failed);
-	for (int i = 1; i <= n; i++)
-	{
-		RedisConn  *s = ops[i].conn;
-		RReply	   *r = ops[i].ok ? ops[i].replies[0] : NULL;
-		char		addr[300];
-		long		port;
-		char	   *end;
-
-		if (r == NULL)
-		{
-			appendStringInfo(&failed, "%s%s: %s", failed.len ? "; " : "",
-							 s->addr, s->errdetail[0] ? s->errdetail :
-							 "no answer in time");
-			continue;
-		}
-		if (r->type != RREPLY_ARRAY || r->elements != 2 ||
-			r->element[0]->type != RREPLY_STRING ||
-			r->element[1]->type != RREPLY_STRING ||
-			r->element[0]->len == 0 || r->element[0]->len >= 256)
-		{
-			appendStringInfo(&failed, "%s%s: %s", failed.len ? "; " : "",
-							 s->addr, r->type == RREPLY_NIL ?
-							 "it knows no such master" : "an unexpected reply");
-			continue;
-		}
-		errno = 0;
-		port = strtol(r->element[1]->str, &end, 10);
-		if (errno != 0 || end == r->element[1]->str || *end != '\0' ||
-			port <= 0 || port > 65535)
-		{
-			appendStringInfo(&failed, "%s%s: %s", failed.len ? "; " : "",
-							 s->addr, "an unexpected reply");
-			continue;
-		}
-		snprintf(addr, sizeof(addr),
-				 strchr(r->element[0]->str, ':') ? "[%s]:%ld" : "%s:%ld",
-				 r->element[0]->str, port);
-		if (strcmp(addr, conn->addr) == 0)
-			nconfirm++;
-		else if (other[0] == '\0')
-			strlcpy(other, addr, sizeof(other));
-	}
-	if (other[0] != '\0')
-	{
-		/* follow the sentinels at the next use */
-		conn->demoted = true;
-		strlcpy(conn->failed_at, conn->addr, sizeof(conn->failed_at));
-		*why = psprintf("It was checked on %s, but the sentinels name %s as master \"%s\" now: a failover replaced the node it was held on.",
-						conn->addr, other, conf->url.master_name);
-		return false;
-	}
-	if (nconfirm == 0)
-	{
-		*why = psprintf("No sentinel confirmed that %s, where it was checked, is still master \"%s\" (%s).",
-						conn->addr, conf->url.master_name, failed.data);
-		return false;
-	}
-	return true;
 }
 
 /*
