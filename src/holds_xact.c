@@ -14,7 +14,7 @@
  *	  the watchdog is extended by the same script, a fixed lease is not.
  *	  The node that answers must still be the master: the sentinels are
  *	  asked in the same parallel round trip, in a Cluster the other masters
- *	  right after it (topology.c).
+ *	  right after it (master_confirm.c).
  *	  An ERROR there rolls the transaction back, which is what it is for.
  *	- At COMMIT, ROLLBACK, rollback to savepoint and exit, interrupts are
  *	  held and an ERROR would become a PANIC (for a transaction with an
@@ -453,7 +453,6 @@ verify_xact_holds(void)
 		for (int i = 0; i < n; i++)
 			keys[i] = hs[i]->key;
 		bad = rconn_confirm_owners(keys, n, &why);
-
 		if (bad >= 0)
 			holds_lost_at_commit(hs[bad], psprintf("%s The transaction is rolled back.",
 												   why));

@@ -176,8 +176,8 @@ rconn_master_confirmed(RedisConn *conn)
 
 /*
  * The most replicas the master at addr ever reported, having just reported
- * now (-1: only look).  A count reported only once is not evidence of a
- * cut-off: it is the highest one that is kept.
+ * now (-1: only look).  The table is small and only read when a master
+ * reports none (or its ROLE is refused), written when it reports some.
  */
 static int
 replicas_seen(const char *addr, int now)
@@ -208,7 +208,8 @@ replicas_seen(const char *addr, int now)
 	}
 	else if (now > 0 && free_at >= 0)
 	{
-		strlcpy(topo->seen[free_at].addr, addr, sizeof(topo->seen[free_at].addr));
+		strlcpy(topo->seen[free_at].addr, addr,
+				sizeof(topo->seen[free_at].addr));
 		topo->seen[free_at].replicas = now;
 	}
 	SpinLockRelease(&topo->mutex);
@@ -242,7 +243,8 @@ rconn_take_role(RedisConn *conn, redisReply *r)
 		conn->nreplicas = (r->elements >= 3 &&
 						   r->element[2]->type == REDIS_REPLY_ARRAY) ?
 			(int) r->element[2]->elements : 0;
-		replicas_seen(conn->addr, conn->nreplicas);
+		if (conn->nreplicas > 0)
+			(void) replicas_seen(conn->addr, conn->nreplicas);
 		if (conn->node.kind == NODE_SENTINEL_MASTER && conn->state == CS_HANDSHAKE)
 			rconn_master_confirmed(conn);
 		return true;
