@@ -33,6 +33,11 @@ use Time::HiRes qw(time);
 
 use RlockTest;
 
+# processes this file stops (SIGSTOP): let them go on whatever happens, or
+# the clean-up at exit would wait for them
+my @paused;
+END { kill 'CONT', @paused if @paused; }
+
 my $t_begin = time();
 my $sent = RlockTest::Sentinel->new(
 	replicas => 2,
@@ -110,9 +115,11 @@ drive_until_each(0, 3, 'four sessions on two servers take turns');
 
 my $worker_a = $node_a->safe_psql('postgres',
 	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'rlock watchdog'");
+push @paused, $worker_a;
 kill 'STOP', $worker_a;
 my $old_pid = $first->pid;
 my $paused_at = time();
+push @paused, $old_pid;
 kill 'STOP', $old_pid;
 note 'master ' . $first->where . " paused (pid $old_pid)";
 my $moved = $ex->drive(sub { sentinels_moved_from($first->port) }, 60);
@@ -155,6 +162,7 @@ $sent->revive($killed);
 my $pausing = $sent->master;
 my $pid3 = $pausing->pid;
 my $paused3 = time();
+push @paused, $pid3;
 kill 'STOP', $pid3;
 $moved = $ex->drive(sub { sentinels_moved_from($pausing->port) }, 60);
 kill 'CONT', $pid3;

@@ -29,6 +29,11 @@ use Time::HiRes qw(time);
 
 use RlockTest;
 
+# processes this file stops (SIGSTOP): let them go on whatever happens, or
+# the clean-up at exit would wait for them
+my @paused;
+END { kill 'CONT', @paused if @paused; }
+
 my ($out, $err, $state);
 
 # ---- item 12: the old master, resumed after the failover ----
@@ -62,9 +67,11 @@ is("$out/$err", "$old_port/", 'server A talks to the first master');
 my $worker_a = $node_a->safe_psql('postgres',
 	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'rlock watchdog'");
 ok($worker_a =~ /^\d+$/, 'server A has a watchdog');
+push @paused, $worker_a;
 kill 'STOP', $worker_a;
 
 my $old_pid = $old->pid;
+push @paused, $old_pid;
 kill 'STOP', $old_pid;
 note "master $old_port paused (pid $old_pid)";
 my $secs = $sent->wait_failover($old_port, 60);

@@ -26,6 +26,11 @@ use Time::HiRes qw(time);
 
 use RlockTest;
 
+# processes this file stops (SIGSTOP): let them go on whatever happens, or
+# the clean-up at exit would wait for them
+my @paused;
+END { kill 'CONT', @paused if @paused; }
+
 my $c = RlockTest::Cluster->new(masters => 3, replicas => 0);
 my $node = RlockTest::new_node('cl', undef,
 	url => $c->url,
@@ -63,6 +68,7 @@ isnt(last_cmd($owner), 'exists', 'the owner itself was not asked');
 	"BEGIN; SELECT rlock_xact_try_acquire('conf1', '30 seconds')");
 is("$out/$err", 't/', 'acquired again');
 my @pids = map { $_->pid } @others;
+push @paused, @pids;
 kill 'STOP', @pids;
 ($out, $err, $state) = RlockTest::run_sql($s, 'COMMIT');
 kill 'CONT', @pids;

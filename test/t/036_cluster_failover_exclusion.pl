@@ -26,6 +26,11 @@ use Time::HiRes qw(time);
 
 use RlockTest;
 
+# processes this file stops (SIGSTOP): let them go on whatever happens, or
+# the clean-up at exit would wait for them
+my @paused;
+END { kill 'CONT', @paused if @paused; }
+
 my $t_begin = time();
 my $c = RlockTest::Cluster->new(masters => 3, replicas => 1,
 	node_timeout_ms => 2000);
@@ -92,6 +97,7 @@ drive_until_each(0, 3, 'four sessions on two servers take turns');
 my $paused = $c->master_of($slot);
 my $pid = $paused->pid;
 my $paused_at = time();
+push @paused, $pid;
 kill 'STOP', $pid;
 $paused->{running} = 0;    # the harness asks the other nodes meanwhile
 note 'master ' . $paused->where . " of slot $slot paused (pid $pid)";
