@@ -159,6 +159,15 @@ extern bool rconn_run(RedisConn *conn, RedisCmd *cmds, int ncmds,
 extern RReply *rconn_run1(RedisConn *conn, RedisCmd *cmd, const char *what);
 
 /*
+ * rconn_run (ERROR on failure) that also confirms, for a master located
+ * through the sentinels, that the node is still master (false, *why).
+ */
+extern bool rconn_run_confirmed(RedisConn *conn, RedisCmd *cmds, int ncmds,
+								RReply ***replies, const char *what,
+								char **why);
+extern int	rconn_confirm_owners(const char *const *keys, int n, char **why);
+
+/*
  * Run each op's commands on its connection, all connections at once
  * (connecting those that need it); waits until every op has its replies or
  * has failed (op->ok; op->conn's failure then says why, for rconn_report).

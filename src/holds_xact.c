@@ -12,6 +12,9 @@
  *	  (rlock.verify_on_commit): each must still be held and have enough
  *	  lease left to cover the commit, COMMIT_MIN_LEASE_MS; a lock renewed by
  *	  the watchdog is extended by the same script, a fixed lease is not.
+ *	  The node that answers must still be the master: the sentinels are
+ *	  asked in the same parallel round trip, in a Cluster the other masters
+ *	  right after it (master_confirm.c).
  *	  An ERROR there rolls the transaction back, which is what it is for.
  *	- At COMMIT, ROLLBACK, rollback to savepoint and exit, interrupts are
  *	  held and an ERROR would become a PANIC (for a transaction with an
@@ -447,6 +450,7 @@ verify_xact_holds(void)
 	const char *holder = rlock_backend_holder();
 	TimestampTz sent_at;
 	TimestampTz now;
+	char	   *why;
 	int			n;
 
 	if (!rlock_verify_on_commit || !holds_any_xact())
@@ -492,8 +496,11 @@ verify_xact_holds(void)
 	/* one call (in a Cluster: one per slot, every node at once) */
 	ncalls = rcmd_renew_calls(args, n, n, &cmds, &order, &starts);
 	sent_at = GetCurrentTimestamp();
-	rconn_run(rconn_backend(), cmds, ncalls, &replies, ERROR,
-			  n == 1 ? hs[0]->key : NULL);
+	/* ... and, after a failover, is the node that answers still master? */
+	if (!rconn_run_confirmed(rconn_backend(), cmds, ncalls, &replies,
+							 n == 1 ? hs[0]->key : NULL, &why))
+		holds_lost_at_commit(hs[0], psprintf("%s The transaction is rolled back.",
+											 why));
 	now = GetCurrentTimestamp();
 	for (int g = 0; g < ncalls; g++)
 	{
@@ -529,6 +536,20 @@ verify_xact_holds(void)
 			if (h->renew_lease_ms > 0)
 				holds_renewed_at_commit(h, sent_at + h->renew_lease_ms * 1000);
 		}
+	}
+
+	/* in a Cluster: do the other masters agree that those nodes own them? */
+	if (rconn_is_cluster())
+	{
+		const char **keys = palloc(n * sizeof(char *));
+		int			bad;
+
+		for (int i = 0; i < n; i++)
+			keys[i] = hs[i]->key;
+		bad = rconn_confirm_owners(keys, n, &why);
+		if (bad >= 0)
+			holds_lost_at_commit(hs[bad], psprintf("%s The transaction is rolled back.",
+												   why));
 	}
 }
 

@@ -46,6 +46,8 @@
  *					 Redlock, asked in parallel, and their quorum
  *	topology.c		 which node is the master (Sentinel), followed through
  *					 failover and shared by the server's processes
+ *	master_confirm.c	 the check before COMMIT asks the sentinels (the
+ *					 other masters of a Cluster) if its node is master
  *	connection_error.c	 failures and error replies as ERRORs with SQLSTATEs
  *	registry.c		 shared memory: instance identity, registry of held locks
  *	stats.c			 shared-memory activity counters (rlock_stats)

@@ -26,6 +26,14 @@
  * are replaced at their next use even when nothing broke.  The process that
  * first confirms a new master counts the failover and logs it.
  *
+ * The check before COMMIT also confirms the master with the sentinels
+ * (master_confirm.c).
+ *
+ * The highest replica count each master ever reported is remembered in
+ * shared memory: a master that reports fewer replicas than that (it was
+ * cut off from them) is still waited on, and the acquisition is refused
+ * when they do not acknowledge (SPEC 10).
+ *
  * Copyright (c) 2026, rlock developers
  *
  *-------------------------------------------------------------------------
@@ -48,11 +56,21 @@
 /* How often the worker asks the sentinels where the master is. */
 #define WATCH_INTERVAL_MS	1000
 
+/* Masters whose highest replica count is remembered. */
+#define MAX_REPLICA_MEMORY	128
+
+typedef struct ReplicaMemory
+{
+	char		addr[300];		/* host:port or socket path, "" free */
+	int			replicas;		/* the most replicas it ever reported */
+} ReplicaMemory;
+
 typedef struct TopologyShared
 {
 	slock_t		mutex;
 	pg_atomic_uint64 epoch;		/* bumped when the master changes */
 	char		master[300];	/* host:port last confirmed, "" none yet */
+	ReplicaMemory seen[MAX_REPLICA_MEMORY]; /* under mutex */
 } TopologyShared;
 
 static TopologyShared *topo = NULL;
@@ -93,6 +111,7 @@ topology_shmem_startup(void)
 		SpinLockInit(&topo->mutex);
 		pg_atomic_init_u64(&topo->epoch, 1);
 		topo->master[0] = '\0';
+		memset(topo->seen, 0, sizeof(topo->seen));
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -156,6 +175,48 @@ rconn_master_confirmed(RedisConn *conn)
 }
 
 /*
+ * The most replicas the master at addr ever reported, having just reported
+ * now (-1: only look).  The table is small and only read when a master
+ * reports none (or its ROLE is refused), written when it reports some.
+ */
+static int
+replicas_seen(const char *addr, int now)
+{
+	int			most = Max(now, 0);
+	int			free_at = -1;
+	int			i;
+
+	if (topo == NULL || addr[0] == '\0')
+		return most;
+	SpinLockAcquire(&topo->mutex);
+	for (i = 0; i < MAX_REPLICA_MEMORY; i++)
+	{
+		if (topo->seen[i].addr[0] == '\0')
+		{
+			if (free_at < 0)
+				free_at = i;
+			continue;
+		}
+		if (strcmp(topo->seen[i].addr, addr) == 0)
+			break;
+	}
+	if (i < MAX_REPLICA_MEMORY)
+	{
+		if (topo->seen[i].replicas < most)
+			topo->seen[i].replicas = most;
+		most = topo->seen[i].replicas;
+	}
+	else if (now > 0 && free_at >= 0)
+	{
+		strlcpy(topo->seen[free_at].addr, addr,
+				sizeof(topo->seen[free_at].addr));
+		topo->seen[free_at].replicas = now;
+	}
+	SpinLockRelease(&topo->mutex);
+	return most;
+}
+
+/*
  * ROLE's answer: the number of replicas of a master, or (for a master the
  * sentinels located) the news that it is not one, which fails the
  * connection so that the next attempt asks the sentinels again.  A server
@@ -182,6 +243,8 @@ rconn_take_role(RedisConn *conn, redisReply *r)
 		conn->nreplicas = (r->elements >= 3 &&
 						   r->element[2]->type == REDIS_REPLY_ARRAY) ?
 			(int) r->element[2]->elements : 0;
+		if (conn->nreplicas > 0)
+			(void) replicas_seen(conn->addr, conn->nreplicas);
 		if (conn->node.kind == NODE_SENTINEL_MASTER && conn->state == CS_HANDSHAKE)
 			rconn_master_confirmed(conn);
 		return true;
@@ -465,7 +528,8 @@ rconn_acks_wanted(RedisConn *conn, const char *key)
 		if (conn->state == CS_CLOSED && conn->nreplicas < 0)
 			(void) rconn_ensure(conn);
 	}
-	if (conn->nreplicas <= 0)
+	/* a master that lost its replicas is still waited on: they must answer */
+	if (conn->nreplicas <= 0 && replicas_seen(conn->addr, -1) <= 0)
 		return 0;
 	return rlock_replica_acks;
 }

@@ -92,6 +92,12 @@ C<requirepass> on the sentinels themselves (Redis 5.0.1 and later use it
 to talk to each other as well); sentinel_cli uses it.  Not in url (rlock
 has a setting of its own for it).
 
+=item master_args => [...] [none]
+
+More arguments for the first master's server only (e.g. C<--rename-command
+REPLICAOF x>: the sentinels then cannot demote it when it comes back after
+a failover, so that it stays a second master).
+
 =item replica_proxies => 1 [0]
 
 Each replica replicates from the master through its own RlockTest::Proxy
@@ -145,7 +151,7 @@ sub new
 	push @common, '--masterauth', $self->{password}
 	  if defined $self->{password};
 	my $master = RlockTest::Redis->new(
-		args => [@common],
+		args => [ @common, @{ $opts{master_args} // [] } ],
 		password => $self->{password});
 	push @{ $self->{nodes} }, $master;
 	foreach my $i (1 .. $self->{n_replicas})
