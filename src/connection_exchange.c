@@ -305,14 +305,174 @@ rconn_read_some(RedisConn *conn)
 
 	if (st == TS_DONE)
 	{
-		if (redisReaderFeed(conn->reader, buf, n) != REDIS_OK)
+		redisReader *reader = conn->reader;
+
+		if (redisReaderFeed(reader, buf, n) != REDIS_OK)
 		{
-			rconn_set_failure(conn, RF_PROTOCOL, conn->reader->errstr);
+			rconn_set_failure(conn, RF_PROTOCOL, reader->errstr);
+			return TS_ERROR;
+		}
+		/* what is buffered is the unfinished part of one reply */
+		if (reader->len - reader->pos > RCONN_REPLY_MAX_BYTES - conn->reply_bytes)
+		{
+			rconn_set_failure(conn, RF_PROTOCOL,
+							  psprintf("a reply exceeded %d MB (a string or a line that does not end)",
+									   RCONN_REPLY_MAX_BYTES / (1024 * 1024)));
+			return TS_ERROR;
+		}
+		/* and so does a line (hiredis 0.14 scans it anew at each read) */
+		if (reader->len - reader->pos > RCONN_REPLY_MAX_LINE &&
+			memchr(reader->buf + reader->pos, '\n', RCONN_REPLY_MAX_LINE) == NULL)
+		{
+			rconn_set_failure(conn, RF_PROTOCOL,
+							  psprintf("a line of a reply ran past %d kB without ending",
+									   RCONN_REPLY_MAX_LINE / 1024));
 			return TS_ERROR;
 		}
 		return TS_DONE;
 	}
 	return not_done(conn, st, &err);
+}
+
+/*
+ * Between two reads from a server that keeps sending: may reading go on?
+ * Not past the deadline; and interrupts (cancel, statement_timeout,
+ * termination) are processed here as in a wait (an ERROR may escape), so
+ * that a stream that never pauses cannot keep them out.
+ */
+bool
+rconn_read_on(TimestampTz deadline)
+{
+	CHECK_FOR_INTERRUPTS();
+	return GetCurrentTimestamp() < deadline;
+}
+
+/* ----------------------------------------------------------------
+ * Bounded replies
+ *
+ * hiredis' reader builds replies through a table of functions; ours wraps
+ * the table's array and string makers to count, for the reply being
+ * parsed, its elements, the bytes of its strings and how deeply its arrays
+ * nest, and refuses (a NULL object: hiredis stops with an error) what
+ * passes RCONN_REPLY_MAX_*, before hiredis allocates anything for it (it
+ * would allocate an array of the announced size at once).  What is
+ * buffered of a reply's unfinished part is checked as it is fed
+ * (rconn_read_some).  This works alike on hiredis 0.14 and 1.x.
+ * ----------------------------------------------------------------
+ */
+
+static redisReplyObjectFunctions base_fns;
+static redisReplyObjectFunctions bounded_fns;
+static bool bounded_fns_made = false;
+static RedisConn *parsing = NULL;	/* whose reply is being parsed */
+
+static void *
+bounded_string(const redisReadTask *task, char *str, size_t len)
+{
+	RedisConn  *conn = parsing;
+
+	if (conn != NULL)
+	{
+		if (len > RCONN_REPLY_MAX_BYTES - conn->reply_bytes)
+		{
+			snprintf(conn->reply_refusal, sizeof(conn->reply_refusal),
+					 "a reply exceeded %d MB",
+					 RCONN_REPLY_MAX_BYTES / (1024 * 1024));
+			return NULL;
+		}
+		conn->reply_bytes += len;
+	}
+	return base_fns.createString(task, str, len);
+}
+
+#if HIREDIS_MAJOR >= 1
+static void *
+bounded_array(const redisReadTask *task, size_t elements)
+#else
+static void *
+bounded_array(const redisReadTask *task, int elements)
+#endif
+{
+	RedisConn  *conn = parsing;
+
+	if (conn != NULL)
+	{
+		int			depth = 1;
+
+		for (const redisReadTask *t = task->parent; t != NULL; t = t->parent)
+			depth++;
+		if (depth > RCONN_REPLY_MAX_DEPTH)
+		{
+			snprintf(conn->reply_refusal, sizeof(conn->reply_refusal),
+					 "a reply nests arrays more than %d deep",
+					 RCONN_REPLY_MAX_DEPTH);
+			return NULL;
+		}
+		if (elements < 0 ||
+			(size_t) elements > RCONN_REPLY_MAX_ELEMENTS - conn->reply_elements)
+		{
+			snprintf(conn->reply_refusal, sizeof(conn->reply_refusal),
+					 "a reply announced %lld array elements, more than %d in all",
+					 (long long) elements + (long long) conn->reply_elements,
+					 RCONN_REPLY_MAX_ELEMENTS);
+			return NULL;
+		}
+		conn->reply_elements += elements;
+	}
+	return base_fns.createArray(task, elements);
+}
+
+/* A reply parser for conn whose replies are bounded (NULL: out of memory). */
+redisReader *
+rconn_reader_create(RedisConn *conn)
+{
+	redisReader *reader = redisReaderCreate();
+
+	if (reader == NULL)
+		return NULL;
+	if (!bounded_fns_made)
+	{
+		base_fns = *reader->fn;
+		bounded_fns = base_fns;
+		bounded_fns.createString = bounded_string;
+		bounded_fns.createArray = bounded_array;
+		bounded_fns_made = true;
+	}
+	reader->fn = &bounded_fns;
+	conn->reply_bytes = 0;
+	conn->reply_elements = 0;
+	conn->reply_refusal[0] = '\0';
+	return reader;
+}
+
+/*
+ * The next reply that conn's parser has complete (*reply NULL if none yet).
+ * False, with conn's failure set, on a protocol error or a reply past the
+ * bounds; the connection must then be dropped.
+ */
+bool
+rconn_get_reply(RedisConn *conn, void **reply)
+{
+	int			rc;
+
+	*reply = NULL;
+	parsing = conn;
+	conn->reply_refusal[0] = '\0';
+	rc = redisReaderGetReply(conn->reader, reply);
+	parsing = NULL;
+	if (rc != REDIS_OK)
+	{
+		rconn_set_failure(conn, RF_PROTOCOL,
+						  conn->reply_refusal[0] ? conn->reply_refusal :
+						  conn->reader->errstr);
+		return false;
+	}
+	if (*reply != NULL)
+	{
+		conn->reply_bytes = 0;
+		conn->reply_elements = 0;
+	}
+	return true;
 }
 
 /* ----------------------------------------------------------------
@@ -331,7 +491,13 @@ op_failed(OpState *os)
 		strlcpy(conn->failed_at, conn->addr, sizeof(conn->failed_at));
 	if (conn->state == CS_CONNECTING || conn->state == CS_HANDSHAKE)
 	{
-		if (conn->failure == RF_TIMEOUT)
+		if (conn->failure == RF_TIMEOUT && conn->state == CS_CONNECTING &&
+			conn->transport != NULL &&
+			transport_tls_unanswered(conn->transport))
+			rconn_set_failure(conn, RF_TLS,
+							  psprintf("the server does not speak TLS, or is stalled: it did not answer the TLS handshake within rlock.connect_timeout (%d ms)",
+									   rconn_connect_timeout_ms()));
+		else if (conn->failure == RF_TIMEOUT)
 			conn->failure = RF_CONNECT_TIMEOUT;
 	}
 	else if (conn->failure == RF_LOST && os->was_proven &&
@@ -507,11 +673,8 @@ step(OpState *os)
 		{
 			void	   *r = NULL;
 
-			if (redisReaderGetReply(conn->reader, &r) != REDIS_OK)
-			{
-				rconn_set_failure(conn, RF_PROTOCOL, conn->reader->errstr);
+			if (!rconn_get_reply(conn, &r))
 				goto failed;
-			}
 			if (r != NULL)
 			{
 				if (!take_reply(os, conn->slots[conn->nextslot++], r))
@@ -530,6 +693,11 @@ step(OpState *os)
 				goto failed;
 			if (st != TS_DONE)
 				break;
+			if (!rconn_read_on(os->deadline))
+			{
+				rconn_set_failure(conn, RF_TIMEOUT, NULL);
+				goto failed;
+			}
 		}
 		if (conn->nextslot < conn->nslots || conn->outpos < conn->outlen)
 		{

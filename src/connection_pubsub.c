@@ -93,11 +93,8 @@ rconn_read_raw(RedisConn *conn, TimestampTz deadline, redisReply **reply)
 		void	   *r = NULL;
 		TransportStatus st;
 
-		if (redisReaderGetReply(conn->reader, &r) != REDIS_OK)
-		{
-			rconn_set_failure(conn, RF_PROTOCOL, conn->reader->errstr);
+		if (!rconn_get_reply(conn, &r))
 			return false;
-		}
 		if (r != NULL)
 		{
 			*reply = (redisReply *) r;
@@ -106,7 +103,7 @@ rconn_read_raw(RedisConn *conn, TimestampTz deadline, redisReply **reply)
 		st = rconn_read_some(conn);
 		if (st == TS_ERROR)
 			return false;
-		if (st != TS_DONE &&
+		if (st == TS_DONE ? !rconn_read_on(deadline) :
 			!rconn_wait(conn, conn->want, deadline, NULL))
 		{
 			rconn_set_failure(conn, RF_TIMEOUT, NULL);
@@ -291,7 +288,7 @@ rconn_wait_message(RedisConn *sub, TimestampTz deadline)
 		void	   *r = NULL;
 		TransportStatus st;
 
-		if (redisReaderGetReply(sub->reader, &r) != REDIS_OK)
+		if (!rconn_get_reply(sub, &r))
 		{
 			rconn_discard(sub);
 			return -1;
@@ -325,6 +322,8 @@ rconn_wait_message(RedisConn *sub, TimestampTz deadline)
 			rconn_discard(sub);
 			return -1;
 		}
+		if (st == TS_DONE && !rconn_read_on(deadline))
+			return 0;
 		if (st != TS_DONE &&
 			!rconn_wait(sub, sub->want, deadline, &latch_woken))
 			return latch_woken ? 2 : 0;
