@@ -675,6 +675,35 @@ cluster_node(int idx, RconnRole role)
 	return node_conn(get_map(), idx, role);
 }
 
+/*
+ * Does a MOVED or ASK answer make sense: "MOVED <slot> <host>:<port>" with
+ * a slot in 0..16383 and an address to connect to, or an unknown endpoint
+ * (":<port>", "?:<port>": read the map again)?
+ */
+bool
+cluster_redirect_sane(const char *err)
+{
+	const char *p = strchr(err, ' ');
+	const char *colon;
+	char	   *end;
+	long		n;
+	int			slot;
+	int			node;
+
+	if (p == NULL || !isdigit((unsigned char) p[1]))
+		return false;
+	errno = 0;
+	n = strtol(p + 1, &end, 10);
+	if (errno != 0 || *end != ' ' || n < 0 || n >= CLUSTER_SLOTS)
+		return false;
+	colon = strrchr(end + 1, ':');
+	if (colon == NULL)
+		return false;
+	if (colon == end + 1 || (colon == end + 2 && end[1] == '?'))
+		return true;
+	return parse_redirect(get_map(), err, &slot, &node);
+}
+
 /* The node a MOVED or ASK answer names (added to the table if new). */
 bool
 cluster_redirect_target(const char *err, int *slot, int *node)

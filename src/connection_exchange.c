@@ -394,6 +394,11 @@ bounded_array(const redisReadTask *task, int elements)
 #endif
 {
 	RedisConn  *conn = parsing;
+#if HIREDIS_MAJOR >= 1
+	size_t		n = elements;
+#else
+	size_t		n = elements < 0 ? SIZE_MAX : (size_t) elements;
+#endif
 
 	if (conn != NULL)
 	{
@@ -408,8 +413,7 @@ bounded_array(const redisReadTask *task, int elements)
 					 RCONN_REPLY_MAX_DEPTH);
 			return NULL;
 		}
-		if (elements < 0 ||
-			(size_t) elements > RCONN_REPLY_MAX_ELEMENTS - conn->reply_elements)
+		if (n > RCONN_REPLY_MAX_ELEMENTS - conn->reply_elements)
 		{
 			snprintf(conn->reply_refusal, sizeof(conn->reply_refusal),
 					 "a reply announced %lld array elements, more than %d in all",
@@ -417,7 +421,7 @@ bounded_array(const redisReadTask *task, int elements)
 					 RCONN_REPLY_MAX_ELEMENTS);
 			return NULL;
 		}
-		conn->reply_elements += elements;
+		conn->reply_elements += n;
 	}
 	return base_fns.createArray(task, elements);
 }

@@ -205,6 +205,40 @@ foreach my $c (@redis_cases)
 	$fake->stop;
 }
 
+# a waiter's subscription answered by an endless stream: the waiter's memory
+# stays bounded and its wait ends (whatever it then concludes)
+{
+	my $stream =
+	  RlockTest::FakeRedis::endless("*999999999\r\n", ":1\r\n", $CAP / 10);
+	my $fake = RlockTest::FakeRedis->new(
+		EVALSHA => "*2\r\n:0\r\n:30000\r\n",    # held, 30 s to go
+		EVAL => "*2\r\n:0\r\n:30000\r\n",
+		SUBSCRIBE => $stream,
+		SSUBSCRIBE => $stream);
+	hostile_case(
+		name => 'a subscription answered by *999999999 then an endless stream',
+		url => 'redis://127.0.0.1:' . $fake->port,
+		sql => "SELECT rlock_try_acquire('hostile_sub', NULL, '3 seconds')",
+		state => qr/^(00000|08P01|08006)$/,
+		cancel_after => 10);
+	ok((grep { /SUBSCRIBE/ } $fake->commands),
+		'the waiter did subscribe at the fake');
+	$fake->stop;
+}
+
+# rediss:// at a server that answers the ClientHello with a RESP error
+{
+	my $fake = RlockTest::FakeRedis->new;
+	hostile_case(
+		name => 'rediss:// at a server answering RESP',
+		url => 'rediss://127.0.0.1:' . $fake->port,
+		sql => 'SELECT rlock_ping() IS NOT NULL',
+		state => qr/^08001$/,
+		detail => qr/DETAIL:.*the server does not speak TLS/,
+		limit => 10);
+	$fake->stop;
+}
+
 # ---- bogus CLUSTER SLOTS maps ----
 
 # A CLUSTER SLOTS answer of entries [start, end, [host, port]]; a port of
@@ -283,6 +317,25 @@ foreach my $cc (@cluster_cases)
 		sql => "SELECT rlock_try_acquire('hostile_slots')",
 		state => $state,
 		detail => qr/DETAIL:.*$detail/,
+		limit => 15);
+	$fake->stop;
+}
+
+# redirections to addresses that make no sense
+foreach my $redirect ("-MOVED 5 127.0.0.1:0\r\n", "-ASK 99999 127.0.0.1:6379\r\n",
+	"-MOVED 5 127.0.0.1:65abc\r\n")
+{
+	my $fake = RlockTest::FakeRedis->new(
+		'CLUSTER SLOTS' => slots([ 0, 16383, '127.0.0.1', 'self' ]),
+		EVALSHA => $redirect,
+		EVAL => $redirect);
+	(my $what = $redirect) =~ s/\r\n//;
+	hostile_case(
+		name => "a redirection $what",
+		url => 'redis-cluster://127.0.0.1:' . $fake->port,
+		sql => "SELECT rlock_try_acquire('hostile_redirect')",
+		state => qr/^08P01$/,
+		detail => qr/DETAIL:.*redirection for hash slot \d+ makes no sense/,
 		limit => 15);
 	$fake->stop;
 }
