@@ -613,6 +613,7 @@ static void
 step(OpState *os)
 {
 	RedisConn  *conn = os->op->conn;
+	int			nread = 0;
 
 	for (;;)
 	{
@@ -692,16 +693,17 @@ step(OpState *os)
 				conn->want = WL_SOCKET_READABLE;
 				return;
 			}
+			/* a read right after another: no wait checked the deadline */
+			if (nread++ > 0 && !rconn_read_on(os->deadline))
+			{
+				rconn_set_failure(conn, RF_TIMEOUT, NULL);
+				goto failed;
+			}
 			st = rconn_read_some(conn);
 			if (st == TS_ERROR)
 				goto failed;
 			if (st != TS_DONE)
 				break;
-			if (!rconn_read_on(os->deadline))
-			{
-				rconn_set_failure(conn, RF_TIMEOUT, NULL);
-				goto failed;
-			}
 		}
 		if (conn->nextslot < conn->nslots || conn->outpos < conn->outlen)
 		{

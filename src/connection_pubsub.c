@@ -88,6 +88,8 @@ rconn_flush(RedisConn *conn, TimestampTz deadline)
 static bool
 rconn_read_raw(RedisConn *conn, TimestampTz deadline, redisReply **reply)
 {
+	bool		read_last = false;	/* no wait since the last read */
+
 	for (;;)
 	{
 		void	   *r = NULL;
@@ -100,10 +102,16 @@ rconn_read_raw(RedisConn *conn, TimestampTz deadline, redisReply **reply)
 			*reply = (redisReply *) r;
 			return true;
 		}
+		if (read_last && !rconn_read_on(deadline))
+		{
+			rconn_set_failure(conn, RF_TIMEOUT, NULL);
+			return false;
+		}
 		st = rconn_read_some(conn);
 		if (st == TS_ERROR)
 			return false;
-		if (st == TS_DONE ? !rconn_read_on(deadline) :
+		read_last = (st == TS_DONE);
+		if (st != TS_DONE &&
 			!rconn_wait(conn, conn->want, deadline, NULL))
 		{
 			rconn_set_failure(conn, RF_TIMEOUT, NULL);
@@ -274,6 +282,7 @@ int
 rconn_wait_message(RedisConn *sub, TimestampTz deadline)
 {
 	bool		latch_woken = false;
+	bool		read_last = false;	/* no wait since the last read */
 
 	if (sub->node.kind == NODE_CLUSTER)
 	{
@@ -316,14 +325,15 @@ rconn_wait_message(RedisConn *sub, TimestampTz deadline)
 			}
 			continue;
 		}
+		if (read_last && !rconn_read_on(deadline))
+			return 0;
 		st = rconn_read_some(sub);
 		if (st == TS_ERROR)
 		{
 			rconn_discard(sub);
 			return -1;
 		}
-		if (st == TS_DONE && !rconn_read_on(deadline))
-			return 0;
+		read_last = (st == TS_DONE);
 		if (st != TS_DONE &&
 			!rconn_wait(sub, sub->want, deadline, &latch_woken))
 			return latch_woken ? 2 : 0;
