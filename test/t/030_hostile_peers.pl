@@ -446,7 +446,9 @@ hostile_case(
 {
 	my $s = $node->background_psql('postgres', on_error_stop => 0);
 	foreach my $url ('redis://127.0.0.1:65abc', 'redis://127.0.0.1:0',
-		'redis://127.0.0.1:65536', 'redis-cluster://127.0.0.1:65abc',
+		'redis://127.0.0.1:65536', 'redis://127.0.0.1:+6379',
+		'redis://127.0.0.1: 6379', 'redis://127.0.0.1:6379/+1',
+		'redis-cluster://127.0.0.1:65abc',
 		'redis-sentinel://127.0.0.1:65abc#m')
 	{
 		my ($out, $err, $state) =
