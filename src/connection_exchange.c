@@ -143,6 +143,8 @@ rconn_reset_replies(RedisConn *conn)
 	conn->maxreplies = 0;
 	conn->nslots = 0;
 	conn->nextslot = 0;
+	conn->reply_bytes = 0;
+	conn->reply_elements = 0;
 }
 
 /* Free the buffers and the reader of a closed connection. */
@@ -471,7 +473,13 @@ rconn_get_reply(RedisConn *conn, void **reply)
 						  conn->reader->errstr);
 		return false;
 	}
-	if (*reply != NULL)
+	/*
+	 * A commands connection counts the replies of a round trip together (a
+	 * pipeline of many replies each within the bounds is no way around
+	 * them): rconn_reset_replies starts it afresh.  A subscriber counts each
+	 * reply (its messages come for as long as it waits).
+	 */
+	if (*reply != NULL && conn->role != RCONN_COMMANDS)
 	{
 		conn->reply_bytes = 0;
 		conn->reply_elements = 0;

@@ -37,7 +37,8 @@ typedef enum ConnState
 #define SLOT_ROLE		(-5)	/* ROLE: is it the master, how many replicas */
 
 /*
- * Bounds on one reply, far above what rlock's own commands get back (the
+ * Bounds on one reply (on a commands connection: on the replies of one
+ * round trip together), far above what rlock's own commands get back (the
  * renewal of 10 000 locks: 20 000 elements; CLUSTER SLOTS of a cluster with
  * every slot in a range of its own: some 200 000), so that a broken or
  * hostile server costs an ERROR, never the backend's memory: the bytes of
@@ -83,8 +84,8 @@ struct RedisConn
 
 	/* hiredis parses replies, nothing more (bounded: rconn_reader_create) */
 	redisReader *reader;
-	size_t		reply_bytes;	/* of the reply being parsed: its strings */
-	size_t		reply_elements; /* its arrays' elements, nested included */
+	size_t		reply_bytes;	/* of the replies counted: their strings */
+	size_t		reply_elements; /* their arrays' elements, nested included */
 	char		reply_refusal[160]; /* why the parser refused it */
 
 	/* replies of the last round trip, in replycxt */
