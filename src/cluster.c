@@ -291,47 +291,6 @@ parse_redirect(ClusterMap *m, const char *err, int *slot, int *node)
 }
 
 /*
- * What is wrong with entry e of a CLUSTER SLOTS reply (NULL: nothing):
- * [start, end, [host, port, ...], replicas...], 0 <= start <= end < 16384.
- */
-static const char *
-bad_slot_range(const RReply *e)
-{
-	const RReply *master;
-
-	if (e->type != RREPLY_ARRAY || e->elements < 3)
-		return "an entry is not an array of a slot range and its master";
-	if (e->element[0]->type != RREPLY_INTEGER ||
-		e->element[1]->type != RREPLY_INTEGER)
-		return "a slot range is not two integers";
-	if (e->element[0]->integer < 0 || e->element[0]->integer >= CLUSTER_SLOTS ||
-		e->element[1]->integer < 0 || e->element[1]->integer >= CLUSTER_SLOTS)
-		return psprintf("slot range %lld-%lld is outside 0-%d",
-						(long long) e->element[0]->integer,
-						(long long) e->element[1]->integer, CLUSTER_SLOTS - 1);
-	if (e->element[0]->integer > e->element[1]->integer)
-		return psprintf("slot range %lld-%lld ends before it starts",
-						(long long) e->element[0]->integer,
-						(long long) e->element[1]->integer);
-	for (size_t k = 2; k < e->elements; k++)
-	{
-		const RReply *node = e->element[k];
-
-		if (node->type != RREPLY_ARRAY || node->elements < 2 ||
-			node->element[0]->type != RREPLY_STRING ||
-			node->element[1]->type != RREPLY_INTEGER)
-			return "a node is not an array of a host and a port";
-	}
-	master = e->element[2];
-	/* "" or "?": the node's address is the one we asked it at */
-	if (master->element[0]->len == 0 || strcmp(master->element[0]->str, "?") == 0)
-		return NULL;
-	return rconn_bad_address(master->element[0]->str, master->element[0]->len,
-							 sizeof(((RedisUrl *) NULL)->host),
-							 master->element[1]->integer);
-}
-
-/*
  * Take a CLUSTER SLOTS reply (asked of node asked) into m.  A map that
  * makes no sense is refused whole (*malformed set); one that serves no
  * slot, or an error (not a cluster node), is refused too.  why says why.
@@ -354,7 +313,7 @@ take_slots(ClusterMap *m, int asked, const char *addr, RReply *r,
 	}
 	for (size_t i = 0; i < r->elements; i++)
 	{
-		const char *bad = bad_slot_range(r->element[i]);
+		const char *bad = cluster_bad_slot_range(r->element[i]);
 
 		if (bad != NULL)
 		{
@@ -673,35 +632,6 @@ RedisConn *
 cluster_node(int idx, RconnRole role)
 {
 	return node_conn(get_map(), idx, role);
-}
-
-/*
- * Does a MOVED or ASK answer make sense: "MOVED <slot> <host>:<port>" with
- * a slot in 0..16383 and an address to connect to, or an unknown endpoint
- * (":<port>", "?:<port>": read the map again)?
- */
-bool
-cluster_redirect_sane(const char *err)
-{
-	const char *p = strchr(err, ' ');
-	const char *colon;
-	char	   *end;
-	long		n;
-	int			slot;
-	int			node;
-
-	if (p == NULL || !isdigit((unsigned char) p[1]))
-		return false;
-	errno = 0;
-	n = strtol(p + 1, &end, 10);
-	if (errno != 0 || *end != ' ' || n < 0 || n >= CLUSTER_SLOTS)
-		return false;
-	colon = strrchr(end + 1, ':');
-	if (colon == NULL)
-		return false;
-	if (colon == end + 1 || (colon == end + 2 && end[1] == '?'))
-		return true;
-	return parse_redirect(get_map(), err, &slot, &node);
 }
 
 /* The node a MOVED or ASK answer names (added to the table if new). */

@@ -191,6 +191,9 @@ extern int	cluster_owner(int slot);
 extern int	cluster_nnodes(void);
 extern RedisConn *cluster_node(int idx, RconnRole role);
 extern bool cluster_redirect_target(const char *err, int *slot, int *node);
+
+/* cluster_check.c */
+extern const char *cluster_bad_slot_range(const RReply *e);
 extern bool cluster_redirect_sane(const char *err);
 extern void cluster_refresh_if_stale(RedisConn *conn);
 extern void cluster_pause_before_retry(void);
