@@ -33,6 +33,8 @@
  */
 #include "postgres.h"
 
+#include <ctype.h>
+
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "utils/memutils.h"
@@ -67,6 +69,13 @@ typedef struct ClusterMap
 } ClusterMap;
 
 static ClusterMap *map = NULL;
+
+/*
+ * The last reading of the map failed on answers that waiting will not mend:
+ * every node answered, with an error that is not a passing state (not a
+ * cluster node: "cluster support disabled") or a map that makes no sense.
+ */
+static bool map_hopeless = false;
 
 
 /* ----------------------------------------------------------------
@@ -234,49 +243,85 @@ node_conn(ClusterMap *m, int i, RconnRole role)
 	return *slot;
 }
 
-/* Parse "MOVED 3999 127.0.0.1:6381" (or ASK): slot and node index. */
+/*
+ * Parse "MOVED 3999 127.0.0.1:6381" (or ASK): slot and node index.  False
+ * for anything else, an address that makes no sense included.
+ */
 static bool
 parse_redirect(ClusterMap *m, const char *err, int *slot, int *node)
 {
 	const char *p = strchr(err, ' ');
 	const char *addr;
 	const char *colon;
-	char		host[256];
+	const char *host;
+	size_t		hostlen;
+	char		hostbuf[256];
+	char	   *end;
+	long		n;
 
-	if (p == NULL)
+	if (p == NULL || !isdigit((unsigned char) p[1]))
 		return false;
-	*slot = atoi(p + 1);
-	addr = strchr(p + 1, ' ');
-	if (addr == NULL || *slot < 0 || *slot >= CLUSTER_SLOTS)
+	errno = 0;
+	n = strtol(p + 1, &end, 10);
+	if (errno != 0 || *end != ' ' || n < 0 || n >= CLUSTER_SLOTS)
 		return false;
-	addr++;
+	*slot = (int) n;
+	addr = end + 1;
 	colon = strrchr(addr, ':');
-	if (colon == NULL || colon - addr >= (int) sizeof(host))
-		return false;
-	if (colon == addr)
+	if (colon == NULL || colon == addr)
 		return false;			/* an unknown endpoint: read the map again */
-	if (addr[0] == '[' && colon[-1] == ']')
-		strlcpy(host, addr + 1, colon - addr - 1);
-	else
-		strlcpy(host, addr, colon - addr + 1);
-	*node = node_index(m, host, atoi(colon + 1));
+	host = addr;
+	hostlen = colon - addr;
+	if (addr[0] == '[' && colon[-1] == ']' && hostlen >= 2)
+	{
+		host++;
+		hostlen -= 2;
+	}
+	if (!isdigit((unsigned char) colon[1]))
+		return false;
+	errno = 0;
+	n = strtol(colon + 1, &end, 10);
+	if (errno != 0 || *end != '\0' ||
+		rconn_bad_address(host, hostlen, sizeof(hostbuf), n) != NULL)
+		return false;
+	memcpy(hostbuf, host, hostlen);
+	hostbuf[hostlen] = '\0';
+	*node = node_index(m, hostbuf, (int) n);
 	return *node >= 0;
 }
 
-/* Take a CLUSTER SLOTS reply (asked of node asked) into m. */
+/*
+ * Take a CLUSTER SLOTS reply (asked of node asked) into m.  A map that
+ * makes no sense is refused whole (*malformed set); one that serves no
+ * slot, or an error (not a cluster node), is refused too.  why says why.
+ */
 static bool
-take_slots(ClusterMap *m, int asked, RReply *r, StringInfo why)
+take_slots(ClusterMap *m, int asked, const char *addr, RReply *r,
+		   StringInfo why, bool *malformed)
 {
 	char		asked_host[sizeof(((RedisUrl *) NULL)->host)];
 	int16	   *owner;
 	int			covered = 0;
 
+	*malformed = false;
 	if (r->type != RREPLY_ARRAY)
 	{
-		appendStringInfo(why, "%s%s: %s", why->len ? "; " : "",
-						 m->nodes[asked].url.host,
-						 r->type == RREPLY_ERROR ? r->str : "an unexpected reply to CLUSTER SLOTS");
+		*malformed = r->type != RREPLY_ERROR;
+		appendStringInfo(why, "%s%s: %.200s", why->len ? "; " : "",
+						 addr, r->type == RREPLY_ERROR ? r->str : "CLUSTER SLOTS did not answer an array");
 		return false;
+	}
+	for (size_t i = 0; i < r->elements; i++)
+	{
+		const char *bad = cluster_bad_slot_range(r->element[i]);
+
+		if (bad != NULL)
+		{
+			*malformed = true;
+			appendStringInfo(why, "%s%s: its slot map makes no sense: %s",
+							 why->len ? "; " : "", addr, bad);
+			return false;
+		}
 	}
 	/* (node_index may move m->nodes: the asked node's host is copied) */
 	strlcpy(asked_host, m->nodes[asked].url.host, sizeof(asked_host));
@@ -285,39 +330,27 @@ take_slots(ClusterMap *m, int asked, RReply *r, StringInfo why)
 	for (size_t i = 0; i < r->elements; i++)
 	{
 		RReply	   *e = r->element[i];
-		RReply	   *master;
-		const char *host;
+		RReply	   *master = e->element[2];
+		const char *host = master->element[0]->str;
 		int			idx;
 
-		if (e->type != RREPLY_ARRAY || e->elements < 3 ||
-			e->element[0]->type != RREPLY_INTEGER ||
-			e->element[1]->type != RREPLY_INTEGER ||
-			e->element[2]->type != RREPLY_ARRAY)
-			continue;
-		master = e->element[2];
-		if (master->elements < 2 || master->element[0]->type != RREPLY_STRING ||
-			master->element[1]->type != RREPLY_INTEGER)
-			continue;
-		host = master->element[0]->str;
-		/* "" or "?": the node's address is the one we asked it at */
 		if (host[0] == '\0' || strcmp(host, "?") == 0)
 			host = asked_host;
 		idx = node_index(m, host, (int) master->element[1]->integer);
 		if (idx < 0)
 			continue;
-		for (int64 s = e->element[0]->integer;
-			 s <= e->element[1]->integer && s < CLUSTER_SLOTS; s++)
+		for (int s = (int) e->element[0]->integer;
+			 s <= (int) e->element[1]->integer; s++)
 		{
-			if (s >= 0 && owner[s] < 0)
+			if (owner[s] < 0)
 				covered++;
-			if (s >= 0)
-				owner[s] = (int16) idx;
+			owner[s] = (int16) idx;
 		}
 	}
 	if (covered == 0)
 	{
-		appendStringInfo(why, "%s%s: no slot is assigned", why->len ? "; " : "",
-						 m->nodes[asked].url.host);
+		appendStringInfo(why, "%s%s: no slot is assigned to any node",
+						 why->len ? "; " : "", addr);
 		pfree(owner);
 		return false;
 	}
@@ -353,12 +386,18 @@ load_map(RedisConn *conn)
 	TimestampTz cap = 0;
 	RedisConn  *last = NULL;
 	bool		same_failure = false;
+	bool		last_bad_map = false;	/* the last node gave a bad map */
+	bool		malformed;
+	int			nbad_maps = 0;
+	int			nmalformed = 0;
+	int			nhopeless = 0;
 
 	if (conf == NULL || conf->url.kind != NODE_CLUSTER)
 	{
 		rconn_set_failure(conn, RF_CONFIG, "rlock.redis_url does not name a Redis Cluster");
 		return false;
 	}
+	map_hopeless = false;
 	/* candidates: nodes that own slots now, then the seeds */
 	cand = palloc((m->nnodes + conf->nhosts + 1) * sizeof(int));
 	if (m->valid)
@@ -421,6 +460,8 @@ load_map(RedisConn *conn)
 		rconn_run_parallel(&op, 1);
 		rconn_set_deadline_cap(c, DT_NOEND);
 		if (!op.ok)
+			last_bad_map = false;
+		if (!op.ok)
 			same_failure = (last == NULL || (same_failure &&
 											 last->failure == c->failure)) &&
 				!failover_explains(c->failure);
@@ -433,11 +474,25 @@ load_map(RedisConn *conn)
 							 "no answer in time" : "no answer");
 			continue;
 		}
-		if (!take_slots(m, cand[k], op.replies[0], &why))
+		if (!take_slots(m, cand[k], c->addr, op.replies[0], &why,
+						&malformed))
 		{
+			RReply	   *r0 = op.replies[0];
+
 			same_failure = false;
+			last_bad_map = true;
+			nmalformed += malformed;
+			nbad_maps++;
+			if (malformed ||
+				(r0->type == RREPLY_ERROR && !rconn_reply_is(r0, "LOADING") &&
+				 !rconn_reply_is(r0, "BUSY") &&
+				 !rconn_reply_is(r0, "MASTERDOWN") &&
+				 !rconn_reply_is(r0, "TRYAGAIN") &&
+				 !rconn_reply_is(r0, "CLUSTERDOWN")))
+				nhopeless++;
 			continue;
 		}
+		last_bad_map = false;
 		m->sharded = op.replies[1]->type == RREPLY_ARRAY &&
 			op.replies[1]->elements == 1 &&
 			op.replies[1]->element[0]->type == RREPLY_ARRAY;
@@ -447,6 +502,7 @@ load_map(RedisConn *conn)
 		return true;
 	}
 	pfree(cand);
+	map_hopeless = ncand > 0 && nhopeless == ncand;
 	if (last != NULL && same_failure)
 	{
 		/* every node failed alike (a wrong password...): say that */
@@ -454,14 +510,17 @@ load_map(RedisConn *conn)
 		strlcpy(conn->addr, last->addr, sizeof(conn->addr));
 		return false;
 	}
-	if (ncand == 1 && last != NULL)
+	if (ncand == 1 && last != NULL && !last_bad_map)
 	{
 		/* one seed: its own failure says it best (refused, TLS, AUTH...) */
 		rconn_set_failure(conn, last->failure, last->errdetail);
 		strlcpy(conn->addr, last->addr, sizeof(conn->addr));
 		return false;
 	}
-	rconn_set_failure(conn, RF_CLUSTER,
+	/* only maps that make no sense: the servers broke the protocol */
+	rconn_set_failure(conn,
+					  nbad_maps > 0 && nmalformed == nbad_maps &&
+					  nbad_maps == ncand ? RF_PROTOCOL : RF_CLUSTER,
 					  psprintf("No node of the cluster gave its slot map: %s.",
 							   why.len ? why.data : "no node to ask"));
 	return false;
@@ -723,7 +782,8 @@ rconn_ready_for(RedisConn *conn, const char *key, const char *what)
 		cluster_map_stale();
 		/* only what a failover explains is worth waiting for */
 		if (GetCurrentTimestamp() >= deadline ||
-			(!failover_explains(conn->failure) && conn->failure != RF_CLUSTER))
+			(!failover_explains(conn->failure) && conn->failure != RF_CLUSTER) ||
+			map_hopeless)
 		{
 			rconn_report(conn, ERROR, what);
 			return;				/* not reached */

@@ -401,7 +401,16 @@ cluster_run(RedisConn *conn, RedisCmd *cmds, int ncmds, RReply ***replies,
 					bool		ask = lead->str[1] == 'S';
 
 					un->asking = false;
-					if (++un->redirects > MAX_REDIRECTS)
+					if (!cluster_redirect_sane(lead->str))
+					{
+						rconn_set_failure(conn, RF_PROTOCOL,
+										  psprintf("A redirection for hash slot %d makes no sense: %.200s",
+												   un->slot, lead->str));
+						un->pending = false;
+						ok = false;
+						failed = conn;
+					}
+					else if (++un->redirects > MAX_REDIRECTS)
 					{
 						rconn_set_failure(conn, RF_CLUSTER,
 										  psprintf("Hash slot %d was redirected more than %d times (last: %s).",

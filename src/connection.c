@@ -466,7 +466,7 @@ rconn_begin_connect(RedisConn *conn, TimestampTz deadline)
 						  terr.detail);
 		return false;
 	}
-	conn->reader = redisReaderCreate();
+	conn->reader = rconn_reader_create(conn);
 	if (conn->reader == NULL)
 	{
 		rconn_discard(conn);

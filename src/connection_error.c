@@ -150,7 +150,7 @@ rconn_report_failure(RconnFailure failure, const char *addr,
 					 errmsg("Redis Cluster at %s could not serve the command%s",
 							addr, for_lock(what)),
 					 errdetail_internal("%s", detail),
-					 errhint("A failover or a resharding may be under way; check the cluster with CLUSTER INFO.")));
+					 errhint("Check that rlock.redis_url names nodes of a Redis Cluster that serves every slot (CLUSTER INFO); a failover or a resharding may be under way.")));
 			break;
 		case RF_NONE:
 			elog(elevel, "unexpected Redis failure%s", for_lock(what));
@@ -277,5 +277,13 @@ rconn_unexpected_reply(RReply *reply, const char *what)
 	ereport(ERROR,
 			(errcode(ERRCODE_PROTOCOL_VIOLATION),
 			 errmsg("unexpected reply from Redis%s", for_lock(what)),
-			 errdetail_internal("Reply type %d.", reply->type)));
+			 reply->type == RREPLY_ARRAY ?
+			 errdetail_internal("Redis answered an array of %zu elements, which that command never returns.",
+								reply->elements) :
+			 errdetail_internal("Redis answered %s, which that command never returns.",
+								reply->type == RREPLY_STRING ? "a string" :
+								reply->type == RREPLY_INTEGER ? "an integer" :
+								reply->type == RREPLY_NIL ? "nil" :
+								reply->type == RREPLY_STATUS ? "a status" :
+								"a reply of an unknown type")));
 }

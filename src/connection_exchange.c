@@ -17,8 +17,10 @@
  * their nodes in parallel through the same code.
  *
  * Commands are encoded here (RESP is a few lines); hiredis' reader parses
- * the replies, which are copied into our own reply type in a memory
- * context the connection resets at its next round trip.  Scripts run by
+ * the replies (bounded: connection_reply.c), which are copied into our own
+ * reply type in a memory context the connection resets at its next round
+ * trip; a server that never pauses still meets the deadline and the
+ * interrupts between two reads (rconn_read_on).  Scripts run by
  * EVALSHA; a NOSCRIPT reply makes us send the body with EVAL, which also
  * loads it into the server's script cache.
  *
@@ -143,6 +145,8 @@ rconn_reset_replies(RedisConn *conn)
 	conn->maxreplies = 0;
 	conn->nslots = 0;
 	conn->nextslot = 0;
+	conn->reply_bytes = 0;
+	conn->reply_elements = 0;
 }
 
 /* Free the buffers and the reader of a closed connection. */
@@ -305,14 +309,46 @@ rconn_read_some(RedisConn *conn)
 
 	if (st == TS_DONE)
 	{
-		if (redisReaderFeed(conn->reader, buf, n) != REDIS_OK)
+		redisReader *reader = conn->reader;
+
+		if (redisReaderFeed(reader, buf, n) != REDIS_OK)
 		{
-			rconn_set_failure(conn, RF_PROTOCOL, conn->reader->errstr);
+			rconn_set_failure(conn, RF_PROTOCOL, reader->errstr);
+			return TS_ERROR;
+		}
+		/* what is buffered is the unfinished part of one reply */
+		if (reader->len - reader->pos > RCONN_REPLY_MAX_BYTES - conn->reply_bytes)
+		{
+			rconn_set_failure(conn, RF_PROTOCOL,
+							  psprintf("a reply exceeded %d MB (a string or a line that does not end)",
+									   RCONN_REPLY_MAX_BYTES / (1024 * 1024)));
+			return TS_ERROR;
+		}
+		/* and so does a line (hiredis 0.14 scans it anew at each read) */
+		if (reader->len - reader->pos > RCONN_REPLY_MAX_LINE &&
+			memchr(reader->buf + reader->pos, '\n', RCONN_REPLY_MAX_LINE) == NULL)
+		{
+			rconn_set_failure(conn, RF_PROTOCOL,
+							  psprintf("a line of a reply ran past %d kB without ending",
+									   RCONN_REPLY_MAX_LINE / 1024));
 			return TS_ERROR;
 		}
 		return TS_DONE;
 	}
 	return not_done(conn, st, &err);
+}
+
+/*
+ * Between two reads from a server that keeps sending: may reading go on?
+ * Not past the deadline; and interrupts (cancel, statement_timeout,
+ * termination) are processed here as in a wait (an ERROR may escape), so
+ * that a stream that never pauses cannot keep them out.
+ */
+bool
+rconn_read_on(TimestampTz deadline)
+{
+	CHECK_FOR_INTERRUPTS();
+	return GetCurrentTimestamp() < deadline;
 }
 
 /* ----------------------------------------------------------------
@@ -331,7 +367,13 @@ op_failed(OpState *os)
 		strlcpy(conn->failed_at, conn->addr, sizeof(conn->failed_at));
 	if (conn->state == CS_CONNECTING || conn->state == CS_HANDSHAKE)
 	{
-		if (conn->failure == RF_TIMEOUT)
+		if (conn->failure == RF_TIMEOUT && conn->state == CS_CONNECTING &&
+			conn->transport != NULL &&
+			transport_tls_unanswered(conn->transport))
+			rconn_set_failure(conn, RF_TLS,
+							  psprintf("the server does not speak TLS, or is stalled: it did not answer the TLS handshake within rlock.connect_timeout (%d ms)",
+									   rconn_connect_timeout_ms()));
+		else if (conn->failure == RF_TIMEOUT)
 			conn->failure = RF_CONNECT_TIMEOUT;
 	}
 	else if (conn->failure == RF_LOST && os->was_proven &&
@@ -443,6 +485,7 @@ static void
 step(OpState *os)
 {
 	RedisConn  *conn = os->op->conn;
+	int			nread = 0;
 
 	for (;;)
 	{
@@ -507,11 +550,8 @@ step(OpState *os)
 		{
 			void	   *r = NULL;
 
-			if (redisReaderGetReply(conn->reader, &r) != REDIS_OK)
-			{
-				rconn_set_failure(conn, RF_PROTOCOL, conn->reader->errstr);
+			if (!rconn_get_reply(conn, &r))
 				goto failed;
-			}
 			if (r != NULL)
 			{
 				if (!take_reply(os, conn->slots[conn->nextslot++], r))
@@ -524,6 +564,12 @@ step(OpState *os)
 				sent = false;
 				conn->want = WL_SOCKET_READABLE;
 				return;
+			}
+			/* a read right after another: no wait checked the deadline */
+			if (nread++ > 0 && !rconn_read_on(os->deadline))
+			{
+				rconn_set_failure(conn, RF_TIMEOUT, NULL);
+				goto failed;
 			}
 			st = rconn_read_some(conn);
 			if (st == TS_ERROR)

@@ -36,6 +36,22 @@ typedef enum ConnState
 #define SLOT_NAME		(-4)
 #define SLOT_ROLE		(-5)	/* ROLE: is it the master, how many replicas */
 
+/*
+ * Bounds on one reply (on a commands connection: on the replies of one
+ * round trip together), far above what rlock's own commands get back (the
+ * renewal of 10 000 locks: 20 000 elements; CLUSTER SLOTS of a cluster with
+ * every slot in a range of its own: some 200 000), so that a broken or
+ * hostile server costs an ERROR, never the backend's memory: the bytes of
+ * its strings plus what is buffered of its unfinished part, its arrays'
+ * elements (nested ones included), and how deeply its arrays nest (hiredis
+ * 0.14 allows no more).
+ */
+#define RCONN_REPLY_MAX_BYTES		(64 * 1024 * 1024)
+#define RCONN_REPLY_MAX_ELEMENTS	(1024 * 1024)
+#define RCONN_REPLY_MAX_DEPTH		8
+/* ... and a line of it (a header, a status, an error) ends within this */
+#define RCONN_REPLY_MAX_LINE		(1024 * 1024)
+
 /* How often a connection re-learns its node's role and replica count. */
 #define RCONN_ROLE_REFRESH_MS	1000
 
@@ -66,8 +82,11 @@ struct RedisConn
 	size_t		outpos;
 	size_t		outcap;
 
-	/* hiredis parses replies, nothing more */
+	/* hiredis parses replies, nothing more (bounded: rconn_reader_create) */
 	redisReader *reader;
+	size_t		reply_bytes;	/* of the replies counted: their strings */
+	size_t		reply_elements; /* their arrays' elements, nested included */
+	char		reply_refusal[160]; /* why the parser refused it */
 
 	/* replies of the last round trip, in replycxt */
 	MemoryContext replycxt;
@@ -151,6 +170,8 @@ extern bool rconn_locate_master(RedisConn *conn);
 extern void rconn_master_confirmed(RedisConn *conn);
 extern bool rconn_topology_moved(RedisConn *conn);
 extern bool rconn_take_role(RedisConn *conn, redisReply *r);
+extern const char *rconn_bad_address(const char *host, size_t len,
+									 size_t hostsize, long long port);
 
 /* cluster.c (the slot map), cluster_route.c (routed round trips) */
 extern bool cluster_ensure(RedisConn *conn);
@@ -170,6 +191,10 @@ extern int	cluster_owner(int slot);
 extern int	cluster_nnodes(void);
 extern RedisConn *cluster_node(int idx, RconnRole role);
 extern bool cluster_redirect_target(const char *err, int *slot, int *node);
+
+/* cluster_check.c */
+extern const char *cluster_bad_slot_range(const RReply *e);
+extern bool cluster_redirect_sane(const char *err);
 extern void cluster_refresh_if_stale(RedisConn *conn);
 extern void cluster_pause_before_retry(void);
 
@@ -191,6 +216,9 @@ extern bool rconn_wait(RedisConn *conn, uint32 events, TimestampTz deadline,
 					   bool *latch_woken);
 extern TransportStatus rconn_write_some(RedisConn *conn);
 extern TransportStatus rconn_read_some(RedisConn *conn);
+extern redisReader *rconn_reader_create(RedisConn *conn);
+extern bool rconn_get_reply(RedisConn *conn, void **reply);
+extern bool rconn_read_on(TimestampTz deadline);
 extern void rconn_free_io(RedisConn *conn);
 
 #endif							/* RLOCK_CONNECTION_INT_H */

@@ -88,24 +88,29 @@ rconn_flush(RedisConn *conn, TimestampTz deadline)
 static bool
 rconn_read_raw(RedisConn *conn, TimestampTz deadline, redisReply **reply)
 {
+	bool		read_last = false;	/* no wait since the last read */
+
 	for (;;)
 	{
 		void	   *r = NULL;
 		TransportStatus st;
 
-		if (redisReaderGetReply(conn->reader, &r) != REDIS_OK)
-		{
-			rconn_set_failure(conn, RF_PROTOCOL, conn->reader->errstr);
+		if (!rconn_get_reply(conn, &r))
 			return false;
-		}
 		if (r != NULL)
 		{
 			*reply = (redisReply *) r;
 			return true;
 		}
+		if (read_last && !rconn_read_on(deadline))
+		{
+			rconn_set_failure(conn, RF_TIMEOUT, NULL);
+			return false;
+		}
 		st = rconn_read_some(conn);
 		if (st == TS_ERROR)
 			return false;
+		read_last = (st == TS_DONE);
 		if (st != TS_DONE &&
 			!rconn_wait(conn, conn->want, deadline, NULL))
 		{
@@ -277,6 +282,7 @@ int
 rconn_wait_message(RedisConn *sub, TimestampTz deadline)
 {
 	bool		latch_woken = false;
+	bool		read_last = false;	/* no wait since the last read */
 
 	if (sub->node.kind == NODE_CLUSTER)
 	{
@@ -291,7 +297,7 @@ rconn_wait_message(RedisConn *sub, TimestampTz deadline)
 		void	   *r = NULL;
 		TransportStatus st;
 
-		if (redisReaderGetReply(sub->reader, &r) != REDIS_OK)
+		if (!rconn_get_reply(sub, &r))
 		{
 			rconn_discard(sub);
 			return -1;
@@ -319,12 +325,15 @@ rconn_wait_message(RedisConn *sub, TimestampTz deadline)
 			}
 			continue;
 		}
+		if (read_last && !rconn_read_on(deadline))
+			return 0;
 		st = rconn_read_some(sub);
 		if (st == TS_ERROR)
 		{
 			rconn_discard(sub);
 			return -1;
 		}
+		read_last = (st == TS_DONE);
 		if (st != TS_DONE &&
 			!rconn_wait(sub, sub->want, deadline, &latch_woken))
 			return latch_woken ? 2 : 0;

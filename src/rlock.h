@@ -35,6 +35,8 @@
  *					 backend-local pool, connected, checked, closed when idle
  *	connection_exchange.c	every Redis round trip (pipelined, over one or
  *					 several connections at once)
+ *	connection_reply.c	the reply parser, bounded (a hostile server costs an
+ *					 ERROR, never memory)
  *	connection_wait.c	the one interruptible wait (one socket or several)
  *	connection_command.c	building Redis commands
  *	connection_pubsub.c	 listening for release messages

@@ -40,6 +40,8 @@
  */
 #include "postgres.h"
 
+#include <ctype.h>
+
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
@@ -311,6 +313,7 @@ ask_sentinel(const RedisUrlConf *conf, int i, TimestampTz cap, char *host,
 	RedisCmd	cmd;
 	RconnOp		op;
 	RReply	   *r;
+	const char *bad;
 
 	memset(&node, 0, sizeof(node));
 	node.scheme = conf->url.scheme;
@@ -340,21 +343,58 @@ ask_sentinel(const RedisUrlConf *conf, int i, TimestampTz cap, char *host,
 	r = op.replies[0];
 	if (r->type == RREPLY_NIL)
 		return SENTINEL_UNKNOWN;
-	if (r->type == RREPLY_ARRAY && r->elements == 2 &&
-		r->element[0]->type == RREPLY_STRING &&
-		r->element[1]->type == RREPLY_STRING &&
-		r->element[0]->len > 0 && r->element[0]->len < hostsize)
+	if (r->type == RREPLY_ERROR)
+		bad = r->str;
+	else if (r->type != RREPLY_ARRAY || r->elements != 2 ||
+			 r->element[0]->type != RREPLY_STRING ||
+			 r->element[1]->type != RREPLY_STRING)
+		bad = "not an array of a host and a port";
+	else
 	{
-		*port = atoi(r->element[1]->str);
-		if (*port > 0 && *port <= 65535)
+		RReply	   *p = r->element[1];
+		char	   *end = NULL;
+		long		n = 0;
+
+		errno = 0;
+		if (p->len > 0 && p->len <= 5 && isdigit((unsigned char) p->str[0]))
+			n = strtol(p->str, &end, 10);
+		if (end == NULL || end != p->str + p->len || errno != 0)
+			bad = "the port is not a number";
+		else
+			bad = rconn_bad_address(r->element[0]->str, r->element[0]->len,
+									hostsize, n);
+		if (bad == NULL)
 		{
 			strlcpy(host, r->element[0]->str, hostsize);
+			*port = (int) n;
 			return SENTINEL_NAMED;
 		}
 	}
-	appendStringInfo(why, "%s%s: %s", why->len ? "; " : "", s->addr,
-					 r->type == RREPLY_ERROR ? r->str : "an unexpected reply");
+	appendStringInfo(why, "%s%s: %s%.200s", why->len ? "; " : "", s->addr,
+					 r->type == RREPLY_ERROR ? "" :
+					 "it named a master address that makes no sense: ", bad);
 	return SENTINEL_FAILED;
+}
+
+/*
+ * Is host:port, as a server named it (the sentinels, a slot map, a
+ * redirection), an address to connect to (hostsize: room for the host)?
+ * NULL if so, else what is wrong with it.  A server's word is not trusted.
+ */
+const char *
+rconn_bad_address(const char *host, size_t len, size_t hostsize,
+				  long long port)
+{
+	if (len == 0)
+		return "an empty host";
+	if (len >= hostsize || len > 255)
+		return "a host name longer than 255 bytes";
+	for (size_t i = 0; i < len; i++)
+		if (!isgraph((unsigned char) host[i]))
+			return "a host name with a space, a control character or a NUL byte";
+	if (port < 1 || port > 65535)
+		return psprintf("port %lld, outside 1..65535", port);
+	return NULL;
 }
 
 /*

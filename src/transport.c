@@ -233,6 +233,12 @@ transport_pending(const Transport *t)
 	return t->tls != NULL && tls_session_pending(t->tls);
 }
 
+bool
+transport_tls_unanswered(const Transport *t)
+{
+	return t->tls != NULL && tls_session_unanswered(t->tls);
+}
+
 void
 transport_close(Transport *t)
 {

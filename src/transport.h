@@ -80,6 +80,13 @@ extern TransportStatus transport_read(Transport *t, char *buf, size_t len,
 /* Does the transport hold received bytes not read yet (TLS buffers)? */
 extern bool transport_pending(const Transport *t);
 
+/*
+ * Is a TLS handshake under way to which the server has sent nothing yet?
+ * (A plain Redis takes the ClientHello for the start of an inline command
+ * that never ends, and never answers.)
+ */
+extern bool transport_tls_unanswered(const Transport *t);
+
 /* Close (no I/O: safe in commit and exit callbacks). */
 extern void transport_close(Transport *t);
 
@@ -97,6 +104,7 @@ extern TransportStatus tls_session_read(TlsSession *s, char *buf,
 										size_t len, size_t *nbytes,
 										TransportError *err);
 extern bool tls_session_pending(const TlsSession *s);
+extern bool tls_session_unanswered(const TlsSession *s);
 extern void tls_session_free(TlsSession *s);
 
 #endif							/* RLOCK_TRANSPORT_H */

@@ -441,6 +441,14 @@ tls_session_pending(const TlsSession *s)
 	return SSL_has_pending(s->ssl) == 1;
 }
 
+/* Is the handshake under way with not one byte from the server yet? */
+bool
+tls_session_unanswered(const TlsSession *s)
+{
+	return !SSL_is_init_finished(s->ssl) &&
+		BIO_number_read(SSL_get_rbio(s->ssl)) == 0;
+}
+
 /* Free the session without a close_notify (no I/O here). */
 void
 tls_session_free(TlsSession *s)

@@ -31,6 +31,8 @@
  */
 #include "postgres.h"
 
+#include <ctype.h>
+
 #include <errno.h>
 #include <limits.h>
 
@@ -124,7 +126,8 @@ parse_unix_path(const char *p, RedisUrl *out, char **errmsg)
 		}
 		errno = 0;
 		db = strtol(q + 4, &end, 10);
-		if (end == q + 4 || *end != '\0' || errno != 0 || db < 0 ||
+		if (!isdigit((unsigned char) q[4]) ||
+			end == q + 4 || *end != '\0' || errno != 0 || db < 0 ||
 			db > INT_MAX)
 		{
 			*errmsg = pstrdup("the database number in the URL is invalid");
@@ -231,7 +234,9 @@ rconn_parse_url(const char *url, RedisUrl *out, char **errmsg)
 
 		errno = 0;
 		port = strtol(p + 1, &end, 10);
-		if (end == p + 1 || errno != 0 || port < 1 || port > 65535 ||
+		/* digits only: strtol would take " 65" and "+65" */
+		if (!isdigit((unsigned char) p[1]) ||
+			end == p + 1 || errno != 0 || port < 1 || port > 65535 ||
 			(*end != '\0' && *end != '/'))
 		{
 			*errmsg = pstrdup("the port in the URL is invalid");
@@ -250,7 +255,8 @@ rconn_parse_url(const char *url, RedisUrl *out, char **errmsg)
 		{
 			errno = 0;
 			db = strtol(p, &end, 10);
-			if (end == p || *end != '\0' || errno != 0 || db < 0 ||
+			if (!isdigit((unsigned char) *p) ||
+				end == p || *end != '\0' || errno != 0 || db < 0 ||
 				db > INT_MAX)
 			{
 				*errmsg = pstrdup("the database number in the URL is invalid");
