@@ -443,6 +443,32 @@ hostile_case(
 	detail => qr/DETAIL:.*cluster support disabled/,
 	limit => 10);
 
+# ---- WAIT answering what is not a replica count ----
+#
+# A master with one replica (ROLE) grants the lock, and WAIT answers -1:
+# the acquisition is undone and the ERROR says what WAIT answered (it said
+# "0 of the 1 acknowledgements").
+{
+	my $evals = 0;
+	my $fake = RlockTest::FakeRedis->new(
+		'ROLE' => "*3\r\n\$6\r\nmaster\r\n:0\r\n*1\r\n*3\r\n\$9\r\n127.0.0.1\r\n\$4\r\n6399\r\n\$1\r\n0\r\n",
+		'EVALSHA' => sub {
+			my ($sock) = @_;
+			# the acquisition is granted; what follows (the undo) releases
+			return RlockTest::FakeRedis::_write($sock,
+				$evals++ == 0 ? "*2\r\n:1\r\n:1\r\n" : ":1\r\n");
+		},
+		'WAIT' => ":-1\r\n");
+	hostile_case(
+		name => 'WAIT answering -1',
+		url => 'redis://127.0.0.1:' . $fake->port,
+		sql => "SELECT rlock_try_acquire('hostile_wait')",
+		state => qr/^08006$/,
+		detail => qr/DETAIL:.*WAIT answered -1, not a number of replicas/,
+		limit => 10);
+	$fake->stop;
+}
+
 {
 	my $s = $node->background_psql('postgres', on_error_stop => 0);
 	foreach my $url ('redis://127.0.0.1:65abc', 'redis://127.0.0.1:0',
