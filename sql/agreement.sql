@@ -132,5 +132,22 @@ SELECT rlock_write_try_acquire('ag_rw4', '1 minute', owner => 'ag-other') AS sec
 SELECT rlock_read_release('ag_rw4');
 SELECT rlock_is_locked('ag_rw4') AS still_locked;
 
+-- 6. another client lowers the lock's TTL (a Redisson read unlock sets it
+-- to its longest remaining read): the watchdog's next check records the
+-- lower expiry at once, so the session stops believing in the lock the
+-- moment Redis lets it go, not at the check after
+SELECT rlock_read_acquire('ag_rw6', '1 hour');
+SELECT pg_sleep(1);
+\! redis-cli -u "$RLOCK_REDIS_URL" PEXPIRE ag_rw6 2500
+DO $$
+BEGIN
+  FOR i IN 1 .. 600 LOOP
+    EXIT WHEN NOT rlock_is_locked('ag_rw6');
+    PERFORM pg_sleep(0.01);
+  END LOOP;
+END $$;
+SELECT rlock_is_held('ag_rw6') AS held_after_redis_let_go;
+SELECT rlock_read_release('ag_rw6');
+
 DROP FUNCTION agreement_renewed(text);
 DROP EXTENSION rlock;  -- errors.sql, next, creates it

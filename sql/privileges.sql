@@ -134,6 +134,12 @@ SELECT rlock_fair_try_acquire('counter:7', '1 minute', owner => 'hits');
 SELECT rlock_write_try_acquire('profile:1', '1 minute', owner => 'theme');
 SELECT rlock_read_try_acquire('profile:1', '1 minute');
 SELECT rlock_read_try_acquire('profile:1', '1 minute', owner => 'theme');
+-- an application hash with an expiry and a 'mode' field is not a lock either
+\! redis-cli -u "$RLOCK_REDIS_URL" HSET 'session:9' mode read user alice > /dev/null
+\! redis-cli -u "$RLOCK_REDIS_URL" PEXPIRE 'session:9' 600000 > /dev/null
+SELECT rlock_read_try_acquire('session:9', '1 minute');
+\! redis-cli -u "$RLOCK_REDIS_URL" HGETALL 'session:9'
+\! redis-cli -u "$RLOCK_REDIS_URL" DEL 'session:9' > /dev/null
 -- and introspection does not list an application's fields
 SELECT kind, holder, hold_count FROM rlock_status('cart:99') ORDER BY hold_count;
 RESET ROLE;

@@ -106,6 +106,34 @@ holds_run_cleanups(void)
  * rolled back, must never stay in Redis unknown to us).  Called with
  * interrupts held, so failures are WARNINGs.
  */
+/*
+ * Take out of h the transaction-level holds that end with subid's
+ * (sub)transaction (InvalidSubTransactionId: the top-level transaction, all
+ * of them).  Returns how many.
+ */
+static int
+drop_xact_holds(HeldLock *h, SubTransactionId subid)
+{
+	int			levels = 0;
+
+	if (subid == InvalidSubTransactionId)
+	{
+		levels = h->xact_count;
+		holds_clear_xact(h);
+		return levels;
+	}
+	/* the holds of that subtransaction are the innermost ones */
+	while (h->nxact > 0 && h->xact[h->nxact - 1].subid == subid)
+	{
+		levels += h->xact[h->nxact - 1].count;
+		h->nxact--;
+	}
+	h->xact_count -= levels;
+	if (levels > 0 && h->xact_count == 0)
+		holds_n_with_xact--;
+	return levels;
+}
+
 static void
 holds_end_xact(SubTransactionId subid)
 {
@@ -123,23 +151,7 @@ holds_end_xact(SubTransactionId subid)
 	{
 		int			levels = 0;
 
-		if (subid == InvalidSubTransactionId)
-		{
-			levels = h->xact_count;
-			holds_clear_xact(h);
-		}
-		else
-		{
-			/* the holds of that subtransaction are the innermost ones */
-			while (h->nxact > 0 && h->xact[h->nxact - 1].subid == subid)
-			{
-				levels += h->xact[h->nxact - 1].count;
-				h->nxact--;
-			}
-			h->xact_count -= levels;
-			if (levels > 0 && h->xact_count == 0)
-				holds_n_with_xact--;
-		}
+		levels = drop_xact_holds(h, subid);
 
 		/*
 		 * An entry left uncertain is reconciled at the end of the
@@ -344,12 +356,15 @@ verify_elsewhere(HeldLock **hs, int n)
 
 /*
  * What a callback that failed leaves: every connection is dropped (no
- * I/O), and whatever holds nothing any more is forgotten, so that nothing
- * renews it and its lease ends it in Redis; an entry that still holds
- * something is settled by the next rlock call.
+ * I/O); the holds of the (sub)transaction that ended (subid, as for
+ * drop_xact_holds; at exit, every hold) are taken out of the table even if
+ * their release was not sent.  Every entry is left uncertain, for the next
+ * rlock call to settle with Redis (giving back what the table no longer
+ * counts), and the registry counts what the table counts, so that the
+ * watchdog renews nothing more: with no next call, leases end the rest.
  */
 static void
-holds_abandon_after_failure(void)
+holds_abandon_after_failure(SubTransactionId subid, bool at_exit)
 {
 	HASH_SEQ_STATUS seq;
 	HeldLock   *h;
@@ -360,14 +375,13 @@ holds_abandon_after_failure(void)
 	hash_seq_init(&seq, holds_table);
 	while ((h = hash_seq_search(&seq)) != NULL)
 	{
+		(void) drop_xact_holds(h, subid);
+		if (at_exit)
+			h->session_count = 0;
 		if (holds_total(h) == 0)
-		{
 			h->renew_lease_ms = 0;
-			holds_set_uncertain(h, false);
-			holds_drop_if_unused(h);
-		}
-		else
-			holds_set_uncertain(h, true);
+		holds_set_uncertain(h, true);
+		(void) holds_sync_registry(h, false);
 	}
 }
 
@@ -379,7 +393,8 @@ holds_abandon_after_failure(void)
  * holdoff counts, which these paths rely on: they are put back.
  */
 static void
-run_guarded(void (*fn) (SubTransactionId), SubTransactionId subid)
+run_guarded(void (*fn) (SubTransactionId), SubTransactionId subid,
+			bool at_exit)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
 	uint32		holdoff = InterruptHoldoffCount;
@@ -413,7 +428,7 @@ run_guarded(void (*fn) (SubTransactionId), SubTransactionId subid)
 	}
 	PG_END_TRY();
 	if (failed)
-		holds_abandon_after_failure();
+		holds_abandon_after_failure(subid, at_exit);
 }
 
 /* holds_release_everything(false), for run_guarded */
@@ -569,11 +584,11 @@ holds_xact_callback(XactEvent event, void *arg)
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
-			run_guarded(holds_end_xact, InvalidSubTransactionId);
+			run_guarded(holds_end_xact, InvalidSubTransactionId, false);
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
-			run_guarded(cleanups_then_end_xact, InvalidSubTransactionId);
+			run_guarded(cleanups_then_end_xact, InvalidSubTransactionId, false);
 			break;
 		default:
 			break;
@@ -587,7 +602,7 @@ holds_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	switch (event)
 	{
 		case SUBXACT_EVENT_ABORT_SUB:
-			run_guarded(cleanups_then_end_xact, mySubid);
+			run_guarded(cleanups_then_end_xact, mySubid, false);
 			break;
 		case SUBXACT_EVENT_COMMIT_SUB:
 			holds_subxact_commit(mySubid, parentSubid);
@@ -601,7 +616,7 @@ holds_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 static void
 holds_exit_callback(int code, Datum arg)
 {
-	run_guarded(release_everything_at_exit, InvalidSubTransactionId);
+	run_guarded(release_everything_at_exit, InvalidSubTransactionId, true);
 	registry_remove_backend();
 }
 

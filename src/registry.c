@@ -557,15 +557,20 @@ lost_detail(RenewOutcome outcome)
 
 /*
  * Record the outcome of a watchdog cycle: renewed locks get renewed_at and
- * a later expiry (sent_at, when the renewal was sent, plus its lease); the
+ * a later expiry (sent_at, when the renewal was sent, plus its lease); a
+ * lock held with less TTL left than recorded (ttl_ms[i] >= 0, the key's
+ * PTTL right after the script: another client lowered it, e.g. a Redisson
+ * read unlock) gets that lower expiry at once, so that rlock never believes
+ * in it for longer than Redis keeps it (SPEC 6); the
  * ones found gone, run out or not renewed in time are marked lost, logged,
  * and (with rlock.cancel_on_lost) their session's statement is cancelled.
  * An entry that changed meanwhile (released, or released and taken again)
  * is left alone.
  */
 void
-registry_renewed(RenewItem *items, const RenewOutcome *outcome, int n,
-				 TimestampTz sent_at, bool cancel_on_lost)
+registry_renewed(RenewItem *items, const RenewOutcome *outcome,
+				 const int64 *ttl_ms, int n, TimestampTz sent_at,
+				 bool cancel_on_lost)
 {
 	int		   *lost_pids = palloc(Max(1, n) * sizeof(int));
 	bool	   *report = palloc0(Max(1, n) * sizeof(bool));
@@ -594,6 +599,10 @@ registry_renewed(RenewItem *items, const RenewOutcome *outcome, int n,
 			continue;
 		if (outcome[i] == RENEW_HELD)
 		{
+			/* the TTL was read after the script ran, so after sent_at */
+			TimestampTz left = ttl_ms[i] >= 0 ?
+				sent_at + ttl_ms[i] * 1000 : DT_NOEND;
+
 			if (e->renew_lease_ms > 0)
 			{
 				TimestampTz exp = sent_at + e->renew_lease_ms * 1000;
@@ -602,6 +611,8 @@ registry_renewed(RenewItem *items, const RenewOutcome *outcome, int n,
 				if (exp > e->expires_at)
 					e->expires_at = exp;
 			}
+			if (left < e->expires_at)
+				e->expires_at = left;
 			continue;
 		}
 		/* gone because its holder released it since? not a loss */

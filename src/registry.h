@@ -114,7 +114,8 @@ extern int	registry_snapshot(RegistryRow **rows);
 /* The watchdog. */
 extern int	registry_renewal_snapshot(RenewItem **items);
 extern void registry_renewed(RenewItem *items, const RenewOutcome *outcome,
-							 int n, TimestampTz sent_at, bool cancel_on_lost);
+							 const int64 *ttl_ms, int n, TimestampTz sent_at,
+							 bool cancel_on_lost);
 extern TimestampTz registry_fail_closed_at(int64 renew_lease_ms,
 										   TimestampTz expires_at);
 

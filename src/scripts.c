@@ -335,13 +335,28 @@ RAISE_TTL("base .. ':' .. " field " .. ':rwlock_timeout:' .. k", "mine") \
  * may also read (downgrade).  Each read hold k gets a timeout key with its
  * own lease, and the lock's TTL is at least the longest of them.
  * Returns {1, count}, {0, pttl} when a writer holds it, {2, kind} when the
- * name is an exclusive or a fair lock.
+ * name is an exclusive or a fair lock.  A hash with a "mode" that is not a
+ * read/write lock's (another mode, no expiry, a field that is not a
+ * holder's count) is refused as WRONGTYPE: a lock function touches only
+ * locks (SPEC 8).
  */
 static const char read_acquire_body[] =
 FAIR_QUEUE_OF_KEYS1
 "local mode = redis.call('hget', KEYS[1], 'mode')\n"
-"if mode and ((mode ~= 'read' and mode ~= 'write') or redis.call('pttl', KEYS[1]) < 0) then\n"
-"  return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')\n"
+"if mode then\n"
+"  local bad = (mode ~= 'read' and mode ~= 'write') or redis.call('pttl', KEYS[1]) < 0\n"
+"  local kv = redis.call('hgetall', KEYS[1])\n"
+"  local holders = 0\n"
+"  for i = 1, #kv, 2 do\n"
+"    if kv[i] ~= 'mode' then\n"
+"      local c = tonumber(kv[i + 1])\n"
+"      if not string.find(kv[i], ':', 1, true) or not c or c < 1 or c ~= math.floor(c) then bad = true end\n"
+"      holders = holders + 1\n"
+"    end\n"
+"  end\n"
+"  if bad or holders == 0 then\n"
+"    return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')\n"
+"  end\n"
 "end\n"
 "if mode == false then\n"
 "  if redis.call('exists', KEYS[1]) == 1 or redis.call('exists', fairq) == 1 then\n"

@@ -149,6 +149,7 @@ renew_cycle(RedisConn *conn, int elevel, TimestampTz *next_due, bool *asked)
 	RedisCmd   *cmds = NULL;
 	RReply **replies;
 	RenewOutcome *outcome;
+	int64	   *ttl_ms;
 	int		   *ask;
 	int		   *ask_else;
 	int			nelse = 0;
@@ -159,6 +160,9 @@ renew_cycle(RedisConn *conn, int elevel, TimestampTz *next_due, bool *asked)
 
 	n = registry_renewal_snapshot(&items);
 	outcome = palloc0(Max(n, 1) * sizeof(RenewOutcome));
+	ttl_ms = palloc(Max(n, 1) * sizeof(int64));
+	for (int i = 0; i < n; i++)
+		ttl_ms[i] = -1;
 	ask = palloc(Max(n, 1) * sizeof(int));
 	ask_else = palloc(Max(n, 1) * sizeof(int));
 	for (int i = 0; i < n; i++)
@@ -240,6 +244,8 @@ renew_cycle(RedisConn *conn, int elevel, TimestampTz *next_due, bool *asked)
 									r->element[2 * j]->integer > 0);
 
 				outcome[i] = held ? RENEW_HELD : RENEW_GONE;
+				if (held && r->element[2 * j + 1]->type == RREPLY_INTEGER)
+					ttl_ms[i] = r->element[2 * j + 1]->integer;
 				if (held && items[i].renew_lease_ms > 0)
 					nrenewed++;
 			}
@@ -250,7 +256,7 @@ renew_cycle(RedisConn *conn, int elevel, TimestampTz *next_due, bool *asked)
 	if (nelse > 0)
 		nrenewed += renew_elsewhere(items, ask_else, nelse, elevel, earliest,
 									outcome);
-	registry_renewed(items, outcome, n, start, rlock_cancel_on_lost);
+	registry_renewed(items, outcome, ttl_ms, n, start, rlock_cancel_on_lost);
 
 	*next_due = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), period_ms);
 	if (earliest < *next_due)
