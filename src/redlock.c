@@ -204,7 +204,13 @@ master_ident(const RedisUrl *url, MasterIdent *id, TimestampTz deadline)
 		ident_add(id, "::1");
 		return;
 	}
-	if (IsUnderPostmaster)
+	/*
+	 * Only a client backend looks names up (within the bound): ALTER SYSTEM
+	 * refuses there, and the auxiliary processes and the worker, which also
+	 * run this at every reload, must not wait on DNS.  Two names for one
+	 * server that only DNS tells apart are caught at run time (run_id).
+	 */
+	if (IsUnderPostmaster && MyBackendType == B_BACKEND)
 	{
 		bool		timed_out = false;
 		char	   *err = NULL;
