@@ -162,6 +162,14 @@ sub trail
 	return;
 }
 
+# "n" or "n-m": how many holds there must be (the live ones) to how many
+# there may be (holds past their lease included)
+sub _range
+{
+	my ($l, $a) = @_;
+	return @$l == @$a ? scalar(@$a) : scalar(@$l) . '-' . scalar(@$a);
+}
+
 sub _lease_sql { return defined $_[0] ? "'$_[0] ms'" : 'NULL'; }
 
 sub sql
@@ -264,6 +272,7 @@ sub run_op
 	my $s = defined $i ? $self->session($i) : undef;
 	delete $self->{pending}{$i} if defined $i && $t ne 'sleep' && $t ne 'cancel';
 	my $t0 = time();
+	$self->{last} = defined $i ? [ $i, $op->{names} ? @{ $op->{names} } : $op->{name} // () ] : undef;
 	if ($t eq 'acq')
 	{
 		my ($k, $n) = ($op->{kind}, $op->{name});
@@ -525,6 +534,7 @@ sub check
 		$e->{$scope} = $cnt;
 		$e->{state}{$state} = 1;
 	}
+	$self->_check_own;
 	my $ta = time();
 	my (%hash, %pttl, %rl);
 	foreach my $n (@{ $self->{names} })
@@ -619,11 +629,12 @@ sub check
 						$_->{dead} = 1 foreach @a;
 						next;
 					}
+					# holds past their lease may be gone already
 					foreach my $v (@have)
 					{
-						$self->violation('truth', "$who holds $n ($side) " . scalar(@a)
+						$self->violation('truth', "$who holds $n ($side) " . _range(\@l, \@a)
 							  . " times, Redis says $v->[0]{$field}")
-						  if $v->[0]{$field} != @a;
+						  if $v->[0]{$field} < @l || $v->[0]{$field} > @a;
 					}
 					if ($side eq 'r' && !$is_rl)
 					{
@@ -657,13 +668,17 @@ sub check
 					my @ak = grep { _cls($_->{kind}) eq $lk } @a;
 					if (@lk)
 					{
-						my %c = (session => 0, transaction => 0);
-						$c{ $_->{scope} }++ foreach @ak;
+						my ($bad, $want) = (!$e || !$e->{state}{held} || keys %{ $e->{state} } != 1, '');
+						foreach my $sc (qw(session transaction))
+						{
+							my @ls = grep { $_->{scope} eq $sc } @lk;
+							my @as = grep { $_->{scope} eq $sc } @ak;
+							my $got = $e ? $e->{$sc} // 0 : 0;
+							$bad ||= $got < @ls || $got > @as;
+							$want .= " $sc " . _range(\@ls, \@as);
+						}
 						my $got = $e ? join(',', map { $e->{$_} // 0 } qw(session transaction)) . ' ' . join('/', sort keys %{ $e->{state} }) : 'nothing';
-						$self->violation('belief', "$who holds $n ($lk) session $c{session}, xact $c{transaction}; rlock_locks: $got")
-						  if !$e || ($e->{session} // 0) != $c{session}
-						  || ($e->{transaction} // 0) != $c{transaction}
-						  || !$e->{state}{held} || keys %{ $e->{state} } != 1;
+						$self->violation('belief', "$who holds $n ($lk)$want; rlock_locks: $got") if $bad;
 					}
 					elsif (!@ak && $e && !$self->{pending}{$w})
 					{
@@ -672,6 +687,43 @@ sub check
 					}
 				}
 			}
+		}
+	}
+	return;
+}
+
+# The acting session's own view of the names it touched:
+# rlock_is_held and rlock_hold_count (its read and write holds, or its
+# exclusive ones, as Redis counts them).
+sub _check_own
+{
+	my ($self) = @_;
+	my ($i, @names) = @{ $self->{last} // [] };
+	return unless defined $i;
+	my $s = $self->session($i);
+	return if $s->{aborted} || $self->{pending}{$i};
+	foreach my $n (grep { defined && !/^mrl/ } @names)
+	{
+		my ($out, $err, $st) = RlockTest::run_sql($s->{psql},
+			"SELECT rlock_is_held('$n') || ' ' || rlock_hold_count('$n')");
+		my $t1 = time();
+		if (($st // '') ne '00000')
+		{
+			$s->{aborted} = 1 if $s->{in_xact};
+			next;
+		}
+		my ($held, $cnt) = split ' ', $out;
+		my @a = @{ $self->holds_of($i, $n) };
+		my @l = $self->live($i, $n, $t1);
+		if (@l)
+		{
+			$self->violation('belief', "S$i: rlock_is_held('$n') $held, rlock_hold_count $cnt; the model holds it "
+				  . _range(\@l, \@a) . ' times') if $held ne 'true' || $cnt < @l || $cnt > @a;
+		}
+		elsif (!@a)
+		{
+			$self->violation('belief', "S$i: rlock_is_held('$n') $held, rlock_hold_count $cnt; the model holds nothing")
+			  if $held ne 'false' || $cnt != 0;
 		}
 	}
 	return;
