@@ -72,7 +72,7 @@ my @RL = qw(mrl1);           # Redlock
 my $m = RlockTest::Model->new(
 	node => $node, redis => $redis, redlock => $rl,
 	dbs => [qw(postgres postgres db2 db2)],
-	names => [ @X, @RW, @F ], rl_names => [@RL],
+	names => [ @X, @RW, @F ], rl_names => [@RL], wd_ms => 3000,
 	j_holder => '6f1c2b9e-3d4a-4e5f-8a7b-9c0d1e2f3a4b:57');
 $m->{t_start} = time();
 my $NS = $m->nsessions;
@@ -205,8 +205,8 @@ sub random_step
 			{
 				next if "$w" eq "$i";
 				return { t => 'cancel', s => $i, name => $n, how => pick('cancel', 'timeout') }
-				  if grep { !defined $_->{lease} || $_->{lease} >= 30000 }
-				  $m->live($w, $n, time() + 10);
+				  if grep { !defined $_->{lease} || RlockTest::Model::_promise($_) > time() + 10 }
+				  $m->live($w, $n, time());
 			}
 		}
 		my @free = grep { !$m->others_may_hold('J', $_) && !@{ $m->holds_of('J', $_) } } @X;

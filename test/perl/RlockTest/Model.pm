@@ -14,6 +14,7 @@ use warnings;
 
 use RlockTest ();
 use Test::More;
+use List::Util ();
 use Time::HiRes qw(time usleep);
 
 =pod
@@ -42,6 +43,7 @@ a session index or 'J' (the Redisson client).
 =cut
 
 our @CATEGORIES = qw(exclusion ttl truth untracked belief fencing errors);
+our $WD_S = 3;
 
 # rlock_locks' kind of a model kind
 my %LOCKS_KIND = (x => 'exclusive', fenced => 'exclusive', fair => 'fair',
@@ -57,6 +59,7 @@ sub _cls { return $LOCKS_KIND{ $_[0] }; }
 sub new
 {
 	my ($class, %o) = @_;
+	$WD_S = $o{wd_ms} / 1000 if $o{wd_ms};
 	my $self = bless {
 		%o,
 		holds => {},      # who => name => [ hold, ... ]
@@ -96,11 +99,25 @@ sub session { return $_[0]->{sessions}[ $_[1] ]; }
 sub nsessions { return scalar @{ $_[0]->{sessions} }; }
 sub holds_of { return $_[0]->{holds}{ $_[1] }{ $_[2] } //= []; }
 
+# When Redis may let a hold go at the earliest.  A fixed lease: t0 +
+# lease.  A NULL lease: for as long as the watchdog keeps renewing it;
+# rlock fails closed (SPEC 6) when its last renewal is 4/5 of
+# rlock.watchdog_timeout old, so the promise runs to the last renewal
+# seen (renewed_at in rlock_locks, or the acquisition) + 4/5 of it: a
+# watchdog starved by a loaded machine is not taken for a protocol fault,
+# while a hold lost between two timely renewals is.  ($WD_S: the
+# watchdog_timeout in seconds, from new's wd_ms.)
+
 sub _promise
 {
 	my ($h) = @_;
 	return -1 if $h->{dead};
-	return 9e99 unless defined $h->{lease};
+	if (!defined $h->{lease})
+	{
+		my $last = $h->{t0};
+		$last = $h->{renewed} if defined $h->{renewed} && $h->{renewed} > $last;
+		return $last + $WD_S * 0.8;
+	}
 	return $h->{t0} + $h->{lease} / 1000;
 }
 
@@ -344,7 +361,7 @@ sub run_op
 				"S$i: $REL_FN{$k}('$n') false, but a hold is promised "
 				  . (defined $l[0]{lease} ? sprintf('%.3f s more (lease %d ms)',
 						_promise($l[0]) - $t0, $l[0]{lease})
-					  : 'for as long as the session lives (NULL lease)'))
+					  : sprintf('%.3f s more (NULL lease, renewed in time)', _promise($l[0]) - $t0)))
 			  if @l;
 			$self->_drop_all($i, $n, sub { $_[0]{scope} eq 'session' && _cls($_[0]{kind}) eq _cls($k) });
 		}
@@ -405,8 +422,15 @@ sub run_op
 	}
 	if ($t eq 'sleep')
 	{
+		# checked every 250 ms meanwhile: a loss is seen while its
+		# promise still stands
 		$self->trail("sleep $op->{ms} ms");
-		usleep($op->{ms} * 1000);
+		my $until = $t0 + $op->{ms} / 1000;
+		while (time() < $until)
+		{
+			usleep(1000 * List::Util::min(250, 1 + int(1000 * ($until - time()))));
+			$self->check if time() < $until;
+		}
 		return 1;
 	}
 	die "unknown op $t";
@@ -524,12 +548,23 @@ sub check
 	my ($self) = @_;
 	$self->{checks}++;
 	my ($rows) = RlockTest::run_sql($self->{mon},
-		"SELECT pid, name, kind, scope, hold_count, state FROM rlock_locks");
+		"SELECT pid, name, kind, scope, hold_count, state, "
+		  . "extract(epoch FROM coalesce(renewed_at, acquired_at)) FROM rlock_locks");
+	my %pid_of = map { ($self->session($_)->{pid} => $_) } 0 .. $self->nsessions - 1;
 	my %locks;    # pid/name/kind => { session => n, transaction => n, state }
 	foreach my $line (split /\n/, $rows)
 	{
-		my ($pid, $name, $kind, $scope, $cnt, $state) = split /\|/, $line;
-		next unless defined $state;
+		my ($pid, $name, $kind, $scope, $cnt, $state, $renewed) = split /\|/, $line;
+		next unless defined $renewed;
+		# the last renewal seen extends the NULL-lease holds' promise
+		if (defined $pid_of{$pid})
+		{
+			foreach my $h (@{ $self->holds_of($pid_of{$pid}, $name) })
+			{
+				next if defined $h->{lease} || _cls($h->{kind}) ne $kind;
+				$h->{renewed} = $renewed if !defined $h->{renewed} || $renewed > $h->{renewed};
+			}
+		}
 		my $e = $locks{"$pid/$name/$kind"} //= {};
 		$e->{$scope} = $cnt;
 		$e->{state}{$state} = 1;
