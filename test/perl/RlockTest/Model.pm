@@ -228,8 +228,9 @@ sub _add_hold
 	my ($self, $who, $name, $kind, $lease, $t0, $scope) = @_;
 	my $depth = $who eq 'J' ? 0 : $self->session($who)->{depth};
 	my $list = $self->holds_of($who, $name);
-	# holds lost or past their lease: the lock is taken afresh
-	@$list = () unless grep { _promise($_) > $t0 } @$list;
+	# holds known lost are gone; those past their lease may or may not be
+	# (a count is then checked against a range)
+	@$list = grep { !$_->{dead} } @$list;
 	push @$list,
 	  { kind => $kind, lease => $lease, t0 => $t0, scope => $scope, depth => $depth };
 	return;
@@ -247,10 +248,17 @@ sub _drop_one
 	{
 		my $h = $list->[$j];
 		next unless $h->{scope} eq 'session' && _cls($h->{kind}) eq _cls($kind);
-		$best = $j if !defined $best || _promise($h) > _promise($list->[$best]);
+		$best = $j if !defined $best || _drop_rank($h) > _drop_rank($list->[$best]);
 	}
 	splice(@$list, $best, 1) if defined $best;
 	return;
+}
+
+# a NULL-lease hold (renewed for as long as it lives) outranks any lease
+sub _drop_rank
+{
+	my ($h) = @_;
+	return defined $h->{lease} && !$h->{dead} ? _promise($h) : 9e99;
 }
 
 sub _drop_all
