@@ -118,7 +118,7 @@ sub _promise
 		$last = $h->{renewed} if defined $h->{renewed} && $h->{renewed} > $last;
 		return $last + $WD_S * 0.8;
 	}
-	return $h->{t0} + $h->{lease} / 1000;
+	return $h->{t0} + $h->{lease} / 1000 - ($h->{cut} // 0);
 }
 
 # holds of who on name (kinds: a list, or all) that are live after $t
@@ -327,6 +327,10 @@ sub run_op
 			$self->{tokens}{$n} = $out;
 		}
 		$self->_add_hold($i, $n, $k, $op->{lease}, $t0, $op->{xact} ? 'transaction' : 'session');
+		# a Redlock is valid for its lease less the time it took and the
+		# clock drift (1 % + 2 ms: PROTOCOL.md), not for the whole lease
+		$self->holds_of($i, $n)->[-1]{cut} = $op->{lease} / 100000 + 0.002 + ($t1 - $t0)
+		  if $k eq 'redlock' && defined $op->{lease};
 		return 1;
 	}
 	if ($t eq 'multi')
