@@ -29,13 +29,19 @@ use Time::HiRes qw(time usleep);
   $m->report;                 # one ok() per category, diag of the first
 
 A hold is { kind, lease (ms, undef: NULL), t0 (time before the call was
-sent), scope ('session' | 'transaction'), depth (savepoint depth),
-dead (force-released) }.  Its promise is t0 + lease (NULL: for as long as
-the session lives), a lower bound of when Redis may let it go: a check
-made after that moment demands nothing of it.  Everything the checker
-compares is read after the step's call returned: Redis at [ta, tb], so a
-hold is "live" when its promise is after tb (the safe direction on a
-loaded machine: lateness only makes it demand less).
+sent), scope ('session' | 'transaction'), depth (savepoint depth), dead
+(force-released, or found gone from Redis: reported once, then no longer
+demanded) }.  Its promise (_promise) is a lower bound of when Redis may
+let it go and rlock may stop believing in it: t0 + lease (a Redlock: its
+validity, less the drift and the call's time); a NULL lease: the last
+renewal seen in rlock_locks (or t0) + 4/5 of rlock.watchdog_timeout,
+where rlock fails closed.  Everything the checker compares is read after
+the step's call returned: Redis at [ta, tb], so a hold is "live" when its
+promise is after tb (the safe direction on a loaded machine: lateness
+only makes it demand less).  A hold past its promise may or may not still
+be there: counts are checked between the live holds and all holds.  A
+release takes, of several holds, the one that leaves the least to demand
+(a NULL-lease one first, then the longest lease).
 
 Kinds: x (rlock_acquire and friends), fenced, fair, r, w, redlock; who is
 a session index or 'J' (the Redisson client).
