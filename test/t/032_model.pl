@@ -20,7 +20,10 @@
 #              beside another's field
 #   ttl        a key's PTTL covers the longest lease promised to a live
 #              hold on it (promise = time before the call + lease: Redis
-#              can only have set it later)
+#              can only have set it later; a Redlock: its validity; a
+#              NULL lease: the last renewal seen + 4/5 of the watchdog
+#              timeout, where rlock fails closed, so that a watchdog
+#              starved by a loaded machine is no false alarm)
 #   truth      a live hold is in Redis, with the model's count (Redlock:
 #              on a majority); each live read hold has its timeout key
 #   untracked  no field of a session that holds nothing there
@@ -36,8 +39,13 @@
 # shorter lease, read inside write then released, a long-lease reader and
 # a NULL-lease reader, write release of a writer that still reads).
 #
-# RLOCK_MODEL_SEED=n replays a run (the seed is printed as "seed=n");
-# RLOCK_MODEL_SECONDS (default 60) and RLOCK_MODEL_STEPS bound it.
+# One ok() per category at the end; a failing one diags its first
+# violations with their step numbers and the steps that led there, and
+# every step (violations inline) is written to
+# tmp_check/032_model_trail.txt.  RLOCK_MODEL_SEED=n replays a run's
+# choices (the seed is printed as "seed=n"; the calls' results, hence the
+# later choices, may differ with timing); RLOCK_MODEL_SECONDS (default
+# 60) and RLOCK_MODEL_STEPS bound it: a longer run is one variable away.
 use strict;
 use warnings;
 
@@ -50,8 +58,8 @@ use RlockTest;
 use RlockTest::Redlock;
 use RlockTest::Model;
 
-my $seed = $ENV{RLOCK_MODEL_SEED} // (time() * 1000 % 1_000_000_007 ^ $$);
-$seed = int($seed);
+my $seed = ($ENV{RLOCK_MODEL_SEED} // '') =~ /^(\d+)$/ ? $1
+  : int(time() * 1000) % 1_000_000_007 ^ $$;
 my $budget_s = $ENV{RLOCK_MODEL_SECONDS} // 60;
 my $max_steps = $ENV{RLOCK_MODEL_STEPS} // 1e9;
 srand($seed);
