@@ -50,6 +50,9 @@
  *					 failover and shared by the server's processes
  *	master_confirm.c	 the check before COMMIT asks the sentinels (the
  *					 other masters of a Cluster) if its node is master
+ *	cluster.c		 a Redis Cluster's slot map, learned and kept current
+ *	cluster_route.c	 routed round trips: each command to its slot's master
+ *	cluster_check.c	 slot maps and MOVED/ASK redirections checked first
  *	connection_error.c	 failures and error replies as ERRORs with SQLSTATEs
  *	registry.c		 shared memory: instance identity, registry of held locks
  *	stats.c			 shared-memory activity counters (rlock_stats)
