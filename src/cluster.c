@@ -250,43 +250,17 @@ node_conn(ClusterMap *m, int i, RconnRole role)
 static bool
 parse_redirect(ClusterMap *m, const char *err, int *slot, int *node)
 {
-	const char *p = strchr(err, ' ');
-	const char *addr;
-	const char *colon;
-	const char *host;
-	size_t		hostlen;
-	char		hostbuf[256];
-	char	   *end;
-	long		n;
+	ClusterRedirect to;
+	char		hostbuf[sizeof(((RedisUrl *) NULL)->host)];
 
-	if (p == NULL || !isdigit((unsigned char) p[1]))
+	if (!cluster_parse_redirect(err, &to))
 		return false;
-	errno = 0;
-	n = strtol(p + 1, &end, 10);
-	if (errno != 0 || *end != ' ' || n < 0 || n >= CLUSTER_SLOTS)
-		return false;
-	*slot = (int) n;
-	addr = end + 1;
-	colon = strrchr(addr, ':');
-	if (colon == NULL || colon == addr)
+	*slot = to.slot;
+	if (to.unknown)
 		return false;			/* an unknown endpoint: read the map again */
-	host = addr;
-	hostlen = colon - addr;
-	if (addr[0] == '[' && colon[-1] == ']' && hostlen >= 2)
-	{
-		host++;
-		hostlen -= 2;
-	}
-	if (!isdigit((unsigned char) colon[1]))
-		return false;
-	errno = 0;
-	n = strtol(colon + 1, &end, 10);
-	if (errno != 0 || *end != '\0' ||
-		rconn_bad_address(host, hostlen, sizeof(hostbuf), n) != NULL)
-		return false;
-	memcpy(hostbuf, host, hostlen);
-	hostbuf[hostlen] = '\0';
-	*node = node_index(m, hostbuf, (int) n);
+	memcpy(hostbuf, to.host, to.hostlen);
+	hostbuf[to.hostlen] = '\0';
+	*node = node_index(m, hostbuf, to.port);
 	return *node >= 0;
 }
 

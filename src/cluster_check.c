@@ -61,27 +61,29 @@ cluster_bad_slot_range(const RReply *e)
 }
 
 /*
- * Does a MOVED or ASK answer make sense: "<MOVED|ASK> <slot> <host>:<port>"
- * with a slot in 0..16383 and an address to connect to, or an unknown
- * endpoint (":<port>", "?:<port>": the map is read again)?
+ * Read a MOVED or ASK answer, "<MOVED|ASK> <slot> <host>:<port>", into
+ * *out; false when it makes no sense.  The slot is in 0..16383 and the
+ * port in 1..65535; the host is an address to connect to, or out->unknown
+ * is set for an unknown endpoint (":<port>", "?:<port>": the map is read
+ * again).  out->host points into err (brackets of an IPv6 address left out).
  */
 bool
-cluster_redirect_sane(const char *err)
+cluster_parse_redirect(const char *err, ClusterRedirect *out)
 {
 	const char *p = strchr(err, ' ');
 	const char *addr;
 	const char *colon;
-	const char *host;
-	size_t		hostlen;
 	char	   *end;
 	long		n;
 
+	memset(out, 0, sizeof(*out));
 	if (p == NULL || !isdigit((unsigned char) p[1]))
 		return false;
 	errno = 0;
 	n = strtol(p + 1, &end, 10);
 	if (errno != 0 || *end != ' ' || n < 0 || n >= CLUSTER_SLOTS)
 		return false;
+	out->slot = (int) n;
 	addr = end + 1;
 	colon = strrchr(addr, ':');
 	if (colon == NULL || !isdigit((unsigned char) colon[1]))
@@ -90,15 +92,20 @@ cluster_redirect_sane(const char *err)
 	n = strtol(colon + 1, &end, 10);
 	if (errno != 0 || *end != '\0' || n < 1 || n > 65535)
 		return false;
+	out->port = (int) n;
 	if (colon == addr || (colon == addr + 1 && addr[0] == '?'))
-		return true;
-	host = addr;
-	hostlen = colon - addr;
-	if (addr[0] == '[' && colon[-1] == ']' && hostlen >= 2)
 	{
-		host++;
-		hostlen -= 2;
+		out->unknown = true;
+		return true;
 	}
-	return rconn_bad_address(host, hostlen,
-							 sizeof(((RedisUrl *) NULL)->host), n) == NULL;
+	out->host = addr;
+	out->hostlen = colon - addr;
+	if (addr[0] == '[' && colon[-1] == ']' && out->hostlen >= 2)
+	{
+		out->host++;
+		out->hostlen -= 2;
+	}
+	return rconn_bad_address(out->host, out->hostlen,
+							 sizeof(((RedisUrl *) NULL)->host),
+							 out->port) == NULL;
 }

@@ -399,9 +399,10 @@ cluster_run(RedisConn *conn, RedisCmd *cmds, int ncmds, RReply ***replies,
 					 strncmp(lead->str, "ASK ", 4) == 0))
 				{
 					bool		ask = lead->str[1] == 'S';
+					ClusterRedirect to;
 
 					un->asking = false;
-					if (!cluster_redirect_sane(lead->str))
+					if (!cluster_parse_redirect(lead->str, &to))
 					{
 						rconn_set_failure(conn, RF_PROTOCOL,
 										  psprintf("A redirection for hash slot %d makes no sense: %.200s",

@@ -194,7 +194,17 @@ extern bool cluster_redirect_target(const char *err, int *slot, int *node);
 
 /* cluster_check.c */
 extern const char *cluster_bad_slot_range(const RReply *e);
-extern bool cluster_redirect_sane(const char *err);
+/* a MOVED or ASK answer, read (cluster_check.c) */
+typedef struct ClusterRedirect
+{
+	int			slot;
+	const char *host;			/* points into the answer; not terminated */
+	size_t		hostlen;
+	int			port;
+	bool		unknown;		/* no address given: read the map again */
+} ClusterRedirect;
+
+extern bool cluster_parse_redirect(const char *err, ClusterRedirect *out);
 extern void cluster_refresh_if_stale(RedisConn *conn);
 extern void cluster_pause_before_retry(void);
 
