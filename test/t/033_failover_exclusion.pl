@@ -63,22 +63,6 @@ my $ex = RlockTest::Exclusion->new(
 	lock_timeout => '10s',
 	timeout_s => 150);
 
-# Sections committed by each session since epoch $after.
-sub each_committed_since
-{
-	my ($after) = @_;
-	my @counts;
-	foreach my $n ($node_a, $node_b)
-	{
-		foreach my $db ('postgres', 'db2')
-		{
-			push @counts, $n->safe_psql($db,
-				"SELECT count(*) FROM excl_log WHERE t_start > to_timestamp($after)");
-		}
-	}
-	return @counts;
-}
-
 # Whether every running sentinel names a master other than port $old
 # (asked at most every 200 ms; a paused node is never asked anything).
 my $last_ask = 0;
@@ -98,18 +82,7 @@ sub sentinels_moved_from
 	return 1;
 }
 
-# Drive the loops until every session committed $n sections after $after.
-sub drive_until_each
-{
-	my ($after, $n, $what) = @_;
-	my $ok = $ex->drive(
-		sub { !grep { $_ < $n } each_committed_since($after) }, 60);
-	ok($ok, $what)
-	  or diag('sections since: ' . join(', ', each_committed_since($after)));
-	return $ok;
-}
-
-drive_until_each(0, 3, 'four sessions on two servers take turns');
+$ex->drive_until_each(0, 3, 'four sessions on two servers take turns');
 
 # ---- 1. the first master paused; server A behind the sentinels ----
 
@@ -130,7 +103,7 @@ my $second = $sent->master;
 note sprintf('1: %s paused, %s named %.3f s later; resumed: ROLE %s',
 	$first->where, $second->where, $resumed_at - $paused_at,
 	(split /\n/, $first->cli('ROLE') // '?')[0]);
-drive_until_each($resumed_at, 1,
+$ex->drive_until_each($resumed_at, 1,
 	'1: every session commits again after the resume');
 kill 'CONT', $worker_a;
 
@@ -154,7 +127,7 @@ my $third = $sent->master;
 my $named_at = time();
 note sprintf('2: %s killed, %s named %.3f s later',
 	$killed->where, $third->where, $named_at - $killed_at);
-drive_until_each($named_at, 1, '2: every session commits again after the kill');
+$ex->drive_until_each($named_at, 1, '2: every session commits again after the kill');
 $sent->revive($killed);
 
 # ---- 3. the master paused, resumed as the failover completes ----
@@ -170,7 +143,7 @@ my $resumed3 = time();
 ok($moved, '3: the sentinels fail over while the master is paused');
 note sprintf('3: %s paused, resumed %.3f s later as %s was named',
 	$pausing->where, $resumed3 - $paused3, $sent->master->where);
-drive_until_each($resumed3, 1, '3: every session commits again after the resume');
+$ex->drive_until_each($resumed3, 1, '3: every session commits again after the resume');
 
 $ex->finish;
 my %by_sess = %{ $ex->by_sess };

@@ -52,31 +52,6 @@ my $ex = RlockTest::Exclusion->new(
 	lock_timeout => '25s',
 	timeout_s => 150);
 
-# Sections committed by each session since epoch $after.
-sub each_committed_since
-{
-	my ($after) = @_;
-	my @counts;
-	foreach my $n ($node_a, $node_b)
-	{
-		foreach my $db ('postgres', 'db2')
-		{
-			push @counts, $n->safe_psql($db,
-				"SELECT count(*) FROM excl_log WHERE t_start > to_timestamp($after)");
-		}
-	}
-	return @counts;
-}
-
-sub drive_until_each
-{
-	my ($after, $n, $what) = @_;
-	my $ok = $ex->drive(
-		sub { !grep { $_ < $n } each_committed_since($after) }, 60);
-	ok($ok, $what)
-	  or diag('sections since: ' . join(', ', each_committed_since($after)));
-	return $ok;
-}
 
 # Whether a node other than $port serves the slot (asked at most every
 # 200 ms).
@@ -90,7 +65,7 @@ sub slot_moved_from
 	return $m && $m->port != $port;
 }
 
-drive_until_each(0, 3, 'four sessions on two servers take turns');
+$ex->drive_until_each(0, 3, 'four sessions on two servers take turns');
 
 # ---- 1. the master of the slot paused, resumed as the promotion completes ----
 
@@ -109,7 +84,7 @@ ok($moved, '1: the replica is promoted while the master is paused');
 note sprintf('1: %s paused, resumed %.3f s later as %s took slot %d over',
 	$paused->where, $resumed_at - $paused_at,
 	($c->master_of($slot) // $paused)->where, $slot);
-drive_until_each($resumed_at, 2, '1: every session commits again after the resume');
+$ex->drive_until_each($resumed_at, 2, '1: every session commits again after the resume');
 ok($c->wait_settled(60), '1: the cluster settles, the old master a replica');
 
 # ---- 2. the master of the slot killed ----
@@ -124,7 +99,7 @@ note sprintf('2: %s killed, slot %d served elsewhere %.3f s later',
 # the promoted master has no replica until the killed node comes back,
 # and acquisitions wait for one (rlock.replica_acks; SPEC 10)
 $c->revive($killed);
-drive_until_each($named_at, 2,
+$ex->drive_until_each($named_at, 2,
 	'2: every session commits again after the kill and the revival');
 
 $ex->finish;

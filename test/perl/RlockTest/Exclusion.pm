@@ -178,6 +178,43 @@ sub sections
 
 =pod
 
+=item $ex->each_since($after)
+
+Per session, in the order given to new, how many critical sections it
+committed that began after epoch $after.
+
+=cut
+
+sub each_since
+{
+	my ($self, $after) = @_;
+	return map {
+		$_->{node}->safe_psql($_->{db},
+			"SELECT count(*) FROM excl_log WHERE t_start > to_timestamp($after)")
+	} @{ $self->{loops} };
+}
+
+=pod
+
+=item $ex->drive_until_each($after, $n, $what)
+
+Drive the loops (at most 60 s) until every session has committed $n
+sections begun after epoch $after: one TAP check, named $what, with the
+counts as diagnostics when it fails.  Returns whether it passed.
+
+=cut
+
+sub drive_until_each
+{
+	my ($self, $after, $n, $what) = @_;
+	my $ok = $self->drive(sub { !grep { $_ < $n } $self->each_since($after) }, 60);
+	Test::More::ok($ok, $what)
+	  or Test::More::diag('sections since: ' . join(', ', $self->each_since($after)));
+	return $ok;
+}
+
+=pod
+
 =item $ex->finish
 
 Stop the loops (a row in each excl_stop, then the end of the script): an
