@@ -47,7 +47,9 @@ SET rlock.watchdog_timeout = '400ms';
 \echo :LAST_ERROR_SQLSTATE
 -- and a server's value below what a COMMIT needs (the check before COMMIT
 -- renews to it and wants 1 s left) is refused when it is set
+\set VERBOSITY sqlstate
 ALTER SYSTEM SET rlock.watchdog_timeout = '1500ms';
+\set VERBOSITY default
 \echo :LAST_ERROR_SQLSTATE
 
 -- ---- the check before COMMIT requires enough lease to cover the commit ----
