@@ -31,6 +31,7 @@
  *					 callbacks, the check before COMMIT, DISCARD ALL
  *	lockname.c		 lock names: validation, prefixing, Redisson's derived keys
  *	scripts.c		 the Lua scripts and their SHA1 digests
+ *	scripts_rw.c	 the read/write lock's scripts (Lua shared: scripts_lua.h)
  *	connection.c	 Redis connections: one per node and use, kept in a
  *					 backend-local pool, connected, checked, closed when idle
  *	connection_exchange.c	every Redis round trip (pipelined, over one or

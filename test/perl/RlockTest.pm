@@ -157,6 +157,35 @@ sub new_node
 
 =pod
 
+=item RlockTest::replica_behind_link()
+
+A master, a RlockTest::Proxy in front of it, and a replica that
+replicates through that proxy (so that a test can stall or cut the
+replica's link): returns ($master, $link, $replica) once the replica's
+link is up and the master counts it (one TAP check).
+
+=cut
+
+sub replica_behind_link
+{
+	my $master = RlockTest::Redis->new;
+	my $link = RlockTest::Proxy->new($master);
+	my $replica = RlockTest::Redis->new(
+		args => [ '--replicaof', '127.0.0.1', $link->port ]);
+	Test::More::ok(
+		wait_until(
+			sub {
+				($replica->cli('INFO', 'replication') // '') =~
+				  /^master_link_status:up\r?$/m
+				  && ($master->cli('INFO', 'replication') // '') =~
+				  /^connected_slaves:1\r?$/m;
+			}),
+		'the replica replicates from the master through the link');
+	return ($master, $link, $replica);
+}
+
+=pod
+
 =item RlockTest::holder_of($node, $psql_session)
 
 Shorthand: rlock_holder_id() of a background psql session.

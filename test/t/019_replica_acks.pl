@@ -25,18 +25,7 @@ use Time::HiRes qw(time);
 
 use RlockTest;
 
-my $master = RlockTest::Redis->new;
-my $link = RlockTest::Proxy->new($master);
-my $replica = RlockTest::Redis->new(
-	args => [ '--replicaof', '127.0.0.1', $link->port ]);
-ok( RlockTest::wait_until(
-		sub {
-			($replica->cli('INFO', 'replication') // '') =~
-			  /^master_link_status:up\r?$/m
-			  && ($master->cli('INFO', 'replication') // '') =~
-			  /^connected_slaves:1\r?$/m;
-		}),
-	'the replica replicates from the master through the link');
+my ($master, $link, $replica) = RlockTest::replica_behind_link();
 
 # Locks without a lease: 10 s, so the watchdog renews every 3.3 s.
 my $node = RlockTest::new_node('acks', $master, watchdog_timeout => '10s',

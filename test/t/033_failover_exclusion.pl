@@ -146,14 +146,7 @@ note sprintf('3: %s paused, resumed %.3f s later as %s was named',
 $ex->drive_until_each($resumed3, 1, '3: every session commits again after the resume');
 
 $ex->finish;
-my %by_sess = %{ $ex->by_sess };
-my %kinds = $ex->error_kinds;
-note sprintf('%d critical sections committed, %d errors; per session: %s',
-	scalar(@{ $ex->intervals }), $ex->error_count,
-	join(', ', map { "$_ $by_sess{$_}" } sort keys %by_sess));
-note "errors: $kinds{$_} x $_" foreach sort keys %kinds;
-note sprintf('overlaps: %d; %.1f s in all', scalar($ex->overlaps),
-	time() - $t_begin);
+$ex->note_summary($t_begin);
 $ex->check;
 
 $node_a->stop;

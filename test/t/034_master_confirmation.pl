@@ -132,18 +132,7 @@ $node_b->stop;
 
 # ---- item 13: a master cut off from its replica is still waited on ----
 
-my $master = RlockTest::Redis->new;
-my $link = RlockTest::Proxy->new($master);
-my $replica = RlockTest::Redis->new(
-	args => [ '--replicaof', '127.0.0.1', $link->port ]);
-ok( RlockTest::wait_until(
-		sub {
-			($replica->cli('INFO', 'replication') // '') =~
-			  /^master_link_status:up\r?$/m
-			  && ($master->cli('INFO', 'replication') // '') =~
-			  /^connected_slaves:1\r?$/m;
-		}),
-	'the replica replicates from the master');
+my ($master, $link, $replica) = RlockTest::replica_behind_link();
 
 my $node = RlockTest::new_node('acks', $master, watchdog_timeout => '30s',
 	extra_conf => "rlock.replica_ack_timeout = '300ms'\n");

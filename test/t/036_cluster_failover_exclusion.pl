@@ -103,14 +103,7 @@ $ex->drive_until_each($named_at, 2,
 	'2: every session commits again after the kill and the revival');
 
 $ex->finish;
-my %by_sess = %{ $ex->by_sess };
-my %kinds = $ex->error_kinds;
-note sprintf('%d critical sections committed, %d errors; per session: %s',
-	scalar(@{ $ex->intervals }), $ex->error_count,
-	join(', ', map { "$_ $by_sess{$_}" } sort keys %by_sess));
-note "errors: $kinds{$_} x $_" foreach sort keys %kinds;
-note sprintf('overlaps: %d; %.1f s in all', scalar($ex->overlaps),
-	time() - $t_begin);
+$ex->note_summary($t_begin);
 $ex->check;
 
 $node_a->stop;

@@ -13,6 +13,7 @@ use warnings;
 use RlockTest ();    # wait_until: at run time
 
 use IPC::Run;
+use Time::HiRes ();
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -342,6 +343,30 @@ sub overlaps
 		$prev = $i if !$prev || $i->[1] > $prev->[1];
 	}
 	return @overlaps;
+}
+
+=pod
+
+=item $ex->note_summary($since)
+
+Note (TAP comments) what the loops did: sections committed, errors and
+their kinds, sections per session, overlaps, and the time since epoch
+$since.
+
+=cut
+
+sub note_summary
+{
+	my ($self, $since) = @_;
+	my %by_sess = %{ $self->by_sess };
+	my %kinds = $self->error_kinds;
+	Test::More::note(sprintf('%d critical sections committed, %d errors; per session: %s',
+		scalar(@{ $self->intervals }), $self->error_count,
+		join(', ', map { "$_ $by_sess{$_}" } sort keys %by_sess)));
+	Test::More::note("errors: $kinds{$_} x $_") foreach sort keys %kinds;
+	Test::More::note(sprintf('overlaps: %d; %.1f s in all',
+		scalar($self->overlaps), Time::HiRes::time() - $since));
+	return;
 }
 
 sub check

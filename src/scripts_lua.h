@@ -1,0 +1,69 @@
+/*-------------------------------------------------------------------------
+ *
+ * scripts_lua.h
+ *	  Lua fragments shared by the scripts of several lock kinds
+ *	  (scripts.c, scripts_rw.c), and the read/write lock's script bodies.
+ *	  Internal to the scripts: the rest of rlock sees scripts.h.
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RLOCK_SCRIPTS_LUA_H
+#define RLOCK_SCRIPTS_LUA_H
+
+/*
+ * Lua: PUBLISH, which a Redis ACL may refuse; a release publishes before it
+ * writes anything, so a refusal is returned as the script's error with
+ * nothing changed, worded as Redis 7.2 words NOPERM (Redis 7.0 does not
+ * name the command for a script) so that the hint can name it.
+ */
+#define PUBLISH_OR_REFUSE(ch, msg) \
+"do\n" \
+"  local pr = redis.pcall('publish', " ch ", " msg ")\n" \
+"  if type(pr) == 'table' and pr.err then\n" \
+"    return redis.error_reply('NOPERM this user has no permissions to run the \\'publish\\' command (channel ' .. " ch " .. '): ' .. pr.err)\n" \
+"  end\n" \
+"end\n"
+
+/*
+ * Lua: make the TTL of key at least ms, never lower it.  A key shared by
+ * several holds (re-entry, read holds inside a write hold, other holders'
+ * read holds) must live as long as the longest of them: the holder of each
+ * hold was promised its lease, and rlock records an expiry for every hold
+ * it counts that Redis must not undercut (SPEC 6, "Agreement between Redis
+ * and rlock").  A key without a TTL (-1) gets one.
+ */
+#define RAISE_TTL(key, ms) \
+"do\n" \
+"  local t = redis.call('pttl', " key ")\n" \
+"  if t < tonumber(" ms ") then redis.call('pexpire', " key ", " ms ") end\n" \
+"end\n"
+
+/*
+ * Lua: the name of the lock's fair-lock queue, redisson_lock_queue:{N}
+ * (Redisson's prefixName rule), in "fairq".  Other kinds refuse a name
+ * whose queue exists: fair waiters are queued on it.
+ */
+#define FAIR_QUEUE_OF_KEYS1 \
+"local fairq = KEYS[1]\n" \
+"if not string.find(fairq, '{', 1, true) then fairq = '{' .. fairq .. '}' end\n" \
+"fairq = 'redisson_lock_queue:' .. fairq\n"
+
+/*
+ * Lua: the common prefix of a read/write lock's per-hold timeout keys,
+ * "{N}" (or N itself when it has a hash tag already); a hold's timeout key
+ * is <prefix>:<holder>:rwlock_timeout:<k>.
+ */
+#define RW_TIMEOUT_BASE \
+"local base = KEYS[1]\n" \
+"if not string.find(base, '{', 1, true) then base = '{' .. base .. '}' end\n"
+
+/* the read/write lock's scripts (scripts_rw.c) */
+extern const char rlock_read_acquire_body[];
+extern const char rlock_write_acquire_body[];
+extern const char rlock_read_release_body[];
+extern const char rlock_write_release_body[];
+extern const char rlock_rw_reconcile_body[];
+
+#endif							/* RLOCK_SCRIPTS_LUA_H */
