@@ -1,13 +1,14 @@
 # rlock: Redis-backed distributed locks (Redisson protocol) for PostgreSQL.
 EXTENSION = rlock
 MODULE_big = rlock
-OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
+OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c src/*/*.c)))
 DATA = $(wildcard rlock--*.sql)
 PGFILEDESC = "rlock - Redis-backed distributed locks"
 
 SHLIB_LINK = -lhiredis
 SHLIB_LINK += -lanl   # getaddrinfo_a: libanl before glibc 2.34, an empty stub since
 SHLIB_LINK += -lssl -lcrypto   # TLS (transport_tls.c), script digests (scripts.c)
+PG_CPPFLAGS = -I$(srcdir)/src
 PG_CFLAGS = -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter \
 	-Wno-missing-field-initializers -Wno-sign-compare
 
@@ -28,7 +29,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 # PGXS does not track headers: rebuild every object when one changes.
-$(OBJS): $(wildcard src/*.h)
+$(OBJS): $(wildcard src/*/*.h)
 
 .PHONY: test demo bench
 test:

@@ -20,39 +20,17 @@
 #include "miscadmin.h"
 #include "utils/guc.h"
 
-#include "compat.h"
-#include "connection.h"
-#include "holds.h"
-#include "redlock.h"
-#include "registry.h"
-#include "stats.h"
-#include "waitqueue.h"
-#include "watchdog.h"
-#include "rlock.h"
+#include "redis/redis.h"
+#include "holds/holds.h"
+#include "route/route.h"
+#include "base/base.h"
+#include "locks/locks.h"
+#include "worker/worker.h"
 
 PG_MODULE_MAGIC;
 
 void		_PG_init(void);
 
-char	   *rlock_redis_url = NULL;
-char	   *rlock_key_prefix = NULL;
-char	   *rlock_redlock_urls = NULL;
-int			rlock_watchdog_timeout_ms = 30000;
-int			rlock_connect_timeout_ms = 2000;
-int			rlock_command_timeout_ms = 2000;
-bool		rlock_verify_on_commit = true;
-bool		rlock_cancel_on_lost = false;
-int			rlock_connection_idle_timeout_ms = 60000;
-char	   *rlock_redis_password_file = NULL;
-char	   *rlock_sentinel_password_file = NULL;
-int			rlock_replica_acks = 1;
-int			rlock_replica_ack_timeout_ms = 1000;
-char	   *rlock_tls_ca_file = NULL;
-char	   *rlock_tls_cert_file = NULL;
-char	   *rlock_tls_key_file = NULL;
-char	   *rlock_tls_server_name = NULL;
-int			rlock_tls_verify = RLOCK_TLS_VERIFY_FULL;
-int			rlock_publish_mode = RLOCK_PUBLISH_AUTO;
 
 static const struct config_enum_entry publish_mode_options[] = {
 	{"auto", RLOCK_PUBLISH_AUTO, false},
@@ -77,7 +55,7 @@ define_connection_string(const char *name, const char *desc, char **var,
 						 int flags)
 {
 	DefineCustomStringVariable(name, desc, NULL, var, "", PGC_SIGHUP, flags,
-							   NULL, rconn_assign_string_setting, NULL);
+							   NULL, net_assign_string_setting, NULL);
 }
 
 static bool
@@ -224,7 +202,7 @@ _PG_init(void)
 							 tls_verify_options,
 							 PGC_SIGHUP,
 							 0,
-							 NULL, rconn_assign_enum_setting, NULL);
+							 NULL, net_assign_enum_setting, NULL);
 
 	DefineCustomEnumVariable("rlock.publish_mode",
 							 "How releases are published and waiters subscribe: publish, spublish (sharded pub/sub, Redis 7), or auto.",

@@ -1,0 +1,331 @@
+/*-------------------------------------------------------------------------
+ *
+ * holds/holds.h
+ *	  DOOR-DESCRIPTION
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RLOCK_HOLDS_H
+#define RLOCK_HOLDS_H
+
+#include "datatype/timestamp.h"
+#include "port/atomics.h"
+#include "access/xact.h"
+
+#include "base/base.h"
+#include "redis/redis.h"
+
+/*
+ * lockname: Lock names: validation, key prefix, Redisson's derived key names.
+ */
+
+typedef struct LockName
+{
+	const char *name;			/* the user's name, for messages */
+	char		key[RLOCK_MAX_KEY_LEN + 1]; /* rlock.key_prefix || name */
+	int			keylen;
+} LockName;
+
+extern void lockname_init(LockName *ln, text *name);
+extern char *lockname_derive(const char *key, const char *prefix);
+extern char *lockname_unlock_latch(const char *key);
+extern const char *lockname_holder_field(RlockKind kind, const char *holder);
+extern int64 lockname_latch_ttl_ms(void);
+extern char *lockname_owner_field(const char *token);
+extern bool lockname_is_holder_identity(const char *field);
+
+/*
+ * registry: rlock's shared memory: the instance identity and the registry of the
+ *	  locks held by every session of this server.
+ */
+
+/* State of a registered lock. */
+typedef enum RegistryState
+{
+	REGISTRY_HELD = 0,
+	REGISTRY_LOST
+} RegistryState;
+
+/* A registered lock (the hash entry). */
+typedef struct RegistryEntry
+{
+	/* hash key: backend, kind and lock key (NUL-terminated) */
+	int			pid;
+	RlockKind	kind;
+	char		key[RLOCK_MAX_KEY_LEN + 1];
+
+	Oid			dboid;
+	RegistryState state;
+	int			session_count;
+	int			xact_count;
+	int64		lease_ms;		/* lease of the last acquisition */
+	int64		renew_lease_ms; /* > 0: the watchdog renews it with this lease */
+	TimestampTz acquired_at;
+	TimestampTz renewed_at;		/* 0 when never renewed */
+	TimestampTz expires_at;		/* earliest moment Redis may let it expire */
+
+	/*
+	 * Bumped when a release is sent and again when its outcome is recorded:
+	 * odd while one is in flight.  The watchdog does not take "Redis no
+	 * longer has it" for a loss when it changed (or is odd): the holder may
+	 * have released it meanwhile.  Atomic, so that marking a release takes
+	 * the registry's lock only in shared mode.
+	 */
+	pg_atomic_uint32 release_seq;
+	/* holds left once the release in flight is done (rlock_locks) */
+	pg_atomic_uint32 releasing_to;
+} RegistryEntry;
+
+/* What rlock_locks shows of an entry (copied out of shared memory). */
+typedef struct RegistryRow
+{
+	int			pid;
+	RlockKind	kind;
+	Oid			dboid;
+	RegistryState state;
+	int			session_count;
+	int			xact_count;
+	int64		lease_ms;
+	TimestampTz acquired_at;
+	TimestampTz renewed_at;
+	char	   *key;			/* palloc'd copy */
+} RegistryRow;
+
+/* One lock for the watchdog, as copied out of the registry. */
+typedef struct RenewItem
+{
+	int			pid;
+	RlockKind	kind;
+	TimestampTz acquired_at;	/* identifies this holding of the lock */
+	int64		renew_lease_ms; /* 0: a fixed lease, only checked */
+	TimestampTz expires_at;
+	uint32		release_seq;	/* the entry's release_seq when copied */
+	char	   *key;			/* palloc'd copy */
+} RenewItem;
+
+/* Outcome of one lock in a watchdog cycle. */
+typedef enum RenewOutcome
+{
+	RENEW_UNKNOWN = 0,			/* not asked, or no answer: leave it */
+	RENEW_HELD,					/* Redis still has it (renewed if renewable) */
+	RENEW_GONE,					/* Redis no longer has it */
+	RENEW_EXPIRED,				/* its fixed lease ran out */
+	RENEW_NOT_RENEWED			/* renewal failed for too long */
+} RenewOutcome;
+
+extern int	rlock_max_locks;
+
+extern void registry_install_hooks(void);
+extern bool registry_available(void);
+extern void registry_require(const char *what);
+extern const char *rlock_backend_holder(void);
+extern const char *registry_instance_uuid(void);
+
+/* Backends: their own entries. */
+extern bool registry_sync(const char *key, RlockKind kind, int session_count,
+						  int xact_count, int64 lease_ms,
+						  int64 renew_lease_ms, TimestampTz expires_at);
+extern void registry_remove(const char *key, RlockKind kind);
+extern void registry_releasing(const char *key, RlockKind kind,
+							   int remaining);
+extern void registry_remove_backend(void);
+extern bool registry_is_lost(const char *key, RlockKind kind);
+
+/* Readers (rlock_locks). */
+extern int	registry_snapshot(RegistryRow **rows);
+
+/* The watchdog. */
+extern int	registry_renewal_snapshot(RenewItem **items);
+extern void registry_renewed(RenewItem *items, const RenewOutcome *outcome,
+							 const int64 *ttl_ms, int n, TimestampTz sent_at,
+							 bool cancel_on_lost);
+extern TimestampTz registry_fail_closed_at(int64 renew_lease_ms,
+										   TimestampTz expires_at);
+
+/*
+ * holds: Backend-local table of the locks this session holds (holds.c), and
+ *	  when its holds end: transaction, subtransaction and session ends,
+ *	  DISCARD ALL (holds_xact.c).
+ */
+
+/* Transaction-level holds taken in one (sub)transaction. */
+typedef struct XactHolds
+{
+	SubTransactionId subid;
+	int			count;
+} XactHolds;
+
+/*
+ * What this backend holds of one lock as one kind (its own holder identity
+ * only).  The table's key is (key, kind): one session may hold one name as
+ * two kinds, the read and the write side of a read/write lock.
+ */
+typedef struct HeldLock
+{
+	char		key[RLOCK_MAX_KEY_LEN + 1]; /* the lock's Redis key */
+	RlockKind	kind;
+	/* end of the hash key */
+	int			session_count;	/* session-level holds */
+	int			xact_count;		/* transaction-level holds, all levels */
+	int			nxact;			/* entries used in xact[] */
+	int			maxxact;
+	XactHolds  *xact;			/* by subtransaction, innermost last */
+	int64		renew_lease_ms; /* > 0: some hold was taken without a lease,
+								 * and the watchdog renews it with this lease */
+	int64		lease_ms;		/* lease of the last acquisition */
+	TimestampTz expires_at;		/* earliest moment Redis may let it expire */
+	bool		uncertain;		/* Redis may disagree (interrupted call) */
+	bool		settle_at_end;	/* reconcile it when the transaction ends
+								 * (tried once; then the next call does) */
+} HeldLock;
+
+/* One lock for the renew script: its holder's field, how, its lease. */
+typedef struct RenewArg
+{
+	const char *key;
+	const char *field;			/* the holder's field in the lock's hash */
+	const char *how;			/* "x" renew, "r" renew a read hold, "c" check */
+	int64		lease_ms;
+} RenewArg;
+
+/*
+ * A lock kind's entry in the table of kinds (lock_kinds.c): how the
+ * held-lock table releases and reconciles its locks, and, for a kind whose
+ * locks live on servers of their own, how they are told and renewed there.
+ * (The kind is passed on, for lock files that serve several.)  A holder's
+ * count is read the same way for every kind: HGET of its field
+ * (lockname_holder_field).
+ */
+typedef struct RlockKindOps
+{
+	const char *name;			/* as rlock_locks shows it */
+
+	/*
+	 * release "levels" holds; keep_lease_ms: lease of what remains, 0 keep.
+	 * Returns the request's unlock latch (deleted once answered).
+	 */
+	const char *(*build_release) (RedisCmd *cmd, RlockKind kind,
+								  const char *key, const char *holder,
+								  int levels, int64 keep_lease_ms);
+	/* lower this holder's count in Redis to "target" */
+	void		(*build_reconcile) (RedisCmd *cmd, RlockKind kind,
+									const char *key, const char *holder,
+									int target);
+
+	/*
+	 * Kinds whose locks live elsewhere than rlock.redis_url (the masters of
+	 * a Redlock) set these two instead of the two above.
+	 *
+	 * settle: lower holder's count of each key to targets[i] (0 releases it)
+	 * wherever the lock lives; held[i] says whether enough of the servers
+	 * still had the before[i] holds the table counted.  Never leaves a
+	 * lock uncertain: what a server that did not answer keeps expires with
+	 * its lease.  Reports failures at elevel.
+	 *
+	 * renew: renew (or check) each lock wherever it lives, as the renew
+	 * script does; outcome[i] is RENEW_HELD, RENEW_GONE or RENEW_UNKNOWN, and
+	 * left_ms[i] (if not NULL) the lease left for sure (-1 unknown).  No
+	 * answer later than cap counts.
+	 */
+	void		(*settle) (const char *const *keys, const int *targets,
+						   const int *before, int n, const char *holder,
+						   bool *held, int elevel);
+	void		(*renew) (const RenewArg *args, int n, int elevel,
+						  TimestampTz cap, RenewOutcome *outcome,
+						  int64 *left_ms);
+} RlockKindOps;
+
+extern const RlockKindOps *holds_kind_ops(RlockKind kind);
+
+/* Does the kind live on rlock.redis_url? */
+static inline bool
+kind_is_local(RlockKind kind)
+{
+	return holds_kind_ops(kind)->settle == NULL;
+}
+
+/*
+ * Clean-up that an ERROR left to do in Redis (a fair waiter leaving its
+ * queue, a waiter leaving its channel): PG_CATCH blocks only record it,
+ * and it runs from the abort paths, at backend exit and before the next
+ * rlock call (holds_xact.c), bounded like every uninterruptible round
+ * trip.  Never throws.
+ */
+typedef void (*HoldsCleanupFn) (void);
+
+/* What an acquisition asks for (lock kinds fill it in). */
+typedef struct HoldRequest
+{
+	bool		track;			/* this session's own hold (not an owner's) */
+	RlockScope	scope;
+	int64		lease_ms;
+	bool		watchdog;		/* taken without a lease */
+	TimestampTz sent_at;		/* when the acquire script was sent */
+	const char *holder;			/* whose hold it is */
+} HoldRequest;
+
+/*
+ * The answer of an acquire script, {status, value[, extra]}: status 1 =
+ * acquired (value: the holder's count), 0 = refused (value: the holder's
+ * remaining lease), others = refused for a reason of the lock kind (word:
+ * element 1 as text, if it is text).
+ */
+typedef struct AcquireResult
+{
+	int64		status;
+	int64		value;
+	bool		has_extra;
+	int64		extra;			/* e.g. a fencing token */
+	char	   *word;
+} AcquireResult;
+
+/* holds.c: the table, acquisitions and releases */
+extern AcquireResult holds_run_acquire(const LockName *ln, RlockKind kind,
+									   HoldRequest *req, RedisCmd *cmd);
+extern bool holds_parse_acquire(RReply *r, AcquireResult *res);
+extern HeldLock *holds_find(const char *key, RlockKind kind);
+extern HeldLock *holds_find_conflicting(const char *key, RlockKind kind);
+extern HeldLock *holds_enter(const char *key, RlockKind kind);
+extern void holds_settle(void);
+extern bool holds_check_lost(HeldLock *h, const char *name);
+extern const char *holds_prepare_acquire(const LockName *ln, RlockKind kind,
+										 RlockScope scope, int64 lease_ms,
+										 const char *owner,
+										 HoldRequest *req);
+extern bool holds_release(const LockName *ln, RlockKind kind,
+						  const char *owner);
+extern void holds_forget(HeldLock *h);
+extern void holds_acks_refused(const char *name, RedisConn *conn, int wanted,
+							   int64 acked, const char *ack_error);
+
+/* holds_set.c: a set of names, all or none */
+extern const char *holds_prepare_set(const LockName *lns, int n,
+									 RlockKind kind, RlockScope scope,
+									 int64 lease_ms, HoldRequest *req);
+extern bool holds_run_acquire_set(const LockName *lns, int n, RlockKind kind,
+								   HoldRequest *req, RedisCmd *cmds,
+								   AcquireResult *res);
+extern bool holds_release_set(const LockName *lns, int n, RlockKind kind);
+
+/* the bookkeeping of a kind that asks its own servers (lock_redlock.c) */
+extern HeldLock *holds_begin_elsewhere(const LockName *ln, RlockKind kind,
+									   HoldRequest *req);
+extern void holds_end_elsewhere(HeldLock *h, const HoldRequest *req,
+								bool granted, const char *name);
+extern int	holds_release_all_session(void);
+
+/* holds_xact.c */
+extern void holds_register_callbacks(void);
+extern void holds_install_hooks(void);
+extern void holds_on_abort(HoldsCleanupFn fn);
+extern void holds_run_cleanups(void);
+
+static inline int
+holds_total(const HeldLock *h)
+{
+	return h->session_count + h->xact_count;
+}
+
+#endif							/* RLOCK_HOLDS_H */

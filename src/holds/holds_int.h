@@ -1,0 +1,53 @@
+/*-------------------------------------------------------------------------
+ *
+ * holds_int.h
+ *	  The inside of the held-lock table, shared by holds.c (the table,
+ *	  acquisitions and releases), holds_batch.c (many holds in one round
+ *	  trip) and holds_xact.c (when holds end) only.
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RLOCK_HOLDS_INT_H
+#define RLOCK_HOLDS_INT_H
+
+#include "utils/hsearch.h"
+
+#include "holds/holds.h"
+
+/* One lock in a batch: one pipelined round trip for many locks. */
+typedef struct BatchItem
+{
+	HeldLock   *h;
+	int			levels;			/* > 0: release that many holds; 0: reconcile
+								 * Redis's count down to ours */
+	bool		session;		/* the levels were session-level holds */
+	const char *latch;			/* the release's unlock latch */
+} BatchItem;
+
+extern HTAB *holds_table;
+extern MemoryContext holds_batch_cxt;
+extern int	holds_n_uncertain;
+extern int	holds_n_with_xact;
+
+extern void holds_set_uncertain(HeldLock *h, bool uncertain);
+extern void holds_clear_xact(HeldLock *h);
+extern bool holds_sync_registry(HeldLock *h, bool new_expiry);
+extern void holds_require_settled(const LockName *ln, RlockKind kind);
+extern void holds_drop_if_unused(HeldLock *h);
+extern void holds_forget_and_reconcile(HeldLock *h);
+extern BatchItem *holds_batch_items(void);
+extern void holds_batch_add(BatchItem *items, int *n, HeldLock *h, int levels,
+							bool session);
+extern int	holds_run_batch(BatchItem *items, int n, int elevel);
+extern bool holds_count_hold(HeldLock *h, const HoldRequest *req,
+							 int redis_count, const char *name);
+extern void holds_take_back(HeldLock *h, RlockScope scope);
+extern void holds_registry_full(const char *name);
+extern void holds_held_as_other_kind(const LockName *ln, HeldLock *other);
+extern HeldLock *holds_session_hold(const LockName *ln, RlockKind kind);
+extern void holds_report_lost(const char *name, const char *detail);
+extern int64 holds_keep_lease(HeldLock *h);
+
+#endif							/* RLOCK_HOLDS_INT_H */

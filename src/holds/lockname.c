@@ -1,0 +1,195 @@
+/*-------------------------------------------------------------------------
+ *
+ * lockname.c
+ *	  Lock names: validation, the rlock.key_prefix, and the names Redisson
+ *	  derives from a lock's key (channels, latches, queues).
+ *
+ * A lock's main key N is rlock.key_prefix || name.  Every other key or
+ * channel of the lock is "p:{N}" (or "p:N" when N already contains a '{'),
+ * so that all of a lock's keys share N's Redis Cluster hash slot, exactly
+ * as Redisson names them (PROTOCOL.md, "Names").
+ *
+ * It also owns the hash field an explicit owner token's holds are stored
+ * under (lockname_owner_field): never the token itself, which is a bearer
+ * secret and could name any field of any hash.
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+
+#include "utils/builtins.h"
+
+#include "holds/holds.h"
+
+/* Prefixes of the keys and channels Redisson derives from a lock's key. */
+static const char *const derived_prefixes[] = {
+	"redisson_lock__channel:",
+	"redisson_lock_token:",
+	"redisson_unlock_latch:",
+	"redisson_lock_queue:",
+	"redisson_lock_timeout:",
+	"redisson_rwlock:",
+};
+
+/*
+ * Refuse a key that is, or may be, one of the keys rlock derives from some
+ * lock's key (a fencing token counter, a fair queue, a read hold's timeout
+ * key...): locking it would corrupt that other lock, or make its scripts
+ * fail half way.
+ */
+static void
+check_derived_collision(const LockName *ln)
+{
+	bool		collides = false;
+
+	for (int i = 0; i < lengthof(derived_prefixes); i++)
+		if (strncmp(ln->key, derived_prefixes[i],
+					strlen(derived_prefixes[i])) == 0)
+			collides = true;
+	if (strstr(ln->key, ":rwlock_timeout:") != NULL)
+		collides = true;
+	if (collides)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lock name \"%s\" collides with the keys rlock derives from lock names",
+						ln->name),
+				 errdetail("Keys starting with redisson_lock__channel:, redisson_lock_token:, redisson_unlock_latch:, redisson_lock_queue:, redisson_lock_timeout: or redisson_rwlock:, and keys containing :rwlock_timeout:, belong to other locks."),
+				 errhint("Choose another lock name.")));
+}
+
+/*
+ * Validate a user's lock name and build its key.  ERROR on a NULL, empty or
+ * over-long name.
+ */
+void
+lockname_init(LockName *ln, text *name)
+{
+	int			plen = strlen(rlock_key_prefix ? rlock_key_prefix : "");
+	int			nlen;
+
+	if (name == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("lock name must not be NULL")));
+	nlen = VARSIZE_ANY_EXHDR(name);
+	ln->name = text_to_cstring(name);
+	if (nlen == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lock name must not be empty")));
+	if (plen + nlen > RLOCK_MAX_KEY_LEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lock name \"%.40s...\" is too long", ln->name),
+				 errdetail("The name is %d bytes with rlock.key_prefix; the limit is %d bytes.",
+						   plen + nlen, RLOCK_MAX_KEY_LEN)));
+	memcpy(ln->key, rlock_key_prefix, plen);
+	memcpy(ln->key + plen, VARDATA_ANY(name), nlen);
+	ln->keylen = plen + nlen;
+	ln->key[ln->keylen] = '\0';
+	check_derived_collision(ln);
+}
+
+/*
+ * Redisson's prefixName(prefix, key): "prefix:{key}", or "prefix:key" when
+ * key already has a hash tag.  Returns a palloc'd string.
+ */
+char *
+lockname_derive(const char *key, const char *prefix)
+{
+	if (strchr(key, '{') != NULL)
+		return psprintf("%s:%s", prefix, key);
+	return psprintf("%s:{%s}", prefix, key);
+}
+
+/*
+ * A fresh unlock latch for one release request:
+ * redisson_unlock_latch:{key}:<32 hex digits>.  A release replayed after a
+ * lost reply finds it and answers as the first time.
+ */
+char *
+lockname_unlock_latch(const char *key)
+{
+	static uint32 counter = 0;
+
+	return psprintf("%s:%016llx%08x%08x",
+					lockname_derive(key, "redisson_unlock_latch"),
+					(unsigned long long) rlock_random_uint64(),
+					(unsigned int) MyProcPid, ++counter);
+}
+
+/*
+ * TTL of an unlock latch: long enough to outlast our one retry, which may
+ * reconnect first: a round trip, a new connection and the round trip
+ * again, plus a second.  (Once the release is answered the latch is
+ * deleted: connection.c's rconn_defer_del.)
+ */
+int64
+lockname_latch_ttl_ms(void)
+{
+	return (int64) RLOCK_MAX_USER_TIMEOUT_MS * 3 + 1000;
+}
+
+/*
+ * A holder's field in the lock's hash: "<holder>", or "<holder>:write" for
+ * the write side of a read/write lock.
+ */
+const char *
+lockname_holder_field(RlockKind kind, const char *holder)
+{
+	return kind == RLOCK_KIND_WRITE ? psprintf("%s:write", holder) : holder;
+}
+
+/*
+ * The holder field of an explicit owner token (SPEC.md section 8):
+ * "rlock-owner:<SHA-256 of the token, 64 hex digits>".
+ *
+ * The token itself is never stored, so:
+ *	- no token can name a field of an application hash in the lock's
+ *	  database (rlock_release('cart:99', owner => 'item_sku_1') finds no
+ *	  field "rlock-owner:<digest>" in cart:99, and so touches nothing), nor
+ *	  "mode" or another holder's field: holder identities are "<uuid>:...",
+ *	  and the digest has no ':' for a ":write" suffix to hide behind;
+ *	- whoever reads the lock's hash (rlock_status, a Redis client) learns
+ *	  a digest, which releases nothing: a release digests what it is given.
+ * The field depends on the token alone, so a hand-off to another session,
+ * database or server naming the same token finds the same field; it has
+ * Redisson's "<id>:<thread>" shape, so a read/write lock's write field
+ * ("<field>:write") and read timeout keys are derived from it as from any
+ * holder.  Returns a palloc'd string.
+ */
+char *
+lockname_owner_field(const char *token)
+{
+	char	   *input = psprintf("rlock owner token:%s", token);
+	char		hex[NET_SHA256_HEX_LEN + 1];
+
+	net_sha256_hex(input, strlen(input), hex);
+	pfree(input);
+	return psprintf("%s%s", RLOCK_OWNER_FIELD_PREFIX, hex);
+}
+
+/*
+ * Is field (of a lock's hash) a holder identity, "<uuid>:...": a session
+ * of some PostgreSQL server, or a Redisson client's thread?  Those are not
+ * secrets.  Any other field is an owner token's (or, in a hash that is not
+ * a lock, the application's own), and introspection shows it masked.
+ */
+bool
+lockname_is_holder_identity(const char *field)
+{
+	for (int i = 0; i < 36; i++)
+	{
+		bool		dash = (i == 8 || i == 13 || i == 18 || i == 23);
+
+		if (field[i] == '\0')
+			return false;
+		if (dash ? field[i] != '-' : !isxdigit((unsigned char) field[i]))
+			return false;
+	}
+	return field[36] == ':';
+}

@@ -1,0 +1,245 @@
+/*-------------------------------------------------------------------------
+ *
+ * lock_wait.c
+ *	  How a blocked acquisition waits, for every lock kind: subscribed to
+ *	  the lock's channel, woken by its release messages, and never sleeping
+ *	  longer than the holder's remaining lease.
+ *
+ * The waiter subscribes before its next attempt, so that no release
+ * between an attempt and the subscription goes unseen.  It then alternates
+ * attempts (the lock kind's own script, through try_fn) and sleeps that
+ * end on a message, on the holder's lease running out (a holder that died
+ * without releasing is noticed when its key expires) or at the deadline.
+ * The wait honours cancel and statement_timeout (through connection.c's
+ * wait primitive), and lock_timeout when asked, as a blocking lock
+ * acquisition does; it shows in pg_stat_activity as an Extension wait and
+ * in the error context as "waiting for rlock lock".  rlock_stats counts its
+ * time and outcome.  A wait an ERROR ends does no Redis I/O on its way
+ * out: leaving the channel is left to holds_xact.c's abort path.
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "storage/proc.h"
+#include "utils/memutils.h"
+#include "utils/timeout.h"
+#include "utils/timestamp.h"
+
+#include "redis/redis.h"
+#include "holds/holds.h"
+#include "locks/locks.h"
+#include "base/base.h"
+
+/* Longest single sleep of a waiter between two attempts, in ms. */
+#define WAIT_RECHECK_MS		5000
+
+/* This backend is subscribed to a waiter's channel it has not left yet. */
+static bool channel_pending = false;
+/* ... on this connection */
+static RedisConn *waiting_sub = NULL;
+
+/* Where the attempt just made asks the wait to move (lock_wait_retarget). */
+static RedisConn *retarget_sub = NULL;
+static char *retarget_channel = NULL;
+
+/*
+ * Leave the channel (without waiting for Redis's answer); also registered
+ * with holds_on_abort for waits an ERROR ended.
+ */
+static void
+leave_channel(void)
+{
+	if (!channel_pending)
+		return;
+	channel_pending = false;
+	rconn_unsubscribe_nowait(waiting_sub);
+}
+
+/*
+ * Called by an attempt that failed on another lock than the one waited
+ * for (a multi-lock's member, a Redlock's master): the wait moves to that
+ * channel on sub (NULL: the same connection) before the next sleep.
+ */
+void
+lock_wait_retarget(RedisConn *sub, const char *channel)
+{
+	retarget_sub = sub;
+	if (retarget_channel != NULL)
+		pfree(retarget_channel);
+	retarget_channel = MemoryContextStrdup(TopMemoryContext, channel);
+}
+
+static void
+waiting_context(void *arg)
+{
+	errcontext("waiting for rlock lock \"%s\"", (const char *) arg);
+}
+
+/*
+ * Subscribe, then alternate attempts and sleeps until an attempt succeeds
+ * (true) or the deadline passes (false).
+ */
+static bool
+wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
+		  TimestampTz start, TimestampTz deadline, LockTryFn try_fn,
+		  void *arg)
+{
+	bool		attempt_now = true;
+	bool		resubscribe = false;
+	TimestampTz until = 0;
+
+	holds_on_abort(leave_channel);
+	channel_pending = true;
+	waiting_sub = sub;
+	retarget_sub = NULL;
+	if (retarget_channel != NULL)
+		pfree(retarget_channel);
+	retarget_channel = NULL;
+	rconn_subscribe(sub, channel, ln->name, start);
+	waitqueue_join(channel);
+	for (;;)
+	{
+		int64		pttl = -1;
+		TimestampTz now;
+		int64		sleep_ms;
+		int			rc;
+
+		if (attempt_now)
+		{
+			if (try_fn(arg, &pttl))
+				return true;
+			now = GetCurrentTimestamp();
+			if (now >= deadline)
+				return false;
+			if (retarget_channel != NULL)
+			{
+				/* listen where the attempt failed, then look again */
+				if (retarget_sub != NULL && retarget_sub != sub)
+				{
+					rconn_unsubscribe_nowait(sub);
+					sub = waiting_sub = retarget_sub;
+				}
+				channel = pstrdup(retarget_channel);
+				pfree(retarget_channel);
+				retarget_channel = NULL;
+				retarget_sub = NULL;
+				rconn_subscribe(sub, channel, ln->name, deadline);
+				waitqueue_leave(true);
+				waitqueue_join(channel);
+				resubscribe = false;
+				continue;
+			}
+			if (resubscribe)
+			{
+				/* the connection broke: a failover is ridden out */
+				rconn_subscribe(sub, channel, ln->name, deadline);
+				resubscribe = false;
+				continue;		/* subscribed: look again */
+			}
+
+			/* sleep until a release message, or the lease runs out */
+			sleep_ms = (pttl >= 0) ? Min(pttl + 1, WAIT_RECHECK_MS)
+				: WAIT_RECHECK_MS;
+			until = TimestampTzPlusMilliseconds(now, sleep_ms);
+			if (until > deadline)
+				until = deadline;
+		}
+
+		rc = rconn_wait_message(sub, until);
+		if (rc < 0 && rconn_node_can_move(sub))
+		{
+			/* the connection broke: a failover is ridden out */
+			rconn_subscribe(sub, channel, ln->name, deadline);
+			attempt_now = true;
+		}
+		else if (rc < 0)
+		{
+			/*
+			 * The connection broke, and no failover is to be waited for.
+			 * Look first: the attempt may move the wait elsewhere (a
+			 * Redlock's master that died); else subscribe here again, and
+			 * look once more.
+			 */
+			resubscribe = true;
+			attempt_now = true;
+		}
+		else if (rc == 0)
+			attempt_now = true;	/* the lease ran out, or time to look */
+		else
+			attempt_now = waitqueue_is_first(); /* a release, or our turn */
+	}
+}
+
+bool
+lock_wait(const LockName *ln, const char *channel, int64 wait_ms,
+		  bool honour_lock_timeout, bool shared, LockTryFn try_fn,
+		  LockGiveUpFn give_up_fn, void *arg)
+{
+	return lock_wait_on(rconn_backend_subscriber(), ln, channel, wait_ms,
+						honour_lock_timeout, shared, try_fn, give_up_fn, arg);
+}
+
+/* lock_wait, listening on the subscriber connection sub. */
+bool
+lock_wait_on(RedisConn *sub, const LockName *ln, const char *channel,
+			 int64 wait_ms, bool honour_lock_timeout, bool shared,
+			 LockTryFn try_fn, LockGiveUpFn give_up_fn, void *arg)
+{
+	TimestampTz start = GetCurrentTimestamp();
+	TimestampTz deadline;
+	ErrorContextCallback errcb;
+	volatile bool armed = false;
+	bool		acquired = false;
+
+	deadline = (wait_ms < 0) ? DT_NOEND :
+		TimestampTzPlusMilliseconds(start, wait_ms);
+
+	errcb.callback = waiting_context;
+	errcb.arg = (void *) ln->name;
+	errcb.previous = error_context_stack;
+	error_context_stack = &errcb;
+
+	PG_TRY();
+	{
+		if (honour_lock_timeout && LockTimeout > 0)
+		{
+			enable_timeout_after(LOCK_TIMEOUT, LockTimeout);
+			armed = true;
+		}
+
+		acquired = wait_loop(sub, ln, channel, start, deadline, try_fn, arg);
+	}
+	PG_CATCH();
+	{
+		/*
+		 * No Redis I/O here: leaving the channel (and, for a fair waiter,
+		 * its queue) is left to the abort path (leave_channel, and the
+		 * kind's own clean-up).
+		 */
+		if (armed)
+			disable_timeout(LOCK_TIMEOUT, false);
+		waitqueue_leave(true);
+		error_context_stack = errcb.previous;
+		stats_add_elapsed(RLOCK_STAT_WAIT_US, start);
+		stats_count(RLOCK_STAT_FAILED);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	if (armed)
+		disable_timeout(LOCK_TIMEOUT, false);
+	leave_channel();
+	/* pass the turn on unless we took the lock for ourselves */
+	waitqueue_leave(!acquired || shared);
+	if (!acquired && give_up_fn != NULL)
+		give_up_fn(arg);
+	error_context_stack = errcb.previous;
+	stats_add_elapsed(RLOCK_STAT_WAIT_US, start);
+	stats_count(acquired ? RLOCK_STAT_CONTENDED : RLOCK_STAT_FAILED);
+
+	return acquired;
+}

@@ -1,0 +1,193 @@
+/*-------------------------------------------------------------------------
+ *
+ * locks/locks.h
+ *	  DOOR-DESCRIPTION
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RLOCK_LOCKS_H
+#define RLOCK_LOCKS_H
+
+#include "redis/redis.h"
+#include "base/base.h"
+#include "holds/holds.h"
+
+/*
+ * scripts: The Lua scripts rlock runs in Redis.
+ */
+
+typedef enum RlockScriptId
+{
+	RLOCK_SCRIPT_ACQUIRE,
+	RLOCK_SCRIPT_RELEASE,
+	RLOCK_SCRIPT_RECONCILE,
+	RLOCK_SCRIPT_FORCE_RELEASE,
+	RLOCK_SCRIPT_STATUS,
+	RLOCK_SCRIPT_RENEW,
+	RLOCK_SCRIPT_READ_ACQUIRE,
+	RLOCK_SCRIPT_WRITE_ACQUIRE,
+	RLOCK_SCRIPT_READ_RELEASE,
+	RLOCK_SCRIPT_WRITE_RELEASE,
+	RLOCK_SCRIPT_RW_RECONCILE,
+	RLOCK_SCRIPT_FAIR_ACQUIRE,
+	RLOCK_SCRIPT_FAIR_RELEASE,
+	RLOCK_SCRIPT_FAIR_GIVE_UP,
+	RLOCK_NUM_SCRIPTS
+} RlockScriptId;
+
+
+/* Start cmd as EVALSHA of the script with nkeys keys; add keys, then args. */
+extern void rcmd_script(RedisCmd *cmd, RlockScriptId id, int nkeys);
+
+
+extern void rcmd_renew_arg(RenewArg *arg, const char *key, RlockKind kind,
+						   const char *holder, int64 renew_lease_ms);
+
+/*
+ * Renew script calls for n locks, at most maxper keys a call, the keys of
+ * one call sharing a hash slot (in a Cluster): returns the number of calls
+ * in *cmds; the locks of call g are order[starts[g]] ... order[starts[g+1]-1],
+ * and its reply has a (hold count, PTTL) pair for each, in that order.
+ */
+extern int	rcmd_renew_calls(const RenewArg *args, int n, int maxper,
+							 RedisCmd **cmds, int **order, int **starts);
+
+/*
+ * lock_wait: How a blocked acquisition waits, for every lock kind.
+ */
+
+/*
+ * One attempt of a lock kind: returns true when the lock was acquired;
+ * otherwise sets *pttl to how long the current holder's lease still runs
+ * (ms; -1 when unknown), the longest the waiter sleeps before trying again.
+ */
+typedef bool (*LockTryFn) (void *arg, int64 *pttl);
+
+/*
+ * Called when a wait ends without the lock (timed out, cancelled, an
+ * ERROR), with interrupts held; must not throw.  May be NULL.
+ */
+typedef void (*LockGiveUpFn) (void *arg);
+
+/*
+ * Wait for a lock whose releases are announced on "channel": subscribe,
+ * then alternate attempts and sleeps until one attempt succeeds.  wait_ms
+ * -1 waits without limit.  shared: the lock may be held by several waiters
+ * at once (a read lock), so the next one tries as soon as this one has it.
+ * Returns false when the wait is over.
+ */
+extern bool lock_wait(const LockName *ln, const char *channel, int64 wait_ms,
+					  bool honour_lock_timeout, bool shared,
+					  LockTryFn try_fn, LockGiveUpFn give_up_fn, void *arg);
+
+extern bool lock_wait_on(RedisConn *sub, const LockName *ln,
+						 const char *channel, int64 wait_ms,
+						 bool honour_lock_timeout, bool shared,
+						 LockTryFn try_fn, LockGiveUpFn give_up_fn,
+						 void *arg);
+extern void lock_wait_retarget(RedisConn *sub, const char *channel);
+
+/*
+ * waitqueue: Which of this server's sessions waiting for one lock tries next.
+ */
+
+extern void waitqueue_install_hooks(void);
+
+extern void waitqueue_join(const char *channel);
+extern bool waitqueue_is_first(void);
+extern void waitqueue_leave(bool pass_on);
+
+/*
+ * lock_exclusive: The exclusive reentrant lock (Redisson RLock) and its fenced variant
+ *	  (Redisson RFencedLock).
+ */
+
+/* How the held-lock table releases and reconciles exclusive locks. */
+extern const RlockKindOps exclusive_ops;
+
+/*
+ * Acquire.  lease_ms 0 = watchdog lease; wait_ms 0 = one attempt, -1 = no
+ * limit; owner NULL = this backend's holder identity (and the hold is
+ * recorded in the held-lock table).  honour_lock_timeout arms lock_timeout
+ * for the wait, as a blocking lock acquisition does.  token non-NULL makes
+ * it a fenced acquisition, which sets *token when it succeeds.
+ */
+extern bool exclusive_acquire(const LockName *ln, RlockScope scope,
+							  int64 lease_ms, int64 wait_ms,
+							  const char *owner, bool honour_lock_timeout,
+							  int64 *token);
+extern void exclusive_build_acquire(RedisCmd *cmd, const LockName *ln,
+									int64 lease_ms, const char *holder,
+									bool fenced);
+extern void exclusive_refused(const LockName *ln, const AcquireResult *res);
+extern void exclusive_build_reconcile(RedisCmd *cmd, RlockKind kind,
+									  const char *key, const char *holder,
+									  int target);
+extern bool exclusive_token(const LockName *ln, int64 *token);
+extern bool exclusive_force_release(const LockName *ln);
+
+/*
+ * lock_rw: The read/write lock (Redisson RReadWriteLock).
+ */
+
+/* How the held-lock table releases and reconciles either side. */
+extern const RlockKindOps read_ops;
+extern const RlockKindOps write_ops;
+
+/*
+ * Acquire the read (kind RLOCK_KIND_READ) or the write side; arguments as
+ * for exclusive_acquire.
+ */
+extern bool rw_acquire(const LockName *ln, RlockKind kind, RlockScope scope,
+					   int64 lease_ms, int64 wait_ms, const char *owner,
+					   bool honour_lock_timeout);
+
+/*
+ * lock_fair: The fair lock (Redisson's fair lock): waiters acquire in FIFO order.
+ */
+
+/* How the held-lock table releases and reconciles fair locks. */
+extern const RlockKindOps fair_ops;
+
+/* Arguments as for exclusive_acquire; released with holds_release(). */
+extern bool fair_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
+						 int64 wait_ms, const char *owner,
+						 bool honour_lock_timeout);
+
+/*
+ * lock_multi: The multi-lock (Redisson RedissonMultiLock): a set of exclusive
+ *	  locks, held all or none.
+ */
+
+/* The most names one multi-lock takes. */
+#define RLOCK_MAX_MULTI_NAMES	1000
+
+/*
+ * Acquire every one of the n distinct names, or none.  lease_ms 0 = the
+ * watchdog's lease; wait_ms 0 = one attempt, -1 = no limit.
+ */
+extern bool multi_acquire(const LockName *lns, int n, RlockScope scope,
+						  int64 lease_ms, int64 wait_ms,
+						  bool honour_lock_timeout);
+extern bool multi_release(const LockName *lns, int n);
+
+/*
+ * lock_redlock: The Redlock: the exclusive lock on a majority of the independent
+ *	  masters of rlock.redlock_urls (Redisson RedissonRedLock).
+ */
+
+/* How the held-lock table and the watchdog tell the masters. */
+extern const RlockKindOps redlock_ops;
+
+/*
+ * Acquire.  lease_ms 0 = watchdog lease; wait_ms 0 = one attempt, -1 = no
+ * limit.
+ */
+extern bool redlock_acquire(const LockName *ln, RlockScope scope,
+							int64 lease_ms, int64 wait_ms,
+							bool honour_lock_timeout);
+extern bool redlock_release(const LockName *ln);
+
+#endif							/* RLOCK_LOCKS_H */

@@ -1,0 +1,515 @@
+/*-------------------------------------------------------------------------
+ *
+ * scripts.c
+ *	  The Lua scripts rlock runs in Redis, written from Redisson's lock
+ *	  protocol (PROTOCOL.md), and their SHA1 digests for EVALSHA.
+ *
+ * Every operation on a lock is one atomic script, so the Redis state seen
+ * by Redisson clients is always one of the protocol's states.  The scripts'
+ * return values are rlock's own (Redisson never sees them): acquire reports
+ * the resulting hold count, which lets a session notice and undo a hold it
+ * took twice after a lost reply.  All names and values travel as KEYS and
+ * ARGV, never spliced into the script text.
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+
+#include "lib/stringinfo.h"
+#include "utils/memutils.h"
+
+#include "base/base.h"
+#include "locks/locks.h"
+#include "locks/scripts_lua.h"
+
+/*
+ * Lua: refuse (before anything is written) a fencing token counter,
+ * KEYS[2], that INCR would fail on: {4, 'type'} when it is not a string,
+ * {4, 'integer'} when it is not a decimal integer, {4, 'max'} when it has
+ * reached the largest 64-bit integer.
+ */
+#define FENCE_CHECK_KEYS2 \
+"  local tt = redis.call('type', KEYS[2])['ok']\n" \
+"  if tt ~= 'none' then\n" \
+"    if tt ~= 'string' then return {4, 'type'} end\n" \
+"    local tv = redis.call('get', KEYS[2])\n" \
+"    if not string.match(tv, '^%-?%d+$') or #tv > 20 then return {4, 'integer'} end\n" \
+"    if string.sub(tv, 1, 1) ~= '-' and (#tv > 19 or (#tv == 19 and tv >= '9223372036854775807')) then\n" \
+"      return {4, 'max'}\n" \
+"    end\n" \
+"  end\n"
+
+/*
+ * acquire: KEYS[1] lock, KEYS[2] (fenced locks only) the fencing token
+ * counter; ARGV[1] lease ms, ARGV[2] holder.
+ * Returns {1, count} when acquired ({1, count, token} for a fenced lock:
+ * every acquisition, reentrant ones included, increments the counter),
+ * {0, pttl} when held by another holder, {2, kind} when the name is a
+ * read/write lock (kind: its mode) or a fair lock with waiters ("fair"),
+ * {4, why} when the fencing token counter cannot be incremented.
+ */
+static const char acquire_body[] =
+FAIR_QUEUE_OF_KEYS1
+"if redis.call('exists', fairq) == 1 then return {2, 'fair'} end\n"
+"if #KEYS > 1 then\n"
+FENCE_CHECK_KEYS2
+"end\n"
+"local n\n"
+"if redis.call('exists', KEYS[1]) == 0 then\n"
+"  n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
+"elseif redis.call('hexists', KEYS[1], 'mode') == 1 then\n"
+"  return {2, redis.call('hget', KEYS[1], 'mode')}\n"
+"elseif redis.call('hexists', KEYS[1], ARGV[2]) == 1 then\n"
+"  n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
+"else\n"
+"  return {0, redis.call('pttl', KEYS[1])}\n"
+"end\n"
+RAISE_TTL("KEYS[1]", "ARGV[1]")
+"if #KEYS > 1 then return {1, n, redis.call('incr', KEYS[2])} end\n"
+"return {1, n}\n";
+
+/*
+ * Lua: a release or reconcile of an exclusive or fair lock refuses a
+ * read/write lock (an owner token must never touch another kind's fields).
+ * Its error reply, "RLOCKKIND <mode>", is mapped to SQLSTATE 42809.
+ */
+#define REFUSE_RW_KEYS1 \
+"local rwmode = redis.call('hget', KEYS[1], 'mode')\n" \
+"if rwmode then return redis.error_reply('RLOCKKIND ' .. rwmode) end\n"
+
+/*
+ * release: KEYS[1] lock, KEYS[2] channel, KEYS[3] unlock latch, KEYS[4]
+ * the fair queue; ARGV[1] release message, ARGV[2] lease ms for the
+ * remaining holds (0: keep the TTL), ARGV[3] holder, ARGV[4] levels to
+ * release, ARGV[5] latch TTL ms.
+ * Returns nil when not held, 0 when still held, 1 when released (after
+ * publishing on the channel, and telling the head of a fair queue that
+ * waits for the same name).  Whatever Redis may refuse (an ACL on PUBLISH
+ * or on the latch's key) comes before the lock is changed, so an error
+ * reply means nothing was released.
+ */
+static const char release_body[] =
+"local v = redis.call('get', KEYS[3])\n"
+"if v then return tonumber(v) end\n"
+REFUSE_RW_KEYS1
+"local c = redis.call('hget', KEYS[1], ARGV[3])\n"
+"if not c then return nil end\n"
+"local n = tonumber(c) - tonumber(ARGV[4])\n"
+"if n > 0 then\n"
+"  redis.call('set', KEYS[3], 0, 'px', ARGV[5])\n"
+"  redis.call('hset', KEYS[1], ARGV[3], n)\n"
+"  if tonumber(ARGV[2]) > 0 then\n"
+RAISE_TTL("KEYS[1]", "ARGV[2]")
+"  end\n"
+"  return 0\n"
+"end\n"
+PUBLISH_OR_REFUSE("KEYS[2]", "ARGV[1]")
+"local head = redis.call('lindex', KEYS[4], 0)\n"
+"if head then redis.call('publish', KEYS[2] .. ':' .. head, ARGV[1]) end\n"
+"redis.call('set', KEYS[3], 1, 'px', ARGV[5])\n"
+"redis.call('del', KEYS[1])\n"
+"return 1\n";
+
+/*
+ * reconcile: KEYS[1] lock, KEYS[2] channel, KEYS[3] (fair locks only) the
+ * queue; ARGV[1] holder, ARGV[2] the count this holder should have,
+ * ARGV[3] release message.  Lowers the holder's count to the target
+ * (dropping the lock at zero, and telling the fair queue's head on its own
+ * channel, KEYS[2]:<head>).  Returns the count found (-1: none).
+ */
+static const char reconcile_body[] =
+REFUSE_RW_KEYS1
+"local c = redis.call('hget', KEYS[1], ARGV[1])\n"
+"if not c then return -1 end\n"
+"c = tonumber(c)\n"
+"local t = tonumber(ARGV[2])\n"
+"if c > t then\n"
+"  if t <= 0 then\n"
+"    redis.call('del', KEYS[1])\n"
+"    if #KEYS > 2 then\n"
+"      local head = redis.call('lindex', KEYS[3], 0)\n"
+"      if head then redis.call('publish', KEYS[2] .. ':' .. head, ARGV[3]) end\n"
+"    else\n"
+"      redis.call('publish', KEYS[2], ARGV[3])\n"
+"    end\n"
+"  else\n"
+"    redis.call('hset', KEYS[1], ARGV[1], t)\n"
+"  end\n"
+"end\n"
+"return c\n";
+
+/*
+ * force release (Redisson forceUnlock), any kind: KEYS[1] lock, KEYS[2]
+ * channel, KEYS[3] read/write channel, KEYS[4] fair queue, KEYS[5] unlock
+ * latch; ARGV[1] release message, ARGV[2] latch TTL ms.  Wakes the waiters
+ * of the kind it was: "1" on the read/write channel, or the exclusive
+ * channel and the fair queue's head.  Returns 1 when something was
+ * deleted.  Deletes only a lock: refuses (WRONGTYPE) a key that is not a
+ * hash, and ("RLOCKNOTLOCK <why>") a hash without an expiry (every lock
+ * has one) or with a field that is not a holder's hold count ("<id>:...",
+ * a positive integer; "mode" aside): an application's hash in the lock
+ * database.
+ * Deleting whoever holds the lock is not idempotent: replayed after a lost
+ * reply, it would delete the next holder's lock.  So, like release, it
+ * records its answer in the request's latch before deleting, and a replay
+ * finds the latch and answers as the first time, deleting nothing.
+ */
+static const char force_release_body[] =
+"local v = redis.call('get', KEYS[5])\n"
+"if v then return tonumber(v) end\n"
+"local t = redis.call('type', KEYS[1])['ok']\n"
+"if t ~= 'hash' and t ~= 'none' then\n"
+"  return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')\n"
+"end\n"
+"if t == 'none' then\n"
+"  redis.call('set', KEYS[5], 0, 'px', ARGV[2])\n"
+"  return 0\n"
+"end\n"
+"if redis.call('pttl', KEYS[1]) < 0 then return redis.error_reply('RLOCKNOTLOCK expiry') end\n"
+"local f = redis.call('hgetall', KEYS[1])\n"
+"for i = 1, #f, 2 do\n"
+"  if f[i] == 'mode' then\n"
+"    if f[i + 1] ~= 'read' and f[i + 1] ~= 'write' then return redis.error_reply('RLOCKNOTLOCK field') end\n"
+"  elseif not string.find(f[i], ':', 1, true) or not string.match(f[i + 1], '^[1-9]%d*$') then\n"
+"    return redis.error_reply('RLOCKNOTLOCK field')\n"
+"  end\n"
+"end\n"
+"redis.call('set', KEYS[5], 1, 'px', ARGV[2])\n"
+"local rw = redis.call('hexists', KEYS[1], 'mode') == 1\n"
+"redis.call('del', KEYS[1])\n"
+"if rw then\n"
+"  redis.call('publish', KEYS[3], '1')\n"
+"else\n"
+"  redis.call('publish', KEYS[2], ARGV[1])\n"
+"  local head = redis.call('lindex', KEYS[4], 0)\n"
+"  if head then redis.call('publish', KEYS[2] .. ':' .. head, ARGV[1]) end\n"
+"end\n"
+"return 1\n";
+
+/*
+ * status: KEYS[1] lock, KEYS[2] its fair queue.  Returns {pttl, queued,
+ * field, value, ...}, queued being 1 when fair waiters are queued; {-2, 0}
+ * when the key does not exist; WRONGTYPE when it is not a hash.
+ */
+static const char status_body[] =
+"local t = redis.call('type', KEYS[1])['ok']\n"
+"if t == 'none' then return {-2, 0} end\n"
+"if t ~= 'hash' then\n"
+"  return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')\n"
+"end\n"
+"local r = redis.call('hgetall', KEYS[1])\n"
+"table.insert(r, 1, redis.call('exists', KEYS[2]))\n"
+"table.insert(r, 1, redis.call('pttl', KEYS[1]))\n"
+"return r\n";
+
+/*
+ * renew (the watchdog, for many locks at once; and the check before
+ * COMMIT): KEYS the locks; for KEYS[i], ARGV[3i - 2] the holder's field,
+ * ARGV[3i - 1] how to treat it: 'x' renew (exclusive and fair locks, and
+ * the write side of a read/write lock, whose field is "<holder>:write"),
+ * 'r' renew a read hold (its timeout keys are extended too), 'c' only
+ * check (a fixed lease); ARGV[3i] the lease ms to renew with.  Returns,
+ * per key, the holder's count (0: gone) and the key's PTTL afterwards.
+ */
+static const char renew_body[] =
+"local r = {}\n"
+"for i = 1, #KEYS do\n"
+"  local field = ARGV[3 * i - 2]\n"
+"  local how = ARGV[3 * i - 1]\n"
+"  local c = redis.pcall('hget', KEYS[i], field)\n"
+"  if type(c) == 'string' then\n"
+"    if how ~= 'c' then\n"
+RAISE_TTL("KEYS[i]", "ARGV[3 * i]")
+"      if how == 'r' then\n"
+"        local base = KEYS[i]\n"
+"        if not string.find(base, '{', 1, true) then base = '{' .. base .. '}' end\n"
+"        for k = 1, tonumber(c) do\n"
+RAISE_TTL("base .. ':' .. field .. ':rwlock_timeout:' .. k", "ARGV[3 * i]")
+"        end\n"
+"      end\n"
+"    end\n"
+"    r[2 * i - 1] = tonumber(c)\n"
+"    r[2 * i] = redis.call('pttl', KEYS[i])\n"
+"  else\n"
+"    r[2 * i - 1] = 0\n"
+"    r[2 * i] = -2\n"
+"  end\n"
+"end\n"
+"return r\n";
+
+/*
+ * Lua: drop queue heads whose deadline (ZSET KEYS[3]) is before ARGV[now],
+ * but never "self", the waiter running the script: it is alive, and
+ * refreshes its deadline instead.
+ */
+#define FAIR_DROP_STALE_HEADS(now, self) \
+"while true do\n" \
+"  local h = redis.call('lindex', KEYS[2], 0)\n" \
+"  if h == false or h == " self " then break end\n" \
+"  local d = tonumber(redis.call('zscore', KEYS[3], h))\n" \
+"  if d ~= nil and d > tonumber(" now ") then break end\n" \
+"  redis.call('zrem', KEYS[3], h)\n" \
+"  redis.call('lpop', KEYS[2])\n" \
+"end\n"
+
+/*
+ * fair acquire: KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines; ARGV[1]
+ * lease ms, ARGV[2] holder, ARGV[3] wait ms (how long a queued waiter
+ * counts as alive past its predecessor's deadline), ARGV[4] now (epoch
+ * ms), ARGV[5] '1' to queue when the lock cannot be taken, '0' not to.
+ * The lock goes to the queue's head, or to anyone when nobody queues.  A
+ * queued waiter that asks again is alive: its deadline is pushed out
+ * (never in) to where Redisson's queue puts it, its predecessor's deadline
+ * (the lock's expiry, at the head) plus its own wait, so that the chain
+ * of deadlines stays cumulative with Redisson waiters in it, and only
+ * waiters that stopped asking expire.  (No ZADD GT: Redis 6.0 lacks it.)
+ * Returns {1, count}, {0, pttl}, or {2, mode} for a read/write lock.
+ */
+static const char fair_acquire_body[] =
+FAIR_DROP_STALE_HEADS("ARGV[4]", "ARGV[2]")
+"if redis.call('hexists', KEYS[1], 'mode') == 1 then\n"
+"  return {2, redis.call('hget', KEYS[1], 'mode')}\n"
+"end\n"
+"if redis.call('exists', KEYS[1]) == 0 then\n"
+"  local head = redis.call('lindex', KEYS[2], 0)\n"
+"  if head == false or head == ARGV[2] then\n"
+"    if head == ARGV[2] then\n"
+"      redis.call('lpop', KEYS[2])\n"
+"      redis.call('zrem', KEYS[3], ARGV[2])\n"
+"      for _, k in ipairs(redis.call('zrange', KEYS[3], 0, -1)) do\n"
+"        redis.call('zincrby', KEYS[3], -tonumber(ARGV[3]), k)\n"
+"      end\n"
+"    end\n"
+"    redis.call('hset', KEYS[1], ARGV[2], 1)\n"
+"    redis.call('pexpire', KEYS[1], ARGV[1])\n"
+"    return {1, 1}\n"
+"  end\n"
+"elseif redis.call('hexists', KEYS[1], ARGV[2]) == 1 then\n"
+"  local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
+RAISE_TTL("KEYS[1]", "ARGV[1]")
+"  return {1, n}\n"
+"end\n"
+"local pttl = redis.call('pttl', KEYS[1])\n"
+"if ARGV[5] ~= '1' then return {0, pttl} end\n"
+"local now = tonumber(ARGV[4])\n"
+"local wait = tonumber(ARGV[3])\n"
+"local mine = redis.call('zscore', KEYS[3], ARGV[2])\n"
+"if mine then\n"
+"  local prev = false\n"
+"  for _, q in ipairs(redis.call('lrange', KEYS[2], 0, -1)) do\n"
+"    if q == ARGV[2] then break end\n"
+"    prev = q\n"
+"  end\n"
+"  local want = now + math.max(pttl, 0) + wait\n"
+"  if prev then\n"
+"    local pd = redis.call('zscore', KEYS[3], prev)\n"
+"    if pd then want = tonumber(pd) + wait end\n"
+"  end\n"
+"  if want > tonumber(mine) then redis.call('zadd', KEYS[3], want, ARGV[2]) end\n"
+"  return {0, pttl}\n"
+"end\n"
+"local last = redis.call('lindex', KEYS[2], -1)\n"
+"local base = math.max(pttl, 0)\n"
+"if last ~= false then\n"
+"  base = math.max(tonumber(redis.call('zscore', KEYS[3], last) or now) - now, 0)\n"
+"end\n"
+"redis.call('zadd', KEYS[3], now + base + wait, ARGV[2])\n"
+"redis.call('rpush', KEYS[2], ARGV[2])\n"
+"return {0, pttl}\n";
+
+/*
+ * fair release: KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines, KEYS[4]
+ * unlock latch; ARGV[1] holder, ARGV[2] levels, ARGV[3] lease ms of the
+ * remaining holds (0: keep), ARGV[4] latch TTL ms, ARGV[5] now (epoch
+ * ms), ARGV[6] the channel prefix redisson_lock__channel:{N}.  As the
+ * exclusive release, but the last release tells only the queue's head, on
+ * its own channel (with nobody queued, the lock's channel, where waiters
+ * of the same name as an exclusive lock listen).
+ */
+static const char fair_release_body[] =
+"local v = redis.call('get', KEYS[4])\n"
+"if v then return tonumber(v) end\n"
+REFUSE_RW_KEYS1
+FAIR_DROP_STALE_HEADS("ARGV[5]", "false")
+"local c = redis.call('hget', KEYS[1], ARGV[1])\n"
+"if not c then return nil end\n"
+"local n = tonumber(c) - tonumber(ARGV[2])\n"
+"if n > 0 then\n"
+"  redis.call('set', KEYS[4], 0, 'px', ARGV[4])\n"
+"  redis.call('hset', KEYS[1], ARGV[1], n)\n"
+"  if tonumber(ARGV[3]) > 0 then\n"
+RAISE_TTL("KEYS[1]", "ARGV[3]")
+"  end\n"
+"  return 0\n"
+"end\n"
+"local head = redis.call('lindex', KEYS[2], 0)\n"
+"local ch = ARGV[6]\n"
+"if head then ch = ARGV[6] .. ':' .. head end\n"
+PUBLISH_OR_REFUSE("ch", "'0'")
+"redis.call('set', KEYS[4], 1, 'px', ARGV[4])\n"
+"redis.call('del', KEYS[1])\n"
+"return 1\n";
+
+/*
+ * fair give-up (a waiter stops waiting): KEYS[1] lock, KEYS[2] queue,
+ * KEYS[3] deadlines; ARGV[1] holder, ARGV[2] wait ms, ARGV[3] channel
+ * prefix.  Leaves the queue, moves the deadlines of those behind it in by
+ * the wait, and when it was the head of a free lock tells the next head.
+ * Returns 1 when it was queued.
+ */
+static const char fair_give_up_body[] =
+"local queue = redis.call('lrange', KEYS[2], 0, -1)\n"
+"local i = 1\n"
+"while i <= #queue and queue[i] ~= ARGV[1] do i = i + 1 end\n"
+"if i > #queue then\n"
+"  redis.call('zrem', KEYS[3], ARGV[1])\n"
+"  return 0\n"
+"end\n"
+"for j = i + 1, #queue do\n"
+"  redis.call('zincrby', KEYS[3], -tonumber(ARGV[2]), queue[j])\n"
+"end\n"
+"redis.call('zrem', KEYS[3], ARGV[1])\n"
+"redis.call('lrem', KEYS[2], 0, ARGV[1])\n"
+"if i == 1 and redis.call('exists', KEYS[1]) == 0 then\n"
+"  local head = redis.call('lindex', KEYS[2], 0)\n"
+"  if head then redis.call('publish', ARGV[3] .. ':' .. head, '0') end\n"
+"end\n"
+"return 1\n";
+
+static RlockScript scripts[RLOCK_NUM_SCRIPTS] = {
+	[RLOCK_SCRIPT_ACQUIRE] = {"acquire", acquire_body},
+	[RLOCK_SCRIPT_RELEASE] = {"release", release_body},
+	[RLOCK_SCRIPT_RECONCILE] = {"reconcile", reconcile_body},
+	[RLOCK_SCRIPT_FORCE_RELEASE] = {"force release", force_release_body},
+	[RLOCK_SCRIPT_STATUS] = {"status", status_body},
+	[RLOCK_SCRIPT_RENEW] = {"renew", renew_body},
+	[RLOCK_SCRIPT_READ_ACQUIRE] = {"read acquire", rlock_read_acquire_body},
+	[RLOCK_SCRIPT_WRITE_ACQUIRE] = {"write acquire", rlock_write_acquire_body},
+	[RLOCK_SCRIPT_READ_RELEASE] = {"read release", rlock_read_release_body},
+	[RLOCK_SCRIPT_WRITE_RELEASE] = {"write release", rlock_write_release_body},
+	[RLOCK_SCRIPT_RW_RECONCILE] = {"read/write reconcile", rlock_rw_reconcile_body},
+	[RLOCK_SCRIPT_FAIR_ACQUIRE] = {"fair acquire", fair_acquire_body},
+	[RLOCK_SCRIPT_FAIR_RELEASE] = {"fair release", fair_release_body},
+	[RLOCK_SCRIPT_FAIR_GIVE_UP] = {"fair give-up", fair_give_up_body},
+};
+
+/*
+ * The same scripts publishing with SPUBLISH (sharded pub/sub: a Redis 7
+ * Cluster, rlock.publish_mode), made from the bodies above on first use.
+ */
+static RlockScript sharded_scripts[RLOCK_NUM_SCRIPTS];
+
+static bool digests_ready = false;
+
+/*
+ * A script's SHA1, as Redis names it for EVALSHA, by libcrypto (which
+ * every supported PostgreSQL version can link with; pg_cryptohash needs 14
+ * and a resource owner).
+ */
+static void
+compute_sha1(RlockScript *s)
+{
+	net_sha1_hex(s->body, strlen(s->body), s->sha1);
+}
+
+/* body with every redis.call('publish', ...) made 'spublish' (malloc'd). */
+static char *
+sharded_body(const char *body)
+{
+	const char *from = "'publish'";
+	const char *to = "'spublish'";
+	StringInfoData buf;
+	const char *p = body;
+	const char *hit;
+
+	initStringInfo(&buf);
+	while ((hit = strstr(p, from)) != NULL)
+	{
+		appendBinaryStringInfo(&buf, p, hit - p);
+		appendStringInfoString(&buf, to);
+		p = hit + strlen(from);
+	}
+	appendStringInfoString(&buf, p);
+	return MemoryContextStrdup(TopMemoryContext, buf.data);
+}
+
+/*
+ * The renew script's argument for the lock at key, held by holder as kind:
+ * renewed with renew_lease_ms, or only checked (0: a fixed lease).
+ */
+void
+rcmd_renew_arg(RenewArg *arg, const char *key, RlockKind kind,
+			   const char *holder, int64 renew_lease_ms)
+{
+	arg->key = key;
+	arg->field = lockname_holder_field(kind, holder);
+	arg->how = renew_lease_ms == 0 ? "c" : kind == RLOCK_KIND_READ ? "r" : "x";
+	arg->lease_ms = renew_lease_ms;
+}
+
+/* Compute every script's digest at once, on first use. */
+static void
+compute_all_sha1(void)
+{
+	for (int i = 0; i < RLOCK_NUM_SCRIPTS; i++)
+	{
+		compute_sha1(&scripts[i]);
+		sharded_scripts[i].name = scripts[i].name;
+		sharded_scripts[i].body = sharded_body(scripts[i].body);
+		compute_sha1(&sharded_scripts[i]);
+	}
+	digests_ready = true;
+}
+
+void
+rcmd_script(RedisCmd *cmd, RlockScriptId id, int nkeys)
+{
+	RlockScript *s;
+
+	if (!digests_ready)
+		compute_all_sha1();
+	s = rconn_sharded_publish() ? &sharded_scripts[id] : &scripts[id];
+	rcmd_init(cmd);
+	rcmd_arg(cmd, "EVALSHA", 7);
+	rcmd_arg(cmd, s->sha1, 40);
+	rcmd_int(cmd, nkeys);
+	cmd->script = s;
+}
+
+int
+rcmd_renew_calls(const RenewArg *args, int n, int maxper, RedisCmd **cmds,
+				 int **order, int **starts)
+{
+	const char **keys = palloc(Max(n, 1) * sizeof(char *));
+	int			ncalls;
+
+	for (int i = 0; i < n; i++)
+		keys[i] = args[i].key;
+	*order = palloc(Max(n, 1) * sizeof(int));
+	*starts = palloc((n + 1) * sizeof(int));
+	ncalls = rconn_slot_groups(keys, n, maxper, *order, *starts);
+	*cmds = palloc(Max(ncalls, 1) * sizeof(RedisCmd));
+	for (int g = 0; g < ncalls; g++)
+	{
+		RedisCmd   *cmd = &(*cmds)[g];
+		int			from = (*starts)[g];
+		int			to = (*starts)[g + 1];
+
+		rcmd_script(cmd, RLOCK_SCRIPT_RENEW, to - from);
+		for (int j = from; j < to; j++)
+			rcmd_str(cmd, args[(*order)[j]].key);
+		for (int j = from; j < to; j++)
+		{
+			const RenewArg *a = &args[(*order)[j]];
+
+			rcmd_str(cmd, a->field);
+			rcmd_str(cmd, a->how);
+			rcmd_int(cmd, a->lease_ms);
+		}
+	}
+	pfree(keys);
+	return ncalls;
+}

@@ -1,0 +1,289 @@
+/*-------------------------------------------------------------------------
+ *
+ * connection_error.c
+ *	  How rlock words what went wrong with Redis: failed round trips
+ *	  (refused, timed out, lost, rejected credentials) and error replies,
+ *	  each with its SQLSTATE, the lock it concerns and a hint.
+ *
+ * Error replies are mapped by their code, wherever Redis put it (Redis 6
+ * wraps the errors of commands run by a script in "ERR Error running
+ * script ..."):
+ *
+ *	WRONGTYPE			42809 wrong_object_type: a non-lock value uses the name
+ *	NOAUTH				28000 invalid_authorization_specification
+ *	WRONGPASS			28P01 invalid_password
+ *	NOPERM				42501 insufficient_privilege, the hint naming the
+ *						missing command, key or channel permission
+ *	OOM					53200 out_of_memory (Redis is at maxmemory)
+ *	READONLY			25006 read_only_sql_transaction (a replica)
+ *	LOADING, BUSY,
+ *	MASTERDOWN			57P03 cannot_connect_now (Redis cannot serve yet)
+ *	anything else		38000 external_routine_exception
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "redis/redis.h"
+#include "base/base.h"
+
+static const char *
+for_lock(const char *what)
+{
+	return what ? psprintf(" for lock \"%s\"", what) : "";
+}
+
+void
+rconn_report_failure(RconnFailure failure, const char *addr,
+					 const char *detail, int elevel, const char *what)
+{
+	stats_count(RLOCK_STAT_REDIS_ERRORS);
+	switch (failure)
+	{
+		case RF_CONNECT:
+			ereport(elevel,
+					(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+					 errmsg("could not connect to Redis at %s%s",
+							addr, for_lock(what)),
+					 detail[0] ? errdetail_internal("%s", detail) : 0,
+					 errhint("Check that Redis is running and that rlock.redis_url points at it.")));
+			break;
+		case RF_RESOLVE:
+			ereport(elevel,
+					(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+					 errmsg("could not resolve the Redis host %s%s",
+							addr, for_lock(what)),
+					 detail[0] ? errdetail_internal("%s", detail) : 0,
+					 errhint("Check the host name in rlock.redis_url.")));
+			break;
+		case RF_CONNECT_TIMEOUT:
+			ereport(elevel,
+					(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+					 errmsg("timed out connecting to Redis at %s%s",
+							addr, for_lock(what)),
+					 errdetail("No connection was established within rlock.connect_timeout (%d ms).",
+							   rconn_connect_timeout_ms()),
+					 errhint("Check that Redis is running and that rlock.redis_url points at it.")));
+			break;
+		case RF_AUTH:
+			ereport(elevel,
+					(errcode(ERRCODE_INVALID_PASSWORD),
+					 errmsg("Redis at %s rejected the credentials of rlock.redis_url%s",
+							addr, for_lock(what)),
+					 errdetail_internal("%s", detail),
+					 errhint("Check the user and password in rlock.redis_url (or rlock.redis_password_file).")));
+			break;
+		case RF_SELECT:
+			ereport(elevel,
+					(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+					 errmsg("Redis at %s rejected the database number of rlock.redis_url%s",
+							addr, for_lock(what)),
+					 errdetail_internal("%s", detail),
+					 errhint("Check the database number at the end of rlock.redis_url.")));
+			break;
+		case RF_LOST:
+			ereport(elevel,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("lost connection to Redis at %s%s",
+							addr, for_lock(what)),
+					 detail[0] ? errdetail_internal("%s", detail) : 0,
+					 errhint("Check that Redis is running and that rlock.redis_url points at it.")));
+			break;
+		case RF_TIMEOUT:
+			ereport(elevel,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("Redis at %s did not answer in time%s",
+							addr, for_lock(what)),
+					 errdetail("No reply arrived within rlock.command_timeout (%d ms).",
+							   rconn_command_timeout_ms())));
+			break;
+		case RF_PROTOCOL:
+			ereport(elevel,
+					(errcode(ERRCODE_PROTOCOL_VIOLATION),
+					 errmsg("invalid reply from Redis at %s%s",
+							addr, for_lock(what)),
+					 errdetail_internal("%s", detail)));
+			break;
+		case RF_NOFD:
+			ereport(elevel,
+					(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+					 errmsg("could not connect to Redis%s", for_lock(what)),
+					 errdetail("There are too many open files on the local server."),
+					 errhint("Raise the server's max_files_per_process and/or \"ulimit -n\" limits.")));
+			break;
+		case RF_TLS:
+			ereport(elevel,
+					(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+					 errmsg("TLS handshake with Redis at %s failed%s",
+							addr, for_lock(what)),
+					 errdetail_internal("%s", detail),
+					 errhint("Check rlock.tls_ca_file, rlock.tls_cert_file, rlock.tls_key_file, rlock.tls_verify and rlock.tls_server_name against the server's TLS setup.")));
+			break;
+		case RF_CONFIG:
+			ereport(elevel,
+					(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+					 errmsg("could not connect to Redis at %s%s: %s",
+							addr, for_lock(what), detail),
+					 errhint("Fix the rlock setting named in the message.")));
+			break;
+		case RF_NO_MASTER:
+			ereport(elevel,
+					(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+					 errmsg("could not locate the Redis %s%s",
+							addr, for_lock(what)),
+					 errdetail_internal("%s", detail),
+					 errhint("Check the sentinels and the #mastername in rlock.redis_url (and rlock.sentinel_password_file).")));
+			break;
+		case RF_NOT_MASTER:
+			ereport(elevel,
+					(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+					 errmsg("Redis at %s is not the master%s",
+							addr, for_lock(what)),
+					 errdetail_internal("%s", detail),
+					 errhint("A failover may be under way; the next call asks the sentinels again.")));
+			break;
+		case RF_CLUSTER:
+			ereport(elevel,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("Redis Cluster at %s could not serve the command%s",
+							addr, for_lock(what)),
+					 errdetail_internal("%s", detail),
+					 errhint("Check that rlock.redis_url names nodes of a Redis Cluster that serves every slot (CLUSTER INFO); a failover or a resharding may be under way.")));
+			break;
+		case RF_NONE:
+			elog(elevel, "unexpected Redis failure%s", for_lock(what));
+			break;
+	}
+}
+
+/*
+ * Does the error reply carry this error code, at its start or (Redis 6
+ * wraps script errors) after a space or a '-'?
+ */
+bool
+rconn_reply_is(const RReply *reply, const char *code)
+{
+	size_t		len = strlen(code);
+	const char *p;
+
+	if (reply == NULL || reply->type != RREPLY_ERROR || reply->str == NULL)
+		return false;
+	for (p = reply->str; (p = strstr(p, code)) != NULL; p++)
+	{
+		if ((p == reply->str || p[-1] == ' ' || p[-1] == '-') &&
+			(p[len] == ' ' || p[len] == '\0'))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * The hint for a NOPERM reply: which permission is missing.  Redis says
+ * "... the 'publish' command ...", "... access one of the keys ..." or
+ * "... a channel ...".
+ */
+static char *
+noperm_hint(const char *msg)
+{
+	const char *q = strchr(msg, '\'');
+
+	if (q != NULL && strchr(q + 1, '\'') != NULL)
+	{
+		char	   *cmd = pnstrdup(q + 1, strchr(q + 1, '\'') - q - 1);
+
+		return psprintf("Grant the Redis user of rlock.redis_url the command %s, e.g. ACL SETUSER <user> +%s.",
+						cmd, cmd);
+	}
+	if (strstr(msg, "channel") != NULL)
+		return pstrdup("Grant the Redis user of rlock.redis_url the locks' channels, e.g. ACL SETUSER <user> '&redisson_*' (rlock publishes and subscribes on redisson_lock__channel:{<name>}, redisson_rwlock:{<name>} and the fair lock's per-waiter channels).");
+	if (strstr(msg, "key") != NULL)
+		return pstrdup("Grant the Redis user of rlock.redis_url the locks' keys: the names (with rlock.key_prefix) and the keys derived from them, e.g. ACL SETUSER <user> '~<prefix>*' '~redisson_*' '~{*'.");
+	return pstrdup("rlock needs the commands EVAL, EVALSHA, GET, DEL, HMGET, PUBLISH, SUBSCRIBE, UNSUBSCRIBE and PING on the locks' keys and channels.");
+}
+
+/*
+ * Report a Redis error reply at elevel, with the SQLSTATE of its code (see
+ * the file header).
+ */
+void
+rconn_reply_error(RReply *reply, int elevel, const char *what)
+{
+	int			sqlstate = ERRCODE_EXTERNAL_ROUTINE_EXCEPTION;
+	const char *msg = "Redis returned an error%s";
+	char	   *hint = NULL;
+
+	stats_count(RLOCK_STAT_REDIS_ERRORS);
+	if (rconn_reply_is(reply, "WRONGTYPE"))
+	{
+		ereport(elevel,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("Redis key of lock \"%s\" is not a lock",
+						what ? what : "?"),
+				 errdetail("Another kind of Redis value already uses that key."),
+				 errhint("Choose another lock name, or set rlock.key_prefix.")));
+		return;
+	}
+	if (rconn_reply_is(reply, "NOAUTH"))
+	{
+		sqlstate = ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION;
+		msg = "Redis requires authentication%s";
+		hint = pstrdup("Give the password in rlock.redis_url (redis://[user]:password@host:port/db) or in rlock.redis_password_file.");
+	}
+	else if (rconn_reply_is(reply, "WRONGPASS"))
+	{
+		sqlstate = ERRCODE_INVALID_PASSWORD;
+		msg = "Redis rejected the credentials of rlock.redis_url%s";
+	}
+	else if (rconn_reply_is(reply, "NOPERM") ||
+			 strstr(reply->str, "can't run this command") != NULL)
+	{
+		sqlstate = ERRCODE_INSUFFICIENT_PRIVILEGE;
+		msg = "the Redis user of rlock.redis_url lacks a permission%s";
+		hint = noperm_hint(reply->str);
+	}
+	else if (rconn_reply_is(reply, "OOM"))
+	{
+		sqlstate = ERRCODE_OUT_OF_MEMORY;
+		msg = "Redis is out of memory%s";
+		hint = pstrdup("Redis refuses writes at its maxmemory limit: raise maxmemory, or free memory.");
+	}
+	else if (rconn_reply_is(reply, "READONLY"))
+	{
+		sqlstate = ERRCODE_READ_ONLY_SQL_TRANSACTION;
+		msg = "Redis is a read-only replica%s";
+		hint = pstrdup("Point rlock.redis_url at the master.");
+	}
+	else if (rconn_reply_is(reply, "LOADING") || rconn_reply_is(reply, "BUSY") ||
+			 rconn_reply_is(reply, "MASTERDOWN"))
+	{
+		sqlstate = ERRCODE_CANNOT_CONNECT_NOW;
+		msg = "Redis cannot serve requests now%s";
+	}
+	ereport(elevel,
+			(errcode(sqlstate),
+			 errmsg_internal(msg, for_lock(what)),
+			 errdetail_internal("%.*s", (int) Min(reply->len, 500), reply->str),
+			 hint ? errhint("%s", hint) : 0));
+}
+
+void
+rconn_unexpected_reply(RReply *reply, const char *what)
+{
+	if (reply->type == RREPLY_ERROR)
+		rconn_reply_error(reply, ERROR, what);
+	stats_count(RLOCK_STAT_REDIS_ERRORS);
+	ereport(ERROR,
+			(errcode(ERRCODE_PROTOCOL_VIOLATION),
+			 errmsg("unexpected reply from Redis%s", for_lock(what)),
+			 reply->type == RREPLY_ARRAY ?
+			 errdetail_internal("Redis answered an array of %zu elements, which that command never returns.",
+								reply->elements) :
+			 errdetail_internal("Redis answered %s, which that command never returns.",
+								reply->type == RREPLY_STRING ? "a string" :
+								reply->type == RREPLY_INTEGER ? "an integer" :
+								reply->type == RREPLY_NIL ? "nil" :
+								reply->type == RREPLY_STATUS ? "a status" :
+								"a reply of an unknown type")));
+}

@@ -1,0 +1,234 @@
+/*-------------------------------------------------------------------------
+ *
+ * connection_int.h
+ *	  The inside of a Redis connection, for the files of the connection
+ *	  layer only (connection*.c): nothing above it sees hiredis, the
+ *	  transport or the wait primitive.
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RLOCK_CONNECTION_INT_H
+#define RLOCK_CONNECTION_INT_H
+
+#include <hiredis/hiredis.h>
+
+#include "storage/latch.h"
+
+#include "redis/redis.h"
+#include "net/net.h"
+
+/* Where a connection is in its life. */
+typedef enum ConnState
+{
+	CS_CLOSED,					/* no socket */
+	CS_CONNECTING,				/* socket connecting, TLS handshaking */
+	CS_HANDSHAKE,				/* AUTH, SELECT, CLIENT SETNAME in flight */
+	CS_READY,					/* connected, idle */
+	CS_EXCHANGE					/* a round trip is in flight */
+} ConnState;
+
+/* Reply slots below 0: where a reply goes that no caller reads. */
+#define SLOT_DROP		(-1)	/* a deferred DEL's reply */
+#define SLOT_AUTH		(-2)	/* the handshake's replies */
+#define SLOT_SELECT		(-3)
+#define SLOT_NAME		(-4)
+#define SLOT_ROLE		(-5)	/* ROLE: is it the master, how many replicas */
+
+/*
+ * Bounds on one reply (on a commands connection: on the replies of one
+ * round trip together), far above what rlock's own commands get back (the
+ * renewal of 10 000 locks: 20 000 elements; CLUSTER SLOTS of a cluster with
+ * every slot in a range of its own: some 200 000), so that a broken or
+ * hostile server costs an ERROR, never the backend's memory: the bytes of
+ * its strings plus what is buffered of its unfinished part, its arrays'
+ * elements (nested ones included), and how deeply its arrays nest (hiredis
+ * 0.14 allows no more).
+ */
+#define RCONN_REPLY_MAX_BYTES		(64 * 1024 * 1024)
+#define RCONN_REPLY_MAX_ELEMENTS	(1024 * 1024)
+#define RCONN_REPLY_MAX_DEPTH		8
+/* ... and a line of it (a header, a status, an error) ends within this */
+#define RCONN_REPLY_MAX_LINE		(1024 * 1024)
+
+/* How often a connection re-learns its node's role and replica count. */
+#define RCONN_ROLE_REFRESH_MS	1000
+
+struct RedisConn
+{
+	RconnRole	role;
+	char		key[600];		/* the node (and role) it serves, in the pool */
+	RedisUrl	node;			/* that node, as last asked for */
+	uint64		generation;		/* net_settings_generation when connected */
+	char		addr[300];		/* host:port or socket path, for messages */
+
+	ConnState	state;
+	Transport  *transport;		/* NULL when closed */
+	WaitEventSet *wes;			/* latch, postmaster death and the socket */
+	uint64		incarnation;	/* which socket: a new number at each connect */
+	int			sockpos;		/* position of the socket in wes */
+	uint32		sockevents;		/* events the socket entry waits for now */
+	uint32		want;			/* what the socket must become to go on */
+	bool		busy;			/* a round trip was left unfinished */
+	bool		proven;			/* completed a round trip since connecting */
+	bool		subscribed;		/* may be subscribed to some channel */
+	bool		connected_before;	/* a connection was established once */
+	TimestampTz last_used;		/* end of its last round trip */
+
+	/* bytes to send (malloc'd) */
+	char	   *out;
+	size_t		outlen;
+	size_t		outpos;
+	size_t		outcap;
+
+	/* hiredis parses replies, nothing more (bounded: rconn_reader_create) */
+	redisReader *reader;
+	size_t		reply_bytes;	/* of the replies counted: their strings */
+	size_t		reply_elements; /* their arrays' elements, nested included */
+	char		reply_refusal[160]; /* why the parser refused it */
+
+	/* replies of the last round trip, in replycxt */
+	MemoryContext replycxt;
+	RReply	  **replies;
+	int			nreplies;		/* replies received so far */
+	int			maxreplies;
+
+	/* where each expected reply goes: a reply index or a SLOT_* */
+	int		   *slots;
+	int			nslots;
+	int			nextslot;
+	int			maxslots;
+
+	/* failure details of the last failed round trip */
+	RconnFailure failure;
+	char		errdetail[300];
+
+	/*
+	 * With progress deadlines, each reply of a pipeline gets its own
+	 * command_timeout, so that a long pipeline that keeps answering is not
+	 * cut off (the watchdog's renewals).
+	 */
+	bool		progress_deadlines;
+	TimestampTz deadline_cap;	/* no round trip waits past this (0: none) */
+
+	/* CLIENT SETNAME rlock:<pid>, sent in front of the first commands */
+	bool		name_pending;
+	char		name[64];
+	RedisCmd	setname;
+
+	/*
+	 * The node's role, learned with ROLE in the handshake and again, in
+	 * front of the commands of a round trip, once RCONN_ROLE_REFRESH_MS old:
+	 * replicas (-1: unknown) says whether acquisitions wait for replica
+	 * acknowledgements.  A master located through the sentinels that turns
+	 * out not to be one (ROLE, or a READONLY reply) is "demoted": the
+	 * connection is replaced at its next use, which asks the sentinels
+	 * again.
+	 */
+	bool		check_role;		/* send ROLE with the handshake */
+	int			nreplicas;
+	TimestampTz role_at;
+	bool		demoted;
+	uint64		topology_epoch; /* rconn_topology_epoch() when located */
+	char		failed_at[300]; /* host:port of a master that just failed */
+
+	/*
+	 * Pub/sub: whether this subscriber connection's channel was taken with
+	 * SSUBSCRIBE (sharded); for a Cluster's routed subscriber connection,
+	 * the node connection subscribed now.
+	 */
+	bool		sub_sharded;
+	RedisConn  *target;
+
+	/* a routed round trip does not wait for nodes that cannot serve now */
+	bool		impatient;
+
+	/* keys to DEL in front of the next round trip (malloc'd) */
+	char	  **deferred_del;
+	int			ndeferred;
+	int			maxdeferred;
+};
+
+/* connection.c */
+extern uint64 rconn_incarnations;
+extern void rconn_discard_failed(RedisConn *conn);
+extern void rconn_set_failure(RedisConn *conn, RconnFailure f,
+							  const char *detail);
+extern bool rconn_begin_connect(RedisConn *conn, TimestampTz deadline);
+extern bool rconn_is_stale(RedisConn *conn);
+extern bool rconn_uninterruptible(void);
+extern bool rconn_idle_expired(RedisConn *conn);
+extern TimestampTz rconn_round_trip_deadline(RedisConn *conn, int timeout_ms);
+extern void rconn_handshake_done(RedisConn *conn);
+extern bool rconn_queue_setname(RedisConn *conn);
+extern bool rconn_queue_role(RedisConn *conn);
+extern void rconn_set_address(RedisConn *conn);
+
+/* topology.c */
+extern bool rconn_locate_master(RedisConn *conn);
+extern void rconn_master_confirmed(RedisConn *conn);
+extern bool rconn_topology_moved(RedisConn *conn);
+extern bool rconn_take_role(RedisConn *conn, redisReply *r);
+extern const char *rconn_bad_address(const char *host, size_t len,
+									 size_t hostsize, long long port);
+
+/* cluster.c (the slot map), cluster_route.c (routed round trips) */
+extern bool cluster_ensure(RedisConn *conn);
+extern bool cluster_run(RedisConn *conn, RedisCmd *cmds, int ncmds,
+						RReply ***replies, int elevel, const char *what);
+extern RedisConn *cluster_conn_for(RedisConn *conn, const char *key,
+								   size_t len, RconnRole role);
+extern RedisConn *cluster_known_conn(const char *key);
+extern char *cluster_node_address(RedisConn *conn, const char *key);
+extern void cluster_note_moved(const char *err);
+extern bool cluster_sharded(void);
+extern void cluster_map_stale(void);
+extern int	cluster_masters(RedisConn *conn, RedisConn ***conns);
+extern void rconn_set_cluster_address(RedisConn *conn);
+extern int	cluster_slot_of(const char *key, size_t len);
+extern int	cluster_owner(int slot);
+extern int	cluster_nnodes(void);
+extern RedisConn *cluster_node(int idx, RconnRole role);
+extern bool cluster_redirect_target(const char *err, int *slot, int *node);
+
+/* cluster_check.c */
+extern const char *cluster_bad_slot_range(const RReply *e);
+/* a MOVED or ASK answer, read (cluster_check.c) */
+typedef struct ClusterRedirect
+{
+	int			slot;
+	const char *host;			/* points into the answer; not terminated */
+	size_t		hostlen;
+	int			port;
+	bool		unknown;		/* no address given: read the map again */
+} ClusterRedirect;
+
+extern bool cluster_parse_redirect(const char *err, ClusterRedirect *out);
+extern void cluster_refresh_if_stale(RedisConn *conn);
+extern void cluster_pause_before_retry(void);
+
+/* connection_exchange.c */
+extern bool rconn_queue(RedisConn *conn, RedisCmd *cmd, bool as_eval,
+						int slot);
+extern void rconn_reset_replies(RedisConn *conn);
+/* One connection of a wait over several (rconn_wait_many). */
+typedef struct RconnWaiter
+{
+	RedisConn  *conn;
+	bool		done;			/* not waited for */
+	TimestampTz deadline;
+	bool		ready;			/* out: its socket is ready for conn->want */
+} RconnWaiter;
+
+extern void rconn_wait_many(RconnWaiter *w, int n);
+extern bool rconn_wait(RedisConn *conn, uint32 events, TimestampTz deadline,
+					   bool *latch_woken);
+extern TransportStatus rconn_write_some(RedisConn *conn);
+extern TransportStatus rconn_read_some(RedisConn *conn);
+extern redisReader *rconn_reader_create(RedisConn *conn);
+extern bool rconn_get_reply(RedisConn *conn, void **reply);
+extern bool rconn_read_on(TimestampTz deadline);
+extern void rconn_free_io(RedisConn *conn);
+
+#endif							/* RLOCK_CONNECTION_INT_H */

@@ -1,0 +1,495 @@
+/*-------------------------------------------------------------------------
+ *
+ * cluster_route.c
+ *	  Round trips on a Cluster's routed connection: each command sent to
+ *	  the master of its key's slot, every node's commands at once, and the
+ *	  cluster's redirections followed.
+ *
+ * rconn_run on the routed connection (cluster.c owns the slot map) cuts
+ * the commands into units: a command with a key, and the commands without
+ * one that follow it (WAIT after an acquisition must run on the same
+ * connection).  Each round sends every pending unit to its node, pipelined
+ * per node, all nodes in parallel (rconn_run_parallel), and takes the
+ * answers:
+ *
+ *	MOVED		the slot lives elsewhere for good: the map takes the new owner
+ *				(and is read again before the next round); the unit is sent
+ *				again there.
+ *	ASK			the slot is being migrated and the key is on the target: the
+ *				unit is sent there once, behind ASKING; the map is unchanged.
+ *	TRYAGAIN, CLUSTERDOWN, LOADING
+ *				sent again after a pause, until rlock.command_timeout.
+ *	a node that cannot be reached before the commands went out
+ *				(refused, timed out connecting): the map is read again and
+ *				the unit goes where it says, until rlock.command_timeout.
+ *	a node that failed after they went out
+ *				not sent again in this call (it may have run there): the call
+ *				fails, and the map is read again before the next one.
+ *
+ * A unit redirected more than MAX_REDIRECTS times is an ERROR, never a
+ * loop.  Replies are copied into the routed connection's reply context, in
+ * the order of the commands; when a node failed and the caller accepts a
+ * failure (elevel < ERROR) they are still handed back, NULL for the
+ * commands that got none, so that the watchdog keeps what the other nodes
+ * answered.
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "storage/latch.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "redis/redis.h"
+#include "redis/redis_int.h"
+#include "base/base.h"
+
+#define MAX_REDIRECTS		5
+/* Pause before retrying TRYAGAIN, CLUSTERDOWN, LOADING or an unreachable node. */
+#define RETRY_PAUSE_MS		50
+
+/* Round trips of the last rconn_run on a routed connection (parallel ones count once). */
+static int	last_rounds = 0;
+
+/* The key a command is routed by, or NULL for a command without one. */
+static bool
+command_key(const RedisCmd *cmd, const char **key, size_t *len)
+{
+	const char *verb = cmd->argv[0];
+
+	if (cmd->argc < 2)
+		return false;
+	if (pg_strcasecmp(verb, "EVALSHA") == 0 || pg_strcasecmp(verb, "EVAL") == 0)
+	{
+		if (cmd->argc < 4 || atoi(cmd->argv[2]) <= 0)
+			return false;
+		*key = cmd->argv[3];
+		*len = cmd->argvlen[3];
+		return true;
+	}
+	if (pg_strcasecmp(verb, "WAIT") == 0 || pg_strcasecmp(verb, "PING") == 0 ||
+		pg_strcasecmp(verb, "ROLE") == 0 || pg_strcasecmp(verb, "INFO") == 0 ||
+		pg_strcasecmp(verb, "CLUSTER") == 0 || pg_strcasecmp(verb, "COMMAND") == 0)
+		return false;
+	*key = cmd->argv[1];
+	*len = cmd->argvlen[1];
+	return true;
+}
+
+
+/* Where one command (and the keyless ones behind it) goes next. */
+typedef struct Unit
+{
+	int			first;			/* its first command */
+	int			ncmds;			/* it and the keyless commands behind it */
+	int			slot;			/* -1: no key (any node) */
+	int			node;			/* where it goes this round */
+	bool		asking;			/* ASK: send ASKING in front */
+	bool		pending;
+	int			redirects;
+} Unit;
+
+static bool
+is_retry_later(const RReply *r)
+{
+	return r->type == RREPLY_ERROR &&
+		(strncmp(r->str, "TRYAGAIN", 8) == 0 ||
+		 strncmp(r->str, "CLUSTERDOWN", 11) == 0 ||
+		 strncmp(r->str, "LOADING", 7) == 0);
+}
+
+/*
+ * Do all pending units go to one node (its index in *node) without ASKING,
+ * all units being pending?  The first round of nearly every call.
+ */
+static bool
+single_node(Unit *units, int nunits, int *node)
+{
+	*node = -1;
+	for (int u = 0; u < nunits; u++)
+	{
+		int			owner;
+
+		if (!units[u].pending || units[u].asking)
+			return false;
+		owner = cluster_owner(units[u].slot >= 0 ? units[u].slot : 0);
+		if (owner < 0 || (*node >= 0 && owner != *node))
+			return false;
+		*node = owner;
+	}
+	return *node >= 0;
+}
+
+/* Did any unit's reply ask for another try (a redirection, TRYAGAIN...)? */
+static bool
+any_redirected(RReply **replies, Unit *units, int nunits)
+{
+	for (int u = 0; u < nunits; u++)
+	{
+		const RReply *lead = replies[units[u].first];
+
+		if (lead->type == RREPLY_ERROR &&
+			(strncmp(lead->str, "MOVED ", 6) == 0 ||
+			 strncmp(lead->str, "ASK ", 4) == 0 || is_retry_later(lead)))
+			return true;
+	}
+	return false;
+}
+
+/* Deep copy of a reply into cxt. */
+static RReply *
+copy_reply(const RReply *r, MemoryContext cxt)
+{
+	RReply	   *c = MemoryContextAlloc(cxt, sizeof(RReply));
+
+	*c = *r;
+	if (r->str != NULL)
+	{
+		c->str = MemoryContextAlloc(cxt, r->len + 1);
+		memcpy(c->str, r->str, r->len);
+		c->str[r->len] = '\0';
+	}
+	if (r->type == RREPLY_ARRAY && r->elements > 0)
+	{
+		c->element = MemoryContextAlloc(cxt, r->elements * sizeof(RReply *));
+		for (size_t i = 0; i < r->elements; i++)
+			c->element[i] = copy_reply(r->element[i], cxt);
+	}
+	return c;
+}
+
+
+/* Did a failure happen before the commands could have reached the node? */
+static bool
+failed_before_sending(RconnFailure f)
+{
+	return f == RF_CONNECT || f == RF_CONNECT_TIMEOUT || f == RF_RESOLVE ||
+		f == RF_NOFD;
+}
+
+/* A pause before trying a node again (also cluster.c's); interruptible. */
+void
+cluster_pause_before_retry(void)
+{
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 RETRY_PAUSE_MS, RLOCK_WAIT_EVENT);
+	ResetLatch(MyLatch);
+	if (!rconn_uninterruptible())
+		CHECK_FOR_INTERRUPTS();
+}
+
+/*
+ * rconn_run on a routed connection.  On failure (reported at elevel), when
+ * elevel < ERROR, *replies still holds the replies that arrived, NULL for
+ * the commands whose node failed.
+ */
+bool
+cluster_run(RedisConn *conn, RedisCmd *cmds, int ncmds, RReply ***replies,
+			int elevel, const char *what)
+{
+	Unit	   *units;
+	int			nnodes;
+	int			nunits = 0;
+	RReply	  **out;
+	TimestampTz deadline;
+	RedisConn  *failed = NULL;
+	bool		ok = true;
+
+	MemoryContextReset(conn->replycxt);
+	out = MemoryContextAllocZero(conn->replycxt, Max(ncmds, 1) * sizeof(RReply *));
+	*replies = out;
+	last_rounds = 0;
+	if (!cluster_ensure(conn))
+	{
+		rconn_report(conn, elevel, what);
+		return false;
+	}
+	/* within the caller's cap (the watchdog: the first fail-closed moment) */
+	deadline = rconn_round_trip_deadline(conn, rconn_command_timeout_ms());
+
+	units = palloc(Max(ncmds, 1) * sizeof(Unit));
+	for (int i = 0; i < ncmds; i++)
+	{
+		const char *key;
+		size_t		len;
+
+		if (command_key(&cmds[i], &key, &len))
+		{
+			units[nunits].first = i;
+			units[nunits].ncmds = 1;
+			units[nunits].slot = cluster_slot_of(key, len);
+			units[nunits].asking = false;
+			units[nunits].pending = true;
+			units[nunits].redirects = 0;
+			nunits++;
+		}
+		else if (nunits > 0)
+			units[nunits - 1].ncmds++;
+		else
+		{
+			units[nunits].first = i;
+			units[nunits].ncmds = 1;
+			units[nunits].slot = -1;
+			units[nunits].asking = false;
+			units[nunits].pending = true;
+			units[nunits].redirects = 0;
+			nunits++;
+		}
+	}
+
+	for (;;)
+	{
+		int			npending = 0;
+		int		   *opof;
+		RconnOp    *ops;
+		RedisCmd  **opcmds;
+		int		  **opunits;
+		int		   *opn;
+		int			nops = 0;
+		int			o1;
+		bool		direct = false;
+		bool		retry_later = false;
+		bool		unreachable = false;
+
+		/* route what is left */
+		cluster_refresh_if_stale(conn);
+		nnodes = cluster_nnodes();
+		opof = palloc(nnodes * sizeof(int) + sizeof(int));
+		for (int k = 0; k < nnodes; k++)
+			opof[k] = -1;
+		ops = palloc(Max(nunits, 1) * sizeof(RconnOp));
+		opcmds = palloc(Max(nunits, 1) * sizeof(RedisCmd *));
+		opunits = palloc(Max(nunits, 1) * sizeof(int *));
+		opn = palloc0(Max(nunits, 1) * sizeof(int));
+		/*
+		 * The common case, a lock's commands all for one node that owns its
+		 * slot: that node's pipeline is the caller's commands as they are.
+		 */
+		if (single_node(units, nunits, &o1))
+		{
+			ops[0].conn = cluster_node(o1, RCONN_COMMANDS);
+			ops[0].conn->progress_deadlines = conn->progress_deadlines;
+			ops[0].conn->deadline_cap = conn->deadline_cap;
+			ops[0].cmds = cmds;
+			ops[0].ncmds = ncmds;
+			opunits[0] = palloc(nunits * sizeof(int));
+			for (int u = 0; u < nunits; u++)
+			{
+				units[u].node = o1;
+				opunits[0][u] = u;
+			}
+			opn[0] = nunits;
+			nops = 1;
+			npending = nunits;
+			direct = true;
+		}
+		for (int u = 0; u < nunits && !direct; u++)
+		{
+			Unit	   *un = &units[u];
+			int			o;
+
+			if (!un->pending)
+				continue;
+			npending++;
+			if (!un->asking)
+			{
+				int			s = un->slot >= 0 ? un->slot : 0;
+
+				un->node = cluster_owner(s);
+				if (un->node < 0)
+				{
+					/* nobody serves the slot now: a failover under way */
+					if (GetCurrentTimestamp() >= deadline || conn->impatient)
+					{
+						rconn_set_failure(conn, RF_CLUSTER,
+										  psprintf("No node serves hash slot %d (the cluster is down).", s));
+						un->pending = false;
+						ok = false;
+						failed = conn;
+						npending--;
+						continue;
+					}
+					cluster_map_stale();
+					retry_later = true;
+					continue;
+				}
+			}
+			if (opof[un->node] < 0)
+			{
+				o = nops++;
+				opof[un->node] = o;
+				ops[o].conn = cluster_node(un->node, RCONN_COMMANDS);
+				ops[o].conn->progress_deadlines = conn->progress_deadlines;
+				ops[o].conn->deadline_cap = conn->deadline_cap;
+				opcmds[o] = palloc((ncmds * 2) * sizeof(RedisCmd));
+				opunits[o] = palloc(nunits * sizeof(int));
+				ops[o].ncmds = 0;
+				ops[o].cmds = opcmds[o];
+			}
+			o = opof[un->node];
+			opunits[o][opn[o]++] = u;
+			if (un->asking)
+			{
+				rcmd_init(&opcmds[o][ops[o].ncmds]);
+				rcmd_str(&opcmds[o][ops[o].ncmds], "ASKING");
+				ops[o].ncmds++;
+			}
+			for (int c = 0; c < un->ncmds; c++)
+				opcmds[o][ops[o].ncmds++] = cmds[un->first + c];
+		}
+		if (npending == 0)
+			break;
+
+		if (nops > 0)
+		{
+			rconn_run_parallel(ops, nops);
+			last_rounds++;
+		}
+
+		/* one node answered everything, no redirection: its replies as are */
+		if (direct && ops[0].ok && !any_redirected(ops[0].replies, units, nunits))
+		{
+			*replies = ops[0].replies;
+			pfree(units);
+			return true;
+		}
+
+		for (int o = 0; o < nops; o++)
+		{
+			int			pos = 0;
+
+			if (!ops[o].ok)
+			{
+				RedisConn  *nc = ops[o].conn;
+
+				/* it may have failed over: read the map again */
+				cluster_map_stale();
+				if (failed_before_sending(nc->failure) && !conn->impatient &&
+					GetCurrentTimestamp() < deadline)
+				{
+					unreachable = true;
+					for (int k = 0; k < opn[o]; k++)
+						units[opunits[o][k]].asking = false;
+					continue;	/* retried where the new map says */
+				}
+				for (int k = 0; k < opn[o]; k++)
+					units[opunits[o][k]].pending = false;
+				ok = false;
+				failed = nc;
+				continue;
+			}
+			for (int k = 0; k < opn[o]; k++)
+			{
+				Unit	   *un = &units[opunits[o][k]];
+				RReply	   *lead;
+				int			slot;
+				int			node;
+
+				if (un->asking)
+					pos++;		/* ASKING's answer */
+				lead = ops[o].replies[pos];
+				if (lead->type == RREPLY_ERROR &&
+					(strncmp(lead->str, "MOVED ", 6) == 0 ||
+					 strncmp(lead->str, "ASK ", 4) == 0))
+				{
+					bool		ask = lead->str[1] == 'S';
+					ClusterRedirect to;
+
+					un->asking = false;
+					if (!cluster_parse_redirect(lead->str, &to))
+					{
+						rconn_set_failure(conn, RF_PROTOCOL,
+										  psprintf("A redirection for hash slot %d makes no sense: %.200s",
+												   un->slot, lead->str));
+						un->pending = false;
+						ok = false;
+						failed = conn;
+					}
+					else if (++un->redirects > MAX_REDIRECTS)
+					{
+						rconn_set_failure(conn, RF_CLUSTER,
+										  psprintf("Hash slot %d was redirected more than %d times (last: %s).",
+												   un->slot, MAX_REDIRECTS, lead->str));
+						un->pending = false;
+						ok = false;
+						failed = conn;
+					}
+					else if (ask && cluster_redirect_target(lead->str, &slot, &node))
+					{
+						un->asking = true;
+						un->node = node;
+						stats_count(RLOCK_STAT_REDIRECTIONS);
+					}
+					else
+						cluster_note_moved(lead->str);
+					pos += un->ncmds;
+					continue;
+				}
+				un->asking = false;
+				if (is_retry_later(lead) && !conn->impatient &&
+					GetCurrentTimestamp() < deadline)
+				{
+					/*
+					 * A slot split by a migration answers TRYAGAIN to a
+					 * script over keys on both sides, and ASK again when
+					 * asked anew: that is waiting, bounded by the deadline,
+					 * not a redirection loop.
+					 */
+					un->redirects = 0;
+					retry_later = true;
+					pos += un->ncmds;
+					continue;
+				}
+				for (int c = 0; c < un->ncmds; c++)
+					out[un->first + c] = copy_reply(ops[o].replies[pos + c],
+													conn->replycxt);
+				pos += un->ncmds;
+				un->pending = false;
+			}
+		}
+		pfree(opof);
+		pfree(ops);
+		if (retry_later || unreachable)
+		{
+			if (GetCurrentTimestamp() >= deadline)
+			{
+				for (int u = 0; u < nunits; u++)
+					if (units[u].pending)
+					{
+						units[u].pending = false;
+						ok = false;
+						if (failed == NULL)
+						{
+							rconn_set_failure(conn, RF_CLUSTER,
+											  psprintf("Hash slot %d could not be served within rlock.command_timeout (%d ms).",
+													   units[u].slot, rconn_command_timeout_ms()));
+							failed = conn;
+						}
+					}
+				break;
+			}
+			cluster_pause_before_retry();
+		}
+	}
+	pfree(units);
+	if (ok)
+		return true;
+	if (failed != conn)
+	{
+		rconn_set_failure(conn, failed->failure, failed->errdetail);
+		strlcpy(conn->addr, failed->addr, sizeof(conn->addr));
+	}
+	rconn_report(conn, elevel, what);
+	return false;
+}
+
+/* Round trips the last routed rconn_run took (parallel ones count once). */
+int
+rconn_last_rounds(void)
+{
+	return rconn_is_cluster() ? last_rounds : 1;
+}

@@ -1,0 +1,580 @@
+/*-------------------------------------------------------------------------
+ *
+ * topology.c
+ *	  Which node is the master: for a Sentinel deployment
+ *	  (redis-sentinel:// URLs), asked of the sentinels and confirmed by the
+ *	  node itself, followed through failovers, and shared by this server's
+ *	  processes.
+ *
+ * A connection to "the master of <name>" (NODE_SENTINEL_MASTER) has no
+ * address of its own: each time it connects, it asks the sentinels
+ * (SENTINEL GET-MASTER-ADDR-BY-NAME), one after another, starting with the
+ * one that answered last, each bounded by rlock.connect_timeout and
+ * rlock.command_timeout, and connects to the node they name, whose ROLE
+ * must say "master" (connection.c queues ROLE with the handshake;
+ * connection_exchange.c reads it).  A master that just failed is not taken
+ * from the first sentinel that still names it: during a failover the
+ * sentinels disagree for a moment, and the one that led the failover knows
+ * first.
+ *
+ * Failover is followed three ways: a connection that breaks (the master
+ * died) or is told READONLY or a ROLE other than master (it was demoted)
+ * is replaced at its next use, which asks the sentinels again; the worker
+ * asks them once a second (rconn_watch_topology) and re-points itself; and
+ * the master last confirmed lives in shared memory with an epoch that is
+ * bumped when it changes, so every backend's connections to the old master
+ * are replaced at their next use even when nothing broke.  The process that
+ * first confirms a new master counts the failover and logs it.
+ *
+ * The check before COMMIT also confirms the master with the sentinels
+ * (master_confirm.c).
+ *
+ * The highest replica count each master ever reported is remembered in
+ * shared memory: a master that reports fewer replicas than that (it was
+ * cut off from them) is still waited on, and the acquisition is refused
+ * when they do not acknowledge (SPEC 10).
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <ctype.h>
+
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
+#include "utils/timestamp.h"
+
+#include "redis/redis.h"
+#include "redis/redis_int.h"
+#include "base/base.h"
+
+/* How often the worker asks the sentinels where the master is. */
+#define WATCH_INTERVAL_MS	1000
+
+/* Masters whose highest replica count is remembered. */
+#define MAX_REPLICA_MEMORY	128
+
+typedef struct ReplicaMemory
+{
+	char		addr[300];		/* host:port or socket path, "" free */
+	int			replicas;		/* the most replicas it ever reported */
+} ReplicaMemory;
+
+typedef struct TopologyShared
+{
+	slock_t		mutex;
+	pg_atomic_uint64 epoch;		/* bumped when the master changes */
+	char		master[300];	/* host:port last confirmed, "" none yet */
+	ReplicaMemory seen[MAX_REPLICA_MEMORY]; /* under mutex */
+} TopologyShared;
+
+static TopologyShared *topo = NULL;
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+/* The sentinel that answered last: asked first next time. */
+static int	first_sentinel = 0;
+
+/* When the worker last asked the sentinels. */
+static TimestampTz last_watch = 0;
+
+/* ----------------------------------------------------------------
+ * Shared memory
+ * ----------------------------------------------------------------
+ */
+
+static void
+topology_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	RequestAddinShmemSpace(MAXALIGN(sizeof(TopologyShared)));
+}
+
+static void
+topology_shmem_startup(void)
+{
+	bool		found;
+
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	topo = ShmemInitStruct("rlock topology", sizeof(TopologyShared), &found);
+	if (!found)
+	{
+		SpinLockInit(&topo->mutex);
+		pg_atomic_init_u64(&topo->epoch, 1);
+		topo->master[0] = '\0';
+		memset(topo->seen, 0, sizeof(topo->seen));
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+void
+rconn_topology_shmem_install(void)
+{
+	RLOCK_SHMEM_REQUEST(prev_shmem_request_hook, topology_shmem_request);
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = topology_shmem_startup;
+}
+
+static uint64
+epoch_now(void)
+{
+	return topo ? pg_atomic_read_u64(&topo->epoch) : 0;
+}
+
+/* Has another process confirmed a new master since conn was located? */
+bool
+rconn_topology_moved(RedisConn *conn)
+{
+	return conn->node.kind == NODE_SENTINEL_MASTER &&
+		conn->state != CS_CLOSED && topo != NULL &&
+		conn->topology_epoch != pg_atomic_read_u64(&topo->epoch);
+}
+
+/*
+ * conn's node answered ROLE "master": record it as this server's master,
+ * counting and logging a change.  Never throws (it runs mid-handshake).
+ */
+void
+rconn_master_confirmed(RedisConn *conn)
+{
+	char		old[sizeof(topo->master)];
+	bool		changed = false;
+
+	conn->failed_at[0] = '\0';
+	if (topo == NULL)
+		return;
+	SpinLockAcquire(&topo->mutex);
+	if (strcmp(topo->master, conn->addr) != 0)
+	{
+		strlcpy(old, topo->master, sizeof(old));
+		strlcpy(topo->master, conn->addr, sizeof(topo->master));
+		if (old[0] != '\0')
+		{
+			pg_atomic_fetch_add_u64(&topo->epoch, 1);
+			changed = true;
+		}
+	}
+	SpinLockRelease(&topo->mutex);
+	conn->topology_epoch = epoch_now();
+	if (changed)
+	{
+		stats_count(RLOCK_STAT_FAILOVERS);
+		ereport(LOG,
+				(errmsg("rlock: Redis master \"%s\" is now %s (was %s)",
+						conn->node.master_name, conn->addr, old)));
+	}
+}
+
+/*
+ * The most replicas the master at addr ever reported, having just reported
+ * now (-1: only look).  The table is small and only read when a master
+ * reports none (or its ROLE is refused), written when it reports some.
+ */
+static int
+replicas_seen(const char *addr, int now)
+{
+	int			most = Max(now, 0);
+	int			free_at = -1;
+	int			i;
+
+	if (topo == NULL || addr[0] == '\0')
+		return most;
+	SpinLockAcquire(&topo->mutex);
+	for (i = 0; i < MAX_REPLICA_MEMORY; i++)
+	{
+		if (topo->seen[i].addr[0] == '\0')
+		{
+			if (free_at < 0)
+				free_at = i;
+			continue;
+		}
+		if (strcmp(topo->seen[i].addr, addr) == 0)
+			break;
+	}
+	if (i < MAX_REPLICA_MEMORY)
+	{
+		if (topo->seen[i].replicas < most)
+			topo->seen[i].replicas = most;
+		most = topo->seen[i].replicas;
+	}
+	else if (now > 0 && free_at >= 0)
+	{
+		strlcpy(topo->seen[free_at].addr, addr,
+				sizeof(topo->seen[free_at].addr));
+		topo->seen[free_at].replicas = now;
+	}
+	SpinLockRelease(&topo->mutex);
+	return most;
+}
+
+/*
+ * ROLE's answer: the number of replicas of a master, or (for a master the
+ * sentinels located) the news that it is not one, which fails the
+ * connection so that the next attempt asks the sentinels again.  A server
+ * that refuses ROLE (an ACL) leaves the replica count unknown: then no
+ * acknowledgement is waited for, and a located master is taken on the
+ * sentinels' word.
+ */
+bool
+rconn_take_role(RedisConn *conn, redisReply *r)
+{
+	const char *role;
+
+	if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+		r->element[0]->type != REDIS_REPLY_STRING)
+	{
+		conn->nreplicas = -1;
+		if (conn->node.kind == NODE_SENTINEL_MASTER && conn->state == CS_HANDSHAKE)
+			rconn_master_confirmed(conn);
+		return true;
+	}
+	role = r->element[0]->str;
+	if (strcmp(role, "master") == 0)
+	{
+		conn->nreplicas = (r->elements >= 3 &&
+						   r->element[2]->type == REDIS_REPLY_ARRAY) ?
+			(int) r->element[2]->elements : 0;
+		if (conn->nreplicas > 0)
+			(void) replicas_seen(conn->addr, conn->nreplicas);
+		if (conn->node.kind == NODE_SENTINEL_MASTER && conn->state == CS_HANDSHAKE)
+			rconn_master_confirmed(conn);
+		return true;
+	}
+	conn->nreplicas = -1;
+	if (conn->node.kind != NODE_SENTINEL_MASTER)
+		return true;
+	conn->demoted = true;
+	if (conn->state != CS_HANDSHAKE)
+		return true;			/* this round trip's replies say the rest */
+	strlcpy(conn->failed_at, conn->addr, sizeof(conn->failed_at));
+	rconn_set_failure(conn, RF_NOT_MASTER,
+					  psprintf("The sentinels named it as master \"%s\", but its role is \"%s\".",
+							   conn->node.master_name, role));
+	return false;
+}
+
+/* ----------------------------------------------------------------
+ * Asking the sentinels
+ * ----------------------------------------------------------------
+ */
+
+/* Does rlock.redis_url name a deployment whose masters can move? */
+bool
+rconn_follows_failover(void)
+{
+	return rlock_redis_conf != NULL &&
+		(rlock_redis_conf->url.kind == NODE_SENTINEL_MASTER ||
+		 rlock_redis_conf->url.kind == NODE_CLUSTER);
+}
+
+/* Can the node conn talks to move (a Sentinel's master, a Cluster's)? */
+bool
+rconn_node_can_move(RedisConn *conn)
+{
+	return conn->node.kind == NODE_SENTINEL_MASTER ||
+		conn->node.kind == NODE_CLUSTER;
+}
+
+static bool
+sentinel_deployment(void)
+{
+	return rlock_redis_conf != NULL &&
+		rlock_redis_conf->url.kind == NODE_SENTINEL_MASTER;
+}
+
+typedef enum SentinelAnswer
+{
+	SENTINEL_NAMED,				/* it named the master */
+	SENTINEL_UNKNOWN,			/* it knows no master of that name */
+	SENTINEL_FAILED				/* no answer, or an error */
+} SentinelAnswer;
+
+/*
+ * Ask sentinel i of conf where master name is (no round trip past cap, a
+ * timestamp or 0).
+ */
+static SentinelAnswer
+ask_sentinel(const RedisUrlConf *conf, int i, TimestampTz cap, char *host,
+			 size_t hostsize, int *port, StringInfo why)
+{
+	RedisUrl	node;
+	RedisConn  *s;
+	RedisCmd	cmd;
+	RconnOp		op;
+	RReply	   *r;
+	const char *bad;
+
+	memset(&node, 0, sizeof(node));
+	node.scheme = conf->url.scheme;
+	node.kind = NODE_SENTINEL;
+	strlcpy(node.host, conf->hosts[i].host, sizeof(node.host));
+	node.port = conf->hosts[i].port;
+	s = rconn_get(&node, RCONN_COMMANDS);
+
+	rcmd_init(&cmd);
+	rcmd_str(&cmd, "SENTINEL");
+	rcmd_str(&cmd, "GET-MASTER-ADDR-BY-NAME");
+	rcmd_str(&cmd, conf->url.master_name);
+	op.conn = s;
+	op.cmds = &cmd;
+	op.ncmds = 1;
+	rconn_set_deadline_cap(s, cap != 0 ? cap : DT_NOEND);
+	rconn_run_parallel(&op, 1);
+	rconn_set_deadline_cap(s, DT_NOEND);
+	if (!op.ok)
+	{
+		appendStringInfo(why, "%s%s: %s", why->len ? "; " : "", s->addr,
+						 s->errdetail[0] ? s->errdetail :
+						 s->failure == RF_TIMEOUT || s->failure == RF_CONNECT_TIMEOUT ?
+						 "no answer in time" : "no answer");
+		return SENTINEL_FAILED;
+	}
+	r = op.replies[0];
+	if (r->type == RREPLY_NIL)
+		return SENTINEL_UNKNOWN;
+	if (r->type == RREPLY_ERROR)
+		bad = r->str;
+	else if (r->type != RREPLY_ARRAY || r->elements != 2 ||
+			 r->element[0]->type != RREPLY_STRING ||
+			 r->element[1]->type != RREPLY_STRING)
+		bad = "not an array of a host and a port";
+	else
+	{
+		RReply	   *p = r->element[1];
+		char	   *end = NULL;
+		long		n = 0;
+
+		errno = 0;
+		if (p->len > 0 && p->len <= 5 && isdigit((unsigned char) p->str[0]))
+			n = strtol(p->str, &end, 10);
+		if (end == NULL || end != p->str + p->len || errno != 0)
+			bad = "the port is not a number";
+		else
+			bad = rconn_bad_address(r->element[0]->str, r->element[0]->len,
+									hostsize, n);
+		if (bad == NULL)
+		{
+			strlcpy(host, r->element[0]->str, hostsize);
+			*port = (int) n;
+			return SENTINEL_NAMED;
+		}
+	}
+	appendStringInfo(why, "%s%s: %s%.200s", why->len ? "; " : "", s->addr,
+					 r->type == RREPLY_ERROR ? "" :
+					 "it named a master address that makes no sense: ", bad);
+	return SENTINEL_FAILED;
+}
+
+/*
+ * Is host:port, as a server named it (the sentinels, a slot map, a
+ * redirection), an address to connect to (hostsize: room for the host)?
+ * NULL if so, else what is wrong with it.  A server's word is not trusted.
+ */
+const char *
+rconn_bad_address(const char *host, size_t len, size_t hostsize,
+				  long long port)
+{
+	if (len == 0)
+		return "an empty host";
+	if (len >= hostsize || len > 255)
+		return "a host name longer than 255 bytes";
+	for (size_t i = 0; i < len; i++)
+		if (!isgraph((unsigned char) host[i]))
+			return "a host name with a space, a control character or a NUL byte";
+	if (port < 1 || port > 65535)
+		return psprintf("port %lld, outside 1..65535", port);
+	return NULL;
+}
+
+/*
+ * Ask the sentinels, one after another, where the master is.  A master
+ * named "avoid" (host:port that just failed) is taken only when no
+ * sentinel names another.  On failure sets *failure and *detail.
+ */
+static bool
+ask_sentinels(const char *avoid, char *host, size_t hostsize, int *port,
+			  RconnFailure *failure, char **detail)
+{
+	const RedisUrlConf *conf = rlock_redis_conf;
+	int			n = conf ? conf->nhosts : 0;
+	int			nunknown = 0;
+	char		fallback[256] = "";
+	int			fallback_port = 0;
+	StringInfoData why;
+	TimestampTz cap = 0;
+
+	/* where nothing can interrupt us, all the sentinels share one bound */
+	if (rconn_uninterruptible())
+		cap = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+										  RLOCK_UNINTERRUPTIBLE_CAP_MS);
+	initStringInfo(&why);
+	for (int k = 0; k < n; k++)
+	{
+		int			i = (first_sentinel + k) % n;
+		char		addr[300];
+
+		switch (ask_sentinel(conf, i, cap, host, hostsize, port, &why))
+		{
+			case SENTINEL_NAMED:
+				snprintf(addr, sizeof(addr),
+						 strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, *port);
+				if (avoid != NULL && avoid[0] != '\0' &&
+					strcmp(addr, avoid) == 0)
+				{
+					if (fallback[0] == '\0')
+					{
+						strlcpy(fallback, host, sizeof(fallback));
+						fallback_port = *port;
+					}
+					continue;
+				}
+				first_sentinel = i;
+				return true;
+			case SENTINEL_UNKNOWN:
+				nunknown++;
+				break;
+			case SENTINEL_FAILED:
+				break;
+		}
+	}
+	if (fallback[0] != '\0')
+	{
+		strlcpy(host, fallback, hostsize);
+		*port = fallback_port;
+		return true;
+	}
+	*failure = RF_NO_MASTER;
+	if (n == 0)
+		*detail = pstrdup("rlock.redis_url names no sentinel.");
+	else if (nunknown > 0)
+		*detail = psprintf("No sentinel knows a master named \"%s\" (%d of %d sentinels answered).%s%s",
+						   conf->url.master_name, nunknown, n,
+						   why.len ? " " : "", why.data);
+	else
+		*detail = psprintf("No sentinel answered: %s.", why.data);
+	return false;
+}
+
+/*
+ * Before conn connects: fill in its node's host and port from the
+ * sentinels.  On failure conn->failure says why.
+ */
+bool
+rconn_locate_master(RedisConn *conn)
+{
+	RconnFailure failure = RF_NONE;
+	char	   *detail = NULL;
+
+	snprintf(conn->addr, sizeof(conn->addr), "master \"%s\"",
+			 conn->node.master_name);
+	if (!ask_sentinels(conn->failed_at, conn->node.host,
+					   sizeof(conn->node.host), &conn->node.port,
+					   &failure, &detail))
+	{
+		conn->node.host[0] = '\0';
+		rconn_set_failure(conn, failure, detail);
+		return false;
+	}
+	rconn_set_address(conn);
+	conn->topology_epoch = epoch_now();
+	return true;
+}
+
+/*
+ * The background worker, every loop: at most once a second, ask the
+ * sentinels where the master is, and when it moved, reconnect the worker's
+ * connection to it now (confirming it, which tells every backend through
+ * shared memory).  Failures are left to the next time; never throws for
+ * Redis's sake.
+ */
+void
+rconn_watch_topology(void)
+{
+	RedisConn  *conn;
+	char		host[256];
+	char		addr[300];
+	int			port;
+	RconnFailure failure;
+	char	   *detail;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (!sentinel_deployment() ||
+		!TimestampDifferenceExceeds(last_watch, now, WATCH_INTERVAL_MS))
+		return;
+	last_watch = now;
+	conn = rconn_backend();
+	if (!ask_sentinels(NULL, host, sizeof(host), &port, &failure, &detail))
+	{
+		ereport(DEBUG1,
+				(errmsg_internal("rlock watchdog: could not ask the sentinels: %s",
+								 detail)));
+		return;
+	}
+	snprintf(addr, sizeof(addr), strchr(host, ':') ? "[%s]:%d" : "%s:%d",
+			 host, port);
+	if (conn->state != CS_CLOSED && strcmp(addr, conn->addr) == 0)
+		return;
+	conn->demoted = true;		/* replaced now */
+	(void) rconn_ensure(conn);
+}
+
+/* host:port of the master now (palloc'd), or NULL when not known yet. */
+char *
+rconn_master_address(void)
+{
+	RedisConn  *conn = rconn_backend();
+
+	if (topo != NULL && sentinel_deployment())
+	{
+		char		addr[sizeof(topo->master)];
+
+		SpinLockAcquire(&topo->mutex);
+		strlcpy(addr, topo->master, sizeof(addr));
+		SpinLockRelease(&topo->mutex);
+		if (addr[0] != '\0')
+			return pstrdup(addr);
+	}
+	if (conn->node.kind == NODE_SENTINEL_MASTER && conn->node.host[0] == '\0')
+		return NULL;
+	return pstrdup(conn->addr);
+}
+
+/*
+ * Replicas that must acknowledge an acquisition of key on conn (0: do not
+ * wait).  In a Cluster: those of the master of key's slot, which is
+ * connected now if it never was (its ROLE tells).
+ */
+int
+rconn_acks_wanted(RedisConn *conn, const char *key)
+{
+	if (rlock_replica_acks <= 0)
+		return 0;
+	if (conn->node.kind == NODE_CLUSTER)
+	{
+		conn = cluster_conn_for(conn, key, strlen(key), RCONN_COMMANDS);
+		if (conn == NULL)
+			return 0;			/* the acquisition fails the same way */
+		if (conn->state == CS_CLOSED && conn->nreplicas < 0)
+			(void) rconn_ensure(conn);
+	}
+	/* a master that lost its replicas is still waited on: they must answer */
+	if (conn->nreplicas <= 0 && replicas_seen(conn->addr, -1) <= 0)
+		return 0;
+	return rlock_replica_acks;
+}
+
+/* Replicas of conn's node when last asked (-1: unknown). */
+int
+rconn_replicas(RedisConn *conn)
+{
+	return conn->nreplicas;
+}

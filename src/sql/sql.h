@@ -1,0 +1,26 @@
+/*-------------------------------------------------------------------------
+ *
+ * sql/sql.h
+ *	  DOOR-DESCRIPTION
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RLOCK_SQL_H
+#define RLOCK_SQL_H
+
+#include "fmgr.h"
+
+#include "base/base.h"
+
+/* A lock name argument (ERROR when NULL, empty or too long). */
+extern void sql_name_arg(FunctionCallInfo fcinfo, int argno, LockName *ln);
+/* A lease argument in ms: 0 for NULL, automatic renewal. */
+extern int64 sql_lease_arg(FunctionCallInfo fcinfo, int argno,
+						   const LockName *ln);
+/* A wait argument in ms: 0 for one attempt. */
+extern int64 sql_wait_arg(FunctionCallInfo fcinfo, int argno,
+						  const LockName *ln);
+
+#endif							/* RLOCK_SQL_H */
