@@ -1,7 +1,28 @@
 /*-------------------------------------------------------------------------
  *
- * base/base.h
- *	  DOOR-DESCRIPTION
+ * base.h
+ *	  The door of src/base/, rlock's ground floor: what every layer may use.
+ *	  The limits of names and intervals, the lock kinds and scopes, the
+ *	  values of the rlock.* settings, and the activity counters.  Nothing
+ *	  here calls into any other part of rlock.
+ *
+ *	  settings.c	the values of the rlock.* settings (src/rlock.c defines
+ *					the settings themselves)
+ *	  stats.c		shared-memory activity counters (rlock_stats)
+ *	  compat.h		the differences between PostgreSQL 13 and 17
+ *
+ * rlock's layers, lowest first; a layer calls only those below it, through
+ * their doors (test/check-layers keeps it so):
+ *
+ *	  base/		limits, kinds, settings, counters
+ *	  net/		sockets, TLS, host names, URLs, digests
+ *	  redis/	one Redis node: connections, round trips, the wait, pub/sub,
+ *				errors as SQLSTATEs
+ *	  route/	which node: Sentinel, Cluster slots, Redlock masters
+ *	  holds/	what this session holds, the shared registry, transaction ends
+ *	  locks/	the lock kinds, their scripts, waiting
+ *	  sql/		the SQL entry points      worker/  the watchdog
+ *	  src/rlock.c  _PG_init: the settings, the shared memory, the worker
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -14,67 +35,6 @@
 #include "datatype/timestamp.h"
 
 #include "base/compat.h"
-
-/*
- * rlock: Declarations shared by every part of rlock: settings, lock kinds and
- *	  the limits of lock names.
- *
- * rlock is layered as follows (one file per responsibility):
- *
- *	rlock.c			 module entry: _PG_init, the rlock.* settings
- *	sql_api.c		 thin SQL entry points: argument checks, then one call down
- *	sql_api_sets.c	 the same for the multi-lock and the Redlock
- *	introspect.c	 SQL entry points that report: rlock_status, rlock_locks,
- *					 rlock_stats, rlock_ping...
- *	lock_exclusive.c the exclusive reentrant lock (Redisson RLock) and the
- *					 fenced lock (RFencedLock)
- *	lock_rw.c		 the read/write lock (Redisson RReadWriteLock)
- *	lock_fair.c		 the fair lock (Redisson RedissonFairLock)
- *	lock_multi.c	 the multi-lock: a set of exclusive locks, all or none
- *	lock_redlock.c	 the Redlock: the exclusive lock on a quorum of masters
- *	lock_kinds.c	 the table of lock kinds: names, compatibility, and the
- *					 operations the bookkeeping and the watchdog use
- *	lock_wait.c		 how a blocked acquisition waits, for every lock kind
- *	waitqueue.c		 shared memory: which of this server's waiters tries next
- *	holds.c			 backend-local table of what this session holds:
- *					 acquisitions and releases of every kind
- *	holds_set.c		 a set of names acquired all or none, and released
- *					 together, in one round trip per node
- *	holds_batch.c	 many holds told to Redis in one round trip (releases at
- *					 transaction and session end, reconciling uncertain ones)
- *	holds_xact.c	 when holds end: transaction, subtransaction and exit
- *					 callbacks, the check before COMMIT, DISCARD ALL
- *	lockname.c		 lock names: validation, prefixing, Redisson's derived keys
- *	scripts.c		 the Lua scripts and their SHA1 digests
- *	scripts_rw.c	 the read/write lock's scripts (Lua shared: scripts_lua.h)
- *	connection.c	 Redis connections: one per node and use, kept in a
- *					 backend-local pool, connected, checked, closed when idle
- *	connection_exchange.c	every Redis round trip (pipelined, over one or
- *					 several connections at once)
- *	connection_reply.c	the reply parser, bounded (a hostile server costs an
- *					 ERROR, never memory)
- *	connection_wait.c	the one interruptible wait (one socket or several)
- *	connection_command.c	building Redis commands
- *	connection_pubsub.c	 listening for release messages
- *	transport.c		 the non-blocking socket (TCP or Unix) under a connection
- *	transport_tls.c	 TLS over that socket (OpenSSL), rlock.tls_*
- *	resolve.c		 host names resolved within a deadline
- *	url.c			 rlock.redis_url, its password kept out of sight
- *	redlock.c		 rlock.redlock_urls: the independent masters of the
- *					 Redlock, asked in parallel, and their quorum
- *	topology.c		 which node is the master (Sentinel), followed through
- *					 failover and shared by the server's processes
- *	master_confirm.c	 the check before COMMIT asks the sentinels (the
- *					 other masters of a Cluster) if its node is master
- *	cluster.c		 a Redis Cluster's slot map, learned and kept current
- *	cluster_route.c	 routed round trips: each command to its slot's master
- *	cluster_check.c	 slot maps and MOVED/ASK redirections checked first
- *	connection_error.c	 failures and error replies as ERRORs with SQLSTATEs
- *	registry.c		 shared memory: instance identity, registry of held locks
- *	stats.c			 shared-memory activity counters (rlock_stats)
- *	watchdog.c		 the background worker that renews leases
- *	compat.h		 the differences between PostgreSQL versions
- */
 
 /* Longest lock key (prefix included), in bytes, per SPEC.md section 4. */
 #define RLOCK_MAX_KEY_LEN		1024

@@ -1,7 +1,13 @@
 /*-------------------------------------------------------------------------
  *
- * sql/sql.h
- *	  DOOR-DESCRIPTION
+ * sql.h
+ *	  The door of src/sql/: the SQL entry points, thin: arguments checked,
+ *	  then one call down.  Only the files of this folder use it.
+ *
+ *	  sql_api.c			the locks' functions
+ *	  sql_api_sets.c	the same for the multi-lock and the Redlock
+ *	  introspect.c		the functions that report: rlock_status,
+ *						rlock_locks, rlock_stats, rlock_ping...
  *
  * Copyright (c) 2026, rlock developers
  *

@@ -1,7 +1,11 @@
 /*-------------------------------------------------------------------------
  *
- * worker/worker.h
- *	  DOOR-DESCRIPTION
+ * worker.h
+ *	  The door of src/worker/: the background worker beside the SQL entry
+ *	  points; src/rlock.c registers it.
+ *
+ *	  watchdog.c	renews the leases of the locks the server's sessions
+ *					hold, and finds the ones lost
  *
  * Copyright (c) 2026, rlock developers
  *
