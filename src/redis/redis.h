@@ -195,7 +195,7 @@ extern void rconn_report_failure(RconnFailure failure, const char *addr,
 typedef enum RconnSubResult
 {
 	RSUB_OK,
-	RSUB_FAILED,				/* the connection failed: its failure says why */
+	RSUB_FAILED,				/* the connection failed (its failure: why) */
 	RSUB_MOVED					/* MOVED: the slot lives elsewhere */
 } RconnSubResult;
 

@@ -116,7 +116,8 @@ cluster_node_address(RedisConn *conn, const char *key)
 
 	if (!cluster_ensure(conn) || m->owner[slot] < 0)
 		return NULL;
-	return pstrdup(rconn_address(cluster_map_conn(m, m->owner[slot], RCONN_COMMANDS)));
+	return pstrdup(rconn_address(cluster_map_conn(m, m->owner[slot],
+												  RCONN_COMMANDS)));
 }
 
 /*

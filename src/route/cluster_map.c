@@ -303,8 +303,9 @@ cluster_map_load(RedisConn *conn)
 		if (!op.ok)
 			last_bad_map = false;
 		if (!op.ok)
-			same_failure = (last == NULL || (same_failure &&
-											 rconn_failure(last) == rconn_failure(c))) &&
+			same_failure = (last == NULL ||
+							(same_failure &&
+							 rconn_failure(last) == rconn_failure(c))) &&
 				!cluster_failover_explains(rconn_failure(c));
 		last = c;
 		if (!op.ok)

@@ -54,7 +54,7 @@
 /* Pause before retrying TRYAGAIN, CLUSTERDOWN, LOADING or an unreachable node. */
 #define RETRY_PAUSE_MS		50
 
-/* Round trips of the last route_run on a routed connection (parallel ones count once). */
+/* Round trips of the last routed route_run (parallel ones count once). */
 static int	last_rounds = 0;
 
 /* The key a command is routed by, or NULL for a command without one. */
@@ -305,7 +305,8 @@ cluster_run(RedisConn *conn, RedisCmd *cmds, int ncmds, RReply ***replies,
 				if (un->node < 0)
 				{
 					/* nobody serves the slot now: a failover under way */
-					if (GetCurrentTimestamp() >= deadline || rconn_is_impatient(conn))
+					if (GetCurrentTimestamp() >= deadline ||
+						rconn_is_impatient(conn))
 					{
 						rconn_set_failure(conn, RF_CLUSTER,
 										  psprintf("No node serves hash slot %d (the cluster is down).", s));
