@@ -73,6 +73,9 @@ check_key_prefix(char **newval, void **extra, GucSource source)
 void
 _PG_init(void)
 {
+	/* what the connection layer must be told by the route layer */
+	route_init();
+
 	if (IsBinaryUpgrade)
 		return;
 
@@ -238,7 +241,7 @@ _PG_init(void)
 	{
 		registry_install_hooks();
 		stats_install_hooks();
-		rconn_topology_shmem_install();
+		route_shmem_install();
 		waitqueue_install_hooks();
 		watchdog_register();
 	}

@@ -431,10 +431,10 @@ undo_unacknowledged(const LockName *ln, RlockKind kind, HoldRequest *req,
 	latch = holds_kind_ops(kind)->build_release(&cmd, kind, ln->key,
 												 req->holder, 1,
 												 h ? holds_keep_lease(h) : 0);
-	r = rconn_run1(conn, &cmd, ln->name);
+	r = route_run1(conn, &cmd, ln->name);
 	if (r->type == RREPLY_ERROR)
 		rconn_reply_error(r, ERROR, ln->name);
-	rconn_defer_del(conn, latch);
+	route_defer_del(conn, latch);
 	if (h)
 	{
 		holds_set_uncertain(h, false);
@@ -506,9 +506,9 @@ holds_run_acquire(const LockName *ln, RlockKind kind, HoldRequest *req,
 	HeldLock   *h = NULL;
 	RReply	   *r;
 	RReply	  **replies;
-	RedisConn  *conn = rconn_backend();
+	RedisConn  *conn = route_backend();
 	RedisCmd	cmds[2];
-	int			acks_wanted = rconn_acks_wanted(conn, ln->key);
+	int			acks_wanted = route_acks_wanted(conn, ln->key);
 	int64		acked = -1;
 	char	   *ack_error = NULL;
 
@@ -524,7 +524,7 @@ holds_run_acquire(const LockName *ln, RlockKind kind, HoldRequest *req,
 		rcmd_wait(&cmds[1], acks_wanted, rlock_replica_ack_timeout_ms);
 	}
 	req->sent_at = GetCurrentTimestamp();
-	rconn_run(conn, acks_wanted > 0 ? cmds : cmd, acks_wanted > 0 ? 2 : 1,
+	route_run(conn, acks_wanted > 0 ? cmds : cmd, acks_wanted > 0 ? 2 : 1,
 			  &replies, ERROR, ln->name);
 	r = replies[0];
 	if (acks_wanted > 0)
@@ -580,7 +580,7 @@ holds_require_settled(const LockName *ln, RlockKind kind)
 
 	if (h == NULL || !h->uncertain)
 		return;
-	node = rconn_node_address(ln->key);
+	node = route_node_address(ln->key);
 	ereport(ERROR,
 			(errcode(ERRCODE_CONNECTION_FAILURE),
 			 errmsg("lock \"%s\" could not be reconciled with Redis at %s",
@@ -630,7 +630,7 @@ holds_prepare_acquire(const LockName *ln, RlockKind kind, RlockScope scope,
 	holds_require_settled(ln, kind);
 	/* (in a Cluster: the node of its slot; a Redlock asks its own masters) */
 	if (kind_is_local(kind))
-		rconn_ready_for(rconn_backend(), ln->key, ln->name);
+		route_ready_for(route_backend(), ln->key, ln->name);
 	req->track = (owner == NULL);
 	req->scope = scope;
 	req->watchdog = (lease_ms == 0);
@@ -713,12 +713,12 @@ holds_release(const LockName *ln, RlockKind kind, const char *owner)
 	{
 		RedisCmd	cmd;
 		RReply *r;
-		RedisConn  *conn = rconn_backend();
+		RedisConn  *conn = route_backend();
 		const char *latch;
 
 		holds_settle();
 		latch = holds_kind_ops(kind)->build_release(&cmd, kind, ln->key, owner, 1, 0);
-		r = rconn_run1(conn, &cmd, ln->name);
+		r = route_run1(conn, &cmd, ln->name);
 		if (rconn_reply_is(r, "RLOCKKIND"))
 			other_kind_error(ln, kind, r);
 		if (r->type == RREPLY_ERROR)
@@ -732,7 +732,7 @@ holds_release(const LockName *ln, RlockKind kind, const char *owner)
 		}
 		if (r->type != RREPLY_INTEGER)
 			rconn_unexpected_reply(r, ln->name);
-		rconn_defer_del(conn, latch);
+		route_defer_del(conn, latch);
 		stats_count(RLOCK_STAT_RELEASES);
 		return true;
 	}

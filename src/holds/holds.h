@@ -15,7 +15,7 @@
 #include "access/xact.h"
 
 #include "base/base.h"
-#include "redis/redis.h"
+#include "route/route.h"
 
 /*
  * lockname: Lock names: validation, key prefix, Redisson's derived key names.

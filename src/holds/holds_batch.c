@@ -155,7 +155,7 @@ run_batch_round_trip(RedisConn *conn, RedisCmd *cmds, BatchItem *items,
 
 	PG_TRY();
 	{
-		(void) rconn_run(conn, cmds, n, &replies, elevel,
+		(void) route_run(conn, cmds, n, &replies, elevel,
 						 n == 1 ? items[0].h->key : NULL);
 	}
 	PG_CATCH();
@@ -178,7 +178,7 @@ holds_run_local_batch(BatchItem *items, int n, int elevel)
 	MemoryContext oldcxt;
 	RedisCmd   *cmds;
 	RReply **replies = NULL;
-	RedisConn  *conn = rconn_backend();
+	RedisConn  *conn = route_backend();
 	const char *holder = rlock_backend_holder();
 	int			nheld = 0;
 	RReply *failed = NULL;
@@ -270,7 +270,7 @@ holds_run_local_batch(BatchItem *items, int n, int elevel)
 					(r->type == RREPLY_INTEGER && holds_total(h) > 0 &&
 					 r->integer < holds_total(h)));
 		if (items[i].latch != NULL && r->type == RREPLY_INTEGER)
-			rconn_defer_del(conn, items[i].latch);
+			route_defer_del(conn, items[i].latch);
 		if (lost)
 		{
 			if (!registry_is_lost(h->key, h->kind))
@@ -329,14 +329,14 @@ holds_batch_add(BatchItem *items, int *n, HeldLock *h, int levels, bool session)
 static void
 settle_impatiently(BatchItem *items, int n)
 {
-	rconn_set_impatient(rconn_backend(), true);
+	rconn_set_impatient(route_backend(), true);
 	PG_TRY();
 	{
 		holds_run_batch(items, n, WARNING);
 	}
 	PG_FINALLY();
 	{
-		rconn_set_impatient(rconn_backend(), false);
+		rconn_set_impatient(route_backend(), false);
 	}
 	PG_END_TRY();
 }
@@ -371,7 +371,7 @@ holds_settle(void)
 	 * stays uncertain is refused by the calls on that very lock
 	 * (holds_require_settled).
 	 */
-	if (!rconn_is_cluster())
+	if (!route_is_cluster())
 		holds_run_batch(items, n, ERROR);
 	else
 		settle_impatiently(items, n);

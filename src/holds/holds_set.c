@@ -55,7 +55,7 @@ holds_prepare_set(const LockName *lns, int n, RlockKind kind,
 		if (other != NULL)
 			holds_held_as_other_kind(&lns[i], other);
 	}
-	rconn_ready(rconn_backend(), lns[0].name);
+	route_ready(route_backend(), lns[0].name);
 	req->track = true;
 	req->scope = scope;
 	req->watchdog = (lease_ms == 0);
@@ -104,8 +104,8 @@ bool
 holds_run_acquire_set(const LockName *lns, int n, RlockKind kind,
 					  HoldRequest *req, RedisCmd *cmds, AcquireResult *res)
 {
-	RedisConn  *conn = rconn_backend();
-	bool		cluster = rconn_is_cluster();
+	RedisConn  *conn = route_backend();
+	bool		cluster = route_is_cluster();
 	HeldLock  **hs = palloc(n * sizeof(HeldLock *));
 	RedisCmd   *all = cmds;
 	int		   *pos = palloc(n * sizeof(int));
@@ -130,7 +130,7 @@ holds_run_acquire_set(const LockName *lns, int n, RlockKind kind,
 	for (int i = 0; i < n; i++)
 	{
 		wanted[i] = (cluster || i == 0) ?
-			rconn_acks_wanted(conn, lns[i].key) : wanted[0];
+			route_acks_wanted(conn, lns[i].key) : wanted[0];
 		pos[i] = i;
 		waitpos[i] = -1;
 		any_wait |= wanted[i] > 0;
@@ -159,7 +159,7 @@ holds_run_acquire_set(const LockName *lns, int n, RlockKind kind,
 		holds_set_uncertain(hs[i], true);
 	}
 	req->sent_at = GetCurrentTimestamp();
-	rconn_run(conn, all, nall, &replies, ERROR, n == 1 ? lns[0].name : NULL);
+	route_run(conn, all, nall, &replies, ERROR, n == 1 ? lns[0].name : NULL);
 
 	/* copy every answer out: giving holds back uses the connection again */
 	for (int i = 0; i < n; i++)

@@ -510,7 +510,7 @@ verify_xact_holds(void)
 	ncalls = rcmd_renew_calls(args, n, n, &cmds, &order, &starts);
 	sent_at = GetCurrentTimestamp();
 	/* ... and, after a failover, is the node that answers still master? */
-	if (!rconn_run_confirmed(rconn_backend(), cmds, ncalls, &replies,
+	if (!route_run_confirmed(route_backend(), cmds, ncalls, &replies,
 							 n == 1 ? hs[0]->key : NULL, &why))
 		holds_lost_at_commit(hs[0], psprintf("%s The transaction is rolled back.",
 											 why));
@@ -552,14 +552,14 @@ verify_xact_holds(void)
 	}
 
 	/* in a Cluster: do the other masters agree that those nodes own them? */
-	if (rconn_is_cluster())
+	if (route_is_cluster())
 	{
 		const char **keys = palloc(n * sizeof(char *));
 		int			bad;
 
 		for (int i = 0; i < n; i++)
 			keys[i] = hs[i]->key;
-		bad = rconn_confirm_owners(keys, n, &why);
+		bad = route_confirm_owners(keys, n, &why);
 		if (bad >= 0)
 			holds_lost_at_commit(hs[bad], psprintf("%s The transaction is rolled back.",
 												   why));

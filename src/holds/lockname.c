@@ -126,7 +126,7 @@ lockname_unlock_latch(const char *key)
  * TTL of an unlock latch: long enough to outlast our one retry, which may
  * reconnect first: a round trip, a new connection and the round trip
  * again, plus a second.  (Once the release is answered the latch is
- * deleted: connection.c's rconn_defer_del.)
+ * deleted: route.c's route_defer_del.)
  */
 int64
 lockname_latch_ttl_ms(void)

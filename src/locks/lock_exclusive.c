@@ -221,7 +221,7 @@ exclusive_token(const LockName *ln, int64 *token)
 	rcmd_init(&cmd);
 	rcmd_str(&cmd, "GET");
 	rcmd_str(&cmd, lockname_derive(ln->key, "redisson_lock_token"));
-	r = rconn_run1(rconn_backend(), &cmd, ln->name);
+	r = route_run1(route_backend(), &cmd, ln->name);
 	if (r->type == RREPLY_NIL)
 		return false;
 	if (rconn_reply_is(r, "WRONGTYPE"))
@@ -247,7 +247,7 @@ exclusive_force_release(const LockName *ln)
 	RedisCmd	cmd;
 	RReply *r;
 	HeldLock   *h;
-	RedisConn  *conn = rconn_backend();
+	RedisConn  *conn = route_backend();
 	char	   *latch = lockname_unlock_latch(ln->key);
 
 	holds_settle();
@@ -260,7 +260,7 @@ exclusive_force_release(const LockName *ln)
 	rcmd_str(&cmd, latch);
 	rcmd_str(&cmd, RELEASE_MESSAGE);
 	rcmd_int(&cmd, lockname_latch_ttl_ms());
-	r = rconn_run1(conn, &cmd, ln->name);
+	r = route_run1(conn, &cmd, ln->name);
 	if (rconn_reply_is(r, "RLOCKNOTLOCK"))
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
@@ -271,7 +271,7 @@ exclusive_force_release(const LockName *ln)
 				 errhint("rlock_force_release deletes only locks; the key was left as it was.")));
 	if (r->type != RREPLY_INTEGER)
 		rconn_unexpected_reply(r, ln->name);
-	rconn_defer_del(conn, latch);
+	route_defer_del(conn, latch);
 
 	/* whatever this session held of it, as any kind, is gone now */
 	for (int k = 0; k < RLOCK_NUM_KINDS; k++)

@@ -112,7 +112,7 @@ give_up(const char *key, const char *holder)
 	rcmd_str(&cmd, holder);
 	rcmd_int(&cmd, FAIR_WAIT_MS);
 	rcmd_str(&cmd, lockname_derive(key, "redisson_lock__channel"));
-	if (rconn_run(rconn_backend(), &cmd, 1, &replies, WARNING, key) &&
+	if (route_run(route_backend(), &cmd, 1, &replies, WARNING, key) &&
 		replies[0]->type == RREPLY_ERROR)
 		rconn_reply_error(replies[0], WARNING, key);
 }

@@ -56,7 +56,7 @@ leave_channel(void)
 	if (!channel_pending)
 		return;
 	channel_pending = false;
-	rconn_unsubscribe_nowait(waiting_sub);
+	route_unsubscribe_nowait(waiting_sub);
 }
 
 /*
@@ -99,7 +99,7 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 	if (retarget_channel != NULL)
 		pfree(retarget_channel);
 	retarget_channel = NULL;
-	rconn_subscribe(sub, channel, ln->name, start);
+	route_subscribe(sub, channel, ln->name, start);
 	waitqueue_join(channel);
 	for (;;)
 	{
@@ -120,14 +120,14 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 				/* listen where the attempt failed, then look again */
 				if (retarget_sub != NULL && retarget_sub != sub)
 				{
-					rconn_unsubscribe_nowait(sub);
+					route_unsubscribe_nowait(sub);
 					sub = waiting_sub = retarget_sub;
 				}
 				channel = pstrdup(retarget_channel);
 				pfree(retarget_channel);
 				retarget_channel = NULL;
 				retarget_sub = NULL;
-				rconn_subscribe(sub, channel, ln->name, deadline);
+				route_subscribe(sub, channel, ln->name, deadline);
 				waitqueue_leave(true);
 				waitqueue_join(channel);
 				resubscribe = false;
@@ -136,7 +136,7 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 			if (resubscribe)
 			{
 				/* the connection broke: a failover is ridden out */
-				rconn_subscribe(sub, channel, ln->name, deadline);
+				route_subscribe(sub, channel, ln->name, deadline);
 				resubscribe = false;
 				continue;		/* subscribed: look again */
 			}
@@ -149,11 +149,11 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 				until = deadline;
 		}
 
-		rc = rconn_wait_message(sub, until);
-		if (rc < 0 && rconn_node_can_move(sub))
+		rc = route_wait_message(sub, until);
+		if (rc < 0 && route_node_can_move(sub))
 		{
 			/* the connection broke: a failover is ridden out */
-			rconn_subscribe(sub, channel, ln->name, deadline);
+			route_subscribe(sub, channel, ln->name, deadline);
 			attempt_now = true;
 		}
 		else if (rc < 0)
@@ -179,7 +179,7 @@ lock_wait(const LockName *ln, const char *channel, int64 wait_ms,
 		  bool honour_lock_timeout, bool shared, LockTryFn try_fn,
 		  LockGiveUpFn give_up_fn, void *arg)
 {
-	return lock_wait_on(rconn_backend_subscriber(), ln, channel, wait_ms,
+	return lock_wait_on(route_backend_subscriber(), ln, channel, wait_ms,
 						honour_lock_timeout, shared, try_fn, give_up_fn, arg);
 }
 

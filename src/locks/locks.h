@@ -10,7 +10,7 @@
 #ifndef RLOCK_LOCKS_H
 #define RLOCK_LOCKS_H
 
-#include "redis/redis.h"
+#include "route/route.h"
 #include "base/base.h"
 #include "holds/holds.h"
 

@@ -471,7 +471,7 @@ rcmd_script(RedisCmd *cmd, RlockScriptId id, int nkeys)
 
 	if (!digests_ready)
 		compute_all_sha1();
-	s = rconn_sharded_publish() ? &sharded_scripts[id] : &scripts[id];
+	s = route_sharded_publish() ? &sharded_scripts[id] : &scripts[id];
 	rcmd_init(cmd);
 	rcmd_arg(cmd, "EVALSHA", 7);
 	rcmd_arg(cmd, s->sha1, 40);
@@ -490,7 +490,7 @@ rcmd_renew_calls(const RenewArg *args, int n, int maxper, RedisCmd **cmds,
 		keys[i] = args[i].key;
 	*order = palloc(Max(n, 1) * sizeof(int));
 	*starts = palloc((n + 1) * sizeof(int));
-	ncalls = rconn_slot_groups(keys, n, maxper, *order, *starts);
+	ncalls = route_slot_groups(keys, n, maxper, *order, *starts);
 	*cmds = palloc(Max(ncalls, 1) * sizeof(RedisCmd));
 	for (int g = 0; g < ncalls; g++)
 	{

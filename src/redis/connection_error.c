@@ -27,7 +27,81 @@
 #include "postgres.h"
 
 #include "redis/redis.h"
+#include "redis/redis_int.h"
 #include "base/base.h"
+
+/* ----------------------------------------------------------------
+ * A connection's failure: kept, read, reported
+ * ----------------------------------------------------------------
+ */
+
+void
+rconn_set_failure(RedisConn *conn, RconnFailure f, const char *detail)
+{
+	conn->failure = f;
+	strlcpy(conn->errdetail, detail ? detail : "", sizeof(conn->errdetail));
+}
+
+/*
+ * conn (a routed connection) failed as from (one of its nodes) did: the
+ * failure, its detail and the node's address, for reporting.
+ */
+void
+rconn_adopt_failure(RedisConn *conn, RedisConn *from)
+{
+	rconn_set_failure(conn, from->failure, from->errdetail);
+	strlcpy(conn->addr, from->addr, sizeof(conn->addr));
+}
+
+/* Why conn's last round trip failed (RF_NONE: it did not). */
+RconnFailure
+rconn_failure(RedisConn *conn)
+{
+	return conn->failure;
+}
+
+/* ... and the detail of it ("" if none). */
+const char *
+rconn_failure_detail(RedisConn *conn)
+{
+	return conn->errdetail;
+}
+
+/*
+ * Did conn's last round trip fail before its commands could reach the
+ * server (connecting, resolving, the handshake)?  Then none of them ran.
+ */
+bool
+rconn_failed_before_sending(RedisConn *conn)
+{
+	switch (conn->failure)
+	{
+		case RF_CONNECT:
+		case RF_CONNECT_TIMEOUT:
+		case RF_AUTH:
+		case RF_SELECT:
+		case RF_RESOLVE:
+		case RF_TLS:
+		case RF_NOFD:
+		case RF_CONFIG:
+			return true;
+		default:
+			return false;
+	}
+}
+
+/* Report why conn's last round trip failed. */
+void
+rconn_report(RedisConn *conn, int elevel, const char *what)
+{
+	rconn_report_failure(conn->failure, conn->addr, conn->errdetail, elevel,
+						 what);
+}
+
+/* ----------------------------------------------------------------
+ * Wording
+ * ----------------------------------------------------------------
+ */
 
 static const char *
 for_lock(const char *what)

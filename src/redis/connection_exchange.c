@@ -1,28 +1,29 @@
 /*-------------------------------------------------------------------------
  *
  * connection_exchange.c
- *	  Round trips: commands encoded and pipelined, replies parsed, over one
- *	  connection or several at once; and the one interruptible wait.
+ *	  Round trips on one node's connections: each connection's pipeline of
+ *	  commands driven through connecting and the exchange, over one
+ *	  connection or several at once; and the one-node round trips built on
+ *	  that (rconn_run, rconn_ensure).
  *
  * rconn_run_parallel() drives a set of connections, each with its own
- * pipeline of commands, through connecting (socket, TLS, handshake) and the
- * round trip, without ever blocking: each connection goes as far as it can,
- * then the wait primitive sleeps until one of their sockets is ready, the
- * process latch is set (interrupts are processed there: cancel,
- * statement_timeout, termination) or the earliest deadline passes.  A
- * single connection waits on its own wait event set; several share one
- * (connection_wait.c).
+ * pipeline of commands, through connecting (socket, TLS, handshake:
+ * connection_connect.c) and the round trip, without ever blocking: each
+ * connection goes as far as it can (the bytes: connection_io.c), then the
+ * wait primitive sleeps until one of their sockets is ready, the process
+ * latch is set (interrupts are processed there: cancel, statement_timeout,
+ * termination) or the earliest deadline passes.  A single connection
+ * waits on its own wait event set; several share one (connection_wait.c).
  * Every other round trip of rlock (rconn_run, rconn_ensure) is this with
  * one connection, so the Sentinel, Cluster and Redlock deployments ask
  * their nodes in parallel through the same code.
  *
- * Commands are encoded here (RESP is a few lines); hiredis' reader parses
- * the replies (bounded: connection_reply.c), which are copied into our own
- * reply type in a memory context the connection resets at its next round
- * trip; a server that never pauses still meets the deadline and the
- * interrupts between two reads (rconn_read_on).  Scripts run by
- * EVALSHA; a NOSCRIPT reply makes us send the body with EVAL, which also
- * loads it into the server's script cache.
+ * Everything here serves single nodes: which node a command goes to (a
+ * Cluster's slot map, a Sentinel's master) is the route layer's business,
+ * which sits above and calls in here; the pool never asks a router.
+ *
+ * Scripts run by EVALSHA; a NOSCRIPT reply makes us send the body with
+ * EVAL, which also loads it into the server's script cache.
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -53,153 +54,9 @@ typedef struct OpState
 } OpState;
 
 /* ----------------------------------------------------------------
- * Encoding and replies
+ * Commands the driving looks at
  * ----------------------------------------------------------------
  */
-
-static bool
-out_append(RedisConn *conn, const char *s, size_t len)
-{
-	if (conn->outlen + len > conn->outcap)
-	{
-		size_t		newcap = Max(conn->outcap * 2, conn->outlen + len + 1024);
-		char	   *out = realloc(conn->out, newcap);
-
-		if (out == NULL)
-			return false;
-		conn->out = out;
-		conn->outcap = newcap;
-	}
-	memcpy(conn->out + conn->outlen, s, len);
-	conn->outlen += len;
-	return true;
-}
-
-static bool
-out_header(RedisConn *conn, char kind, size_t n)
-{
-	char		buf[32];
-	int			len = snprintf(buf, sizeof(buf), "%c%zu\r\n", kind, n);
-
-	return out_append(conn, buf, len);
-}
-
-/*
- * Queue cmd on conn (as EVAL with the script's body, if as_eval), its reply
- * to go to slot: a reply index, or a SLOT_* for replies no caller reads.
- */
-bool
-rconn_queue(RedisConn *conn, RedisCmd *cmd, bool as_eval, int slot)
-{
-	bool		ok;
-
-	if (conn->outpos == conn->outlen)
-		conn->outpos = conn->outlen = 0;
-	ok = out_header(conn, '*', cmd->argc);
-	for (int i = 0; ok && i < cmd->argc; i++)
-	{
-		const char *arg = cmd->argv[i];
-		size_t		len = cmd->argvlen[i];
-
-		if (as_eval && cmd->script != NULL && i < 2)
-		{
-			arg = (i == 0) ? "EVAL" : cmd->script->body;
-			len = strlen(arg);
-		}
-		ok = out_header(conn, '$', len) && out_append(conn, arg, len) &&
-			out_append(conn, "\r\n", 2);
-	}
-	if (ok && conn->nslots >= conn->maxslots)
-	{
-		int			newmax = Max(16, conn->maxslots * 2);
-		int		   *slots = realloc(conn->slots, newmax * sizeof(int));
-
-		if (slots == NULL)
-			ok = false;
-		else
-		{
-			conn->slots = slots;
-			conn->maxslots = newmax;
-		}
-	}
-	if (!ok)
-	{
-		rconn_set_failure(conn, RF_LOST, "out of memory");
-		return false;
-	}
-	conn->slots[conn->nslots++] = slot;
-	return true;
-}
-
-/* Forget the last round trip's replies (and expected replies). */
-void
-rconn_reset_replies(RedisConn *conn)
-{
-	if (conn->replycxt)
-		MemoryContextReset(conn->replycxt);
-	conn->replies = NULL;
-	conn->nreplies = 0;
-	conn->maxreplies = 0;
-	conn->nslots = 0;
-	conn->nextslot = 0;
-	conn->reply_bytes = 0;
-	conn->reply_elements = 0;
-}
-
-/* Free the buffers and the reader of a closed connection. */
-void
-rconn_free_io(RedisConn *conn)
-{
-	if (conn->reader)
-	{
-		redisReaderFree(conn->reader);
-		conn->reader = NULL;
-	}
-	conn->outpos = conn->outlen = 0;
-	if (conn->outcap > 65536)
-	{
-		free(conn->out);
-		conn->out = NULL;
-		conn->outcap = 0;
-	}
-}
-
-static RReply *
-convert_reply(const redisReply *r, MemoryContext cxt)
-{
-	RReply	   *out = MemoryContextAllocZero(cxt, sizeof(RReply));
-
-	switch (r->type)
-	{
-		case REDIS_REPLY_STRING:
-		case REDIS_REPLY_STATUS:
-		case REDIS_REPLY_ERROR:
-			out->type = r->type == REDIS_REPLY_STRING ? RREPLY_STRING :
-				r->type == REDIS_REPLY_STATUS ? RREPLY_STATUS : RREPLY_ERROR;
-			out->len = r->len;
-			out->str = MemoryContextAlloc(cxt, r->len + 1);
-			memcpy(out->str, r->str, r->len);
-			out->str[r->len] = '\0';
-			break;
-		case REDIS_REPLY_INTEGER:
-			out->type = RREPLY_INTEGER;
-			out->integer = r->integer;
-			break;
-		case REDIS_REPLY_ARRAY:
-			out->type = RREPLY_ARRAY;
-			out->elements = r->elements;
-			if (r->elements > 0)
-				out->element = MemoryContextAllocHuge(cxt,
-													  r->elements * sizeof(RReply *));
-			for (size_t i = 0; i < r->elements; i++)
-				out->element[i] = convert_reply(r->element[i], cxt);
-			break;
-		default:
-			out->type = RREPLY_NIL;
-			break;
-	}
-	return out;
-}
 
 static bool
 is_verb(const RedisCmd *cmd, const char *verb)
@@ -227,126 +84,6 @@ is_noscript(const RReply *r)
 		strncmp(r->str, "NOSCRIPT", 8) == 0;
 }
 
-/* ----------------------------------------------------------------
- * Moving bytes
- * ----------------------------------------------------------------
- */
-
-static RconnFailure
-failure_of(const TransportError *err)
-{
-	switch (err->kind)
-	{
-		case TE_TLS:
-			return RF_TLS;
-		case TE_CONFIG:
-			return RF_CONFIG;
-		case TE_CONNECT:
-			return RF_CONNECT;
-		default:
-			return RF_LOST;
-	}
-}
-
-static uint32
-want_of(TransportStatus st)
-{
-	return st == TS_WANT_WRITE ? WL_SOCKET_WRITEABLE : WL_SOCKET_READABLE;
-}
-
-/*
- * A transport call that did not finish: note what the socket must become,
- * or why the connection failed (TS_ERROR).
- */
-static TransportStatus
-not_done(RedisConn *conn, TransportStatus st, const TransportError *err)
-{
-	if (st == TS_WANT_READ || st == TS_WANT_WRITE)
-	{
-		conn->want = want_of(st);
-		return st;
-	}
-	if (st == TS_CLOSED)
-		rconn_set_failure(conn, RF_LOST, "Redis closed the connection");
-	else
-		rconn_set_failure(conn, failure_of(err), err->detail);
-	return TS_ERROR;
-}
-
-/* Write what is queued, as far as the socket takes it now. */
-TransportStatus
-rconn_write_some(RedisConn *conn)
-{
-	while (conn->outpos < conn->outlen)
-	{
-		TransportError err = {0};
-		size_t		n;
-		TransportStatus st = transport_write(conn->transport,
-											 conn->out + conn->outpos,
-											 conn->outlen - conn->outpos,
-											 &n, &err);
-
-		conn->outpos += n;
-		if (st != TS_DONE)
-			return not_done(conn, st, &err);
-	}
-	conn->outpos = conn->outlen = 0;
-	return TS_DONE;
-}
-
-/* Read what the socket has now into the reply parser. */
-TransportStatus
-rconn_read_some(RedisConn *conn)
-{
-	char		buf[16384];
-	size_t		n;
-	TransportError err = {0};
-	TransportStatus st = transport_read(conn->transport, buf, sizeof(buf),
-										&n, &err);
-
-	if (st == TS_DONE)
-	{
-		redisReader *reader = conn->reader;
-
-		if (redisReaderFeed(reader, buf, n) != REDIS_OK)
-		{
-			rconn_set_failure(conn, RF_PROTOCOL, reader->errstr);
-			return TS_ERROR;
-		}
-		/* what is buffered is the unfinished part of one reply */
-		if (reader->len - reader->pos > RCONN_REPLY_MAX_BYTES - conn->reply_bytes)
-		{
-			rconn_set_failure(conn, RF_PROTOCOL,
-							  psprintf("a reply exceeded %d MB (a string or a line that does not end)",
-									   RCONN_REPLY_MAX_BYTES / (1024 * 1024)));
-			return TS_ERROR;
-		}
-		/* and so does a line (hiredis 0.14 scans it anew at each read) */
-		if (reader->len - reader->pos > RCONN_REPLY_MAX_LINE &&
-			memchr(reader->buf + reader->pos, '\n', RCONN_REPLY_MAX_LINE) == NULL)
-		{
-			rconn_set_failure(conn, RF_PROTOCOL,
-							  psprintf("a line of a reply ran past %d kB without ending",
-									   RCONN_REPLY_MAX_LINE / 1024));
-			return TS_ERROR;
-		}
-		return TS_DONE;
-	}
-	return not_done(conn, st, &err);
-}
-
-/*
- * Between two reads from a server that keeps sending: may reading go on?
- * Not past the deadline; and interrupts (cancel, statement_timeout,
- * termination) are processed here as in a wait (an ERROR may escape), so
- * that a stream that never pauses cannot keep them out.
- */
-bool
-rconn_read_on(TimestampTz deadline)
-{
-	CHECK_FOR_INTERRUPTS();
-	return GetCurrentTimestamp() < deadline;
-}
 
 /* ----------------------------------------------------------------
  * Driving round trips
@@ -458,7 +195,7 @@ take_reply(OpState *os, int slot, redisReply *r)
 		conn->demoted = true;	/* a replica now: replace the connection */
 	if (slot >= 0)
 	{
-		conn->replies[slot] = convert_reply(r, conn->replycxt);
+		conn->replies[slot] = rconn_convert_reply(r, conn->replycxt);
 		conn->nreplies++;
 		if (conn->progress_deadlines)
 			os->deadline = rconn_round_trip_deadline(conn, rconn_command_timeout_ms());
@@ -513,10 +250,10 @@ step(OpState *os)
 				}
 				if (st == TS_WANT_READ || st == TS_WANT_WRITE)
 				{
-					conn->want = want_of(st);
+					conn->want = rconn_want_of(st);
 					return;
 				}
-				rconn_set_failure(conn, failure_of(&terr), terr.detail);
+				rconn_set_failure(conn, rconn_failure_of(&terr), terr.detail);
 				goto failed;
 
 			case CS_READY:
@@ -662,7 +399,7 @@ rconn_run_parallel(RconnOp *ops, int nops)
 	{
 		RedisConn  *conn = ops[i].conn;
 
-		Assert(conn->node.kind != NODE_CLUSTER);	/* routed: cluster.c */
+		Assert(conn->node.kind != NODE_CLUSTER);	/* routed: the route layer */
 		memset(&os[i], 0, sizeof(OpState));
 		os[i].op = &ops[i];
 		ops[i].ok = false;
@@ -735,4 +472,49 @@ rconn_run_parallel(RconnOp *ops, int nops)
 		pfree(ready);
 		pfree(waiters);
 	}
+}
+
+/*
+ * Make sure conn (one node's) is connected with the current settings and
+ * idle (connecting now if needed).  On failure conn->failure says why.
+ */
+bool
+rconn_ensure(RedisConn *conn)
+{
+	RconnOp		op = {conn, NULL, 0, false, NULL};
+
+	Assert(conn->node.kind != NODE_CLUSTER);	/* routed: the route layer */
+	if (conn->state == CS_READY && !conn->busy && !rconn_is_stale(conn) &&
+		!conn->demoted && !rconn_topology_moved(conn))
+		return true;
+	rconn_run_parallel(&op, 1);
+	return op.ok;
+}
+
+/*
+ * Connect now if not connected (ERROR on failure), so that a caller can tell
+ * "Redis never saw the command" apart from "the command may have run".
+ */
+void
+rconn_ready(RedisConn *conn, const char *what)
+{
+	if (!rconn_ensure(conn))
+		rconn_report(conn, ERROR, what);
+}
+
+/* Run ncmds commands pipelined on one node's connection. */
+bool
+rconn_run(RedisConn *conn, RedisCmd *cmds, int ncmds,
+		  RReply ***replies, int elevel, const char *what)
+{
+	RconnOp		op = {conn, cmds, ncmds, false, NULL};
+
+	rconn_run_parallel(&op, 1);
+	if (op.ok)
+	{
+		*replies = op.replies;
+		return true;
+	}
+	rconn_report(conn, elevel, what);
+	return false;
 }

@@ -1,25 +1,22 @@
 /*-------------------------------------------------------------------------
  *
  * connection_pubsub.c
- *	  Publish/subscribe on the backend's subscriber connection: how a
- *	  waiter listens for release messages (lock_wait.c) with the same
+ *	  Publish/subscribe on one node's subscriber connection: how a waiter
+ *	  listens for release messages (lock_wait.c) with the same
  *	  interruptible wait as every round trip.
  *
  * A subscribed RESP2 connection cannot run commands, so waiters use a
- * connection of their own (rconn_backend_subscriber).  A waiter subscribes
- * to one channel at a time; leaving it does not wait for Redis's answer,
- * and whatever arrives meanwhile is skipped by the next subscription.
- * Where the master can move (Sentinel, Cluster), a subscription that
- * breaks is retried until the waiter's deadline, so a waiter rides out a
- * failover and listens on the new master.
+ * connection of their own (the route layer's route_backend_subscriber).  A
+ * waiter subscribes to one channel at a time; leaving it does not wait for
+ * Redis's answer, and whatever arrives meanwhile is skipped by the next
+ * subscription.  With sharded pub/sub (rlock.publish_mode: SPUBLISH on a
+ * Redis 7 Cluster) the verbs are SSUBSCRIBE and SUNSUBSCRIBE and messages
+ * come as "smessage".
  *
- * In a Cluster the routed subscriber connection subscribes on the
- * subscriber connection of the channel's node (every channel of a lock
- * shares the lock's slot), leaving the one it used before.  With sharded
- * pub/sub (rlock.publish_mode: SPUBLISH on a Redis 7 Cluster) the verbs are
- * SSUBSCRIBE and SUNSUBSCRIBE and messages come as "smessage"; a slot that
- * moves away makes the node drop the subscription (a "sunsubscribe" push),
- * after which the waiter subscribes again where the slot went.
+ * This file subscribes one node's connection once and says how it went
+ * (subscribed, failed, or redirected by a Cluster's MOVED); following a
+ * failover, a Cluster's slot map and redirections is the route layer's
+ * (route_subscribe, route_wait_message), which calls in here.
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -34,16 +31,6 @@
 #include "redis/redis.h"
 #include "redis/redis_int.h"
 #include "base/base.h"
-
-typedef enum SubResult
-{
-	SUB_OK,
-	SUB_FAILED,					/* the connection failed: sub->failure */
-	SUB_MOVED					/* MOVED: the slot lives elsewhere */
-} SubResult;
-
-static SubResult subscribe_once(RedisConn *sub, const char *channel,
-								const char *what);
 
 static bool
 is_push(redisReply *r, const char *kind, const char *channel)
@@ -119,67 +106,21 @@ rconn_read_raw(RedisConn *conn, TimestampTz deadline, redisReply **reply)
 	}
 }
 
-/* Longest pause between two attempts to re-subscribe during a failover. */
-#define RESUBSCRIBE_PAUSE_MS	100
-/* MOVED answers one subscription follows before it is an ERROR. */
-#define MAX_SUBSCRIBE_MOVES		5
-
 /*
- * Subscribe the subscriber connection to channel (and to nothing else).
- * Reconnects as needed; ERROR on failure.  Messages of channels we were
- * subscribed to before are skipped.  Where the master can move (Sentinel,
- * Cluster), a connection failure is retried until retry_until, a pause
- * apart, so that a waiter rides out a failover (DT_NOEND: as long as it
- * waits).
+ * Subscribe sub, one node's subscriber connection, to channel (and to
+ * nothing else), with SSUBSCRIBE if sharded.  Reconnects as needed; a
+ * connection that had worked and broke is retried once.  Returns
+ * RSUB_FAILED when the connection failed (sub's failure says why),
+ * RSUB_MOVED with *moved (palloc'd: "MOVED <slot> <host>:<port>") when a
+ * Cluster node says the channel's slot lives elsewhere; an error reply
+ * (e.g. NOPERM for the channel) is an ERROR.  Messages of channels it was
+ * subscribed to before are skipped.
  */
-void
-rconn_subscribe(RedisConn *sub, const char *channel, const char *what,
-				TimestampTz retry_until)
-{
-	int			moves = 0;
-
-	for (;;)
-	{
-		TimestampTz now;
-		RedisConn  *node = sub;
-		SubResult	res = SUB_FAILED;
-
-		if (sub->node.kind == NODE_CLUSTER)
-		{
-			node = cluster_conn_for(sub, channel, strlen(channel),
-									RCONN_SUBSCRIBER);
-			if (sub->target != NULL && sub->target != node)
-				rconn_unsubscribe_nowait(sub->target);
-			sub->target = node;
-		}
-		if (node != NULL)
-			res = subscribe_once(node, channel, what);
-		if (res == SUB_OK)
-			return;
-		if (res == SUB_MOVED && ++moves <= MAX_SUBSCRIBE_MOVES)
-			continue;
-		if (sub->node.kind == NODE_CLUSTER)
-			cluster_map_stale();	/* the node may have failed over */
-		if (res == SUB_MOVED)
-			rconn_set_failure(node, RF_CLUSTER,
-							  psprintf("The subscription to channel \"%s\" was redirected more than %d times.",
-									   channel, MAX_SUBSCRIBE_MOVES));
-		now = GetCurrentTimestamp();
-		if (!rconn_follows_failover() || now >= retry_until)
-			rconn_report(node != NULL ? node : sub, ERROR, what);
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 RESUBSCRIBE_PAUSE_MS, RLOCK_WAIT_EVENT);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-	}
-}
-
-/* One try at rconn_subscribe. */
-static SubResult
-subscribe_once(RedisConn *sub, const char *channel, const char *what)
+RconnSubResult
+rconn_subscribe_once(RedisConn *sub, const char *channel, const char *what,
+					 bool sharded, char **moved)
 {
 	RedisCmd	cmd;
-	bool		sharded = rconn_sharded_publish();
 
 	for (int attempt = 0;; attempt++)
 	{
@@ -188,7 +129,7 @@ subscribe_once(RedisConn *sub, const char *channel, const char *what)
 		bool		skip_name;
 
 		if (!rconn_ensure(sub))
-			return SUB_FAILED;
+			return RSUB_FAILED;
 
 		deadline = rconn_round_trip_deadline(sub, rconn_command_timeout_ms());
 		rconn_reset_replies(sub);
@@ -230,7 +171,7 @@ subscribe_once(RedisConn *sub, const char *channel, const char *what)
 				sub->busy = false;
 				sub->proven = true;
 				sub->last_used = GetCurrentTimestamp();
-				return SUB_OK;
+				return RSUB_OK;
 			}
 			if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSUB", 5) == 0)
 			{
@@ -241,10 +182,10 @@ subscribe_once(RedisConn *sub, const char *channel, const char *what)
 			if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "MOVED ", 6) == 0)
 			{
 				/* a Cluster's slot that moved: subscribe where it went */
-				cluster_note_moved(r->str);
+				*moved = pnstrdup(r->str, r->len);
 				freeReplyObject(r);
 				rconn_discard(sub);
-				return SUB_MOVED;
+				return RSUB_MOVED;
 			}
 			if (r->type == REDIS_REPLY_ERROR)
 			{
@@ -266,16 +207,18 @@ subscribe_once(RedisConn *sub, const char *channel, const char *what)
 			continue;
 		}
 		rconn_discard_failed(sub);
-		return SUB_FAILED;
+		return RSUB_FAILED;
 	}
 }
 
 /*
- * Wait for a message on the subscribed channel until deadline.
- * Returns 1 when a message arrived, 2 when the process latch was set
- * (another waiter of this server passed the turn on, waitqueue.c), 0 on
- * timeout, -1 when the connection failed (it is then discarded; the caller
- * resubscribes).
+ * Wait for a message on the subscribed channel of sub (one node's) until
+ * deadline.  Returns 1 when a message arrived, 2 when the process latch was
+ * set (another waiter of this server passed the turn on, waitqueue.c), 0
+ * on timeout, -1 when the connection failed (it is then discarded; the
+ * caller resubscribes), RCONN_MSG_DROPPED when the server dropped a
+ * sharded subscription because the slot moved away (discarded too; the
+ * caller reads the map again and subscribes where the slot went).
  */
 int
 rconn_wait_message(RedisConn *sub, TimestampTz deadline)
@@ -283,12 +226,7 @@ rconn_wait_message(RedisConn *sub, TimestampTz deadline)
 	bool		latch_woken = false;
 	bool		read_last = false;	/* no wait since the last read */
 
-	if (sub->node.kind == NODE_CLUSTER)
-	{
-		if (sub->target == NULL)
-			return -1;
-		return rconn_wait_message(sub->target, deadline);
-	}
+	Assert(sub->node.kind != NODE_CLUSTER);	/* routed: the route layer */
 	if (sub->state != CS_READY || sub->busy)
 		return -1;
 	for (;;)
@@ -318,9 +256,8 @@ rconn_wait_message(RedisConn *sub, TimestampTz deadline)
 			if (dropped)
 			{
 				/* the slot moved away: subscribe again where it went */
-				cluster_map_stale();
 				rconn_discard(sub);
-				return -1;
+				return RCONN_MSG_DROPPED;
 			}
 			continue;
 		}
@@ -348,12 +285,7 @@ rconn_unsubscribe_nowait(RedisConn *sub)
 {
 	RedisCmd	cmd;
 
-	if (sub->node.kind == NODE_CLUSTER)
-	{
-		if (sub->target != NULL)
-			rconn_unsubscribe_nowait(sub->target);
-		return;
-	}
+	Assert(sub->node.kind != NODE_CLUSTER);	/* routed: the route layer */
 	if (sub->state != CS_READY || sub->busy)
 		return;
 	rcmd_init(&cmd);

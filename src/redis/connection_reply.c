@@ -13,7 +13,7 @@
  * the bounds, before hiredis allocates anything for it (it would allocate
  * an array of the announced size at once).  What is buffered of a reply's
  * unfinished part, and of a line, is checked as it is fed
- * (rconn_read_some, connection_exchange.c).  This works alike on hiredis
+ * (rconn_read_some, connection_io.c).  This works alike on hiredis
  * 0.14 and 1.x.
  *
  * Copyright (c) 2026, rlock developers

@@ -11,6 +11,7 @@
 #define RLOCK_REDIS_H
 
 #include "datatype/timestamp.h"
+#include "utils/palloc.h"
 
 #include "net/net.h"
 
@@ -121,48 +122,50 @@ extern void rcmd_int(RedisCmd *cmd, int64 v);
 extern void rcmd_copy(RedisCmd *dst, const RedisCmd *src);
 extern void rcmd_wait(RedisCmd *cmd, int replicas, int timeout_ms);
 
-/* Connections. */
+/*
+ * Connections: one process's pool of them, per node and role.  These serve
+ * single nodes; a Cluster's connection (NODE_CLUSTER, from rconn_get) is a
+ * handle the route layer runs round trips for, never connected here.
+ */
 extern RedisConn *rconn_get(const RedisUrl *node, RconnRole role);
-extern RedisConn *rconn_backend(void);
-extern RedisConn *rconn_backend_subscriber(void);
 extern void rconn_discard(RedisConn *conn);
 extern bool rconn_ensure(RedisConn *conn);
 extern void rconn_ready(RedisConn *conn, const char *what);
-extern void rconn_ready_for(RedisConn *conn, const char *key, const char *what);
 extern void rconn_close_idle(bool all);
+extern void rconn_defer_del(RedisConn *conn, const char *key);
+extern const char *rconn_address(RedisConn *conn);
+extern int	rconn_replicas(RedisConn *conn);
+
+/* What a connection is (for the route layer's routing and messages). */
+extern const RedisUrl *rconn_node(RedisConn *conn);
+extern void rconn_set_label(RedisConn *conn, const char *label);
+extern bool rconn_is_ready(RedisConn *conn);
+extern bool rconn_is_closed(RedisConn *conn);
+extern uint64 rconn_incarnation(RedisConn *conn);
+extern void rconn_relocate(RedisConn *conn, bool avoid_here);
+extern MemoryContext rconn_reply_context(RedisConn *conn);
+extern RedisConn *rconn_target(RedisConn *conn);
+extern void rconn_set_target(RedisConn *conn, RedisConn *target);
+
+/* Bounds (connection_bounds.c). */
+extern bool rconn_uninterruptible(void);
+extern int	rconn_command_timeout_ms(void);
+extern int	rconn_connect_timeout_ms(void);
 extern void rconn_set_progress_deadlines(RedisConn *conn, bool on);
 extern void rconn_set_deadline_cap(RedisConn *conn, TimestampTz cap);
 extern void rconn_set_impatient(RedisConn *conn, bool on);
-extern void rconn_defer_del(RedisConn *conn, const char *key);
-extern const char *rconn_address(RedisConn *conn);
-extern int	rconn_acks_wanted(RedisConn *conn, const char *key);
-extern int	rconn_replicas(RedisConn *conn);
-extern bool rconn_follows_failover(void);
-extern bool rconn_node_can_move(RedisConn *conn);
-extern char *rconn_master_address(void);
-extern char *rconn_node_address(const char *key);
-extern void rconn_watch_topology(void);
-extern void rconn_topology_shmem_install(void);
-extern int	rconn_command_timeout_ms(void);
-extern int	rconn_connect_timeout_ms(void);
+extern bool rconn_is_impatient(RedisConn *conn);
+extern void rconn_inherit_bounds(RedisConn *node, RedisConn *conn);
+extern TimestampTz rconn_round_trip_deadline(RedisConn *conn, int timeout_ms);
 
 /*
- * Run ncmds commands pipelined; on success *replies points at ncmds replies
- * owned by the connection (valid until its next use).  On failure reports
- * at elevel (returning false when elevel < ERROR).
+ * Run ncmds commands pipelined on one node's connection; on success
+ * *replies points at ncmds replies owned by the connection (valid until its
+ * next use).  On failure reports at elevel (returning false when elevel <
+ * ERROR).  (Routed round trips: route_run.)
  */
 extern bool rconn_run(RedisConn *conn, RedisCmd *cmds, int ncmds,
 					  RReply ***replies, int elevel, const char *what);
-extern RReply *rconn_run1(RedisConn *conn, RedisCmd *cmd, const char *what);
-
-/*
- * rconn_run (ERROR on failure) that also confirms, for a master located
- * through the sentinels, that the node is still master (false, *why).
- */
-extern bool rconn_run_confirmed(RedisConn *conn, RedisCmd *cmds, int ncmds,
-								RReply ***replies, const char *what,
-								char **why);
-extern int	rconn_confirm_owners(const char *const *keys, int n, char **why);
 
 /*
  * Run each op's commands on its connection, all connections at once
@@ -171,22 +174,14 @@ extern int	rconn_confirm_owners(const char *const *keys, int n, char **why);
  */
 extern void rconn_run_parallel(RconnOp *ops, int nops);
 
-/* Report why conn's last round trip failed, at elevel. */
+/* Why a round trip failed, and reporting it (connection_error.c). */
+extern void rconn_set_failure(RedisConn *conn, RconnFailure f,
+							  const char *detail);
+extern void rconn_adopt_failure(RedisConn *conn, RedisConn *from);
+extern RconnFailure rconn_failure(RedisConn *conn);
+extern const char *rconn_failure_detail(RedisConn *conn);
 extern void rconn_report(RedisConn *conn, int elevel, const char *what);
 extern bool rconn_failed_before_sending(RedisConn *conn);
-
-/*
- * Redis Cluster (cluster.c): which slot a key hashes to (-1 outside a
- * Cluster), keys grouped so that each group fits one script call, and the
- * round trips the last rconn_run took (1 outside a Cluster).
- */
-extern bool rconn_is_cluster(void);
-extern int	rconn_key_slot(const char *key);
-extern int	rconn_slot_groups(const char *const *keys, int n, int maxper,
-							  int *order, int *starts);
-extern int	rconn_last_rounds(void);
-extern bool rconn_sharded_publish(void);
-extern int	rconn_cluster_masters(RedisConn ***conns);
 
 /* Replies and failures (connection_error.c). */
 extern void rconn_reply_error(RReply *reply, int elevel, const char *what);
@@ -196,10 +191,54 @@ extern void rconn_report_failure(RconnFailure failure, const char *addr,
 								 const char *detail, int elevel,
 								 const char *what);
 
-/* Publish/subscribe, for waiters. */
-extern void rconn_subscribe(RedisConn *sub, const char *channel,
-							const char *what, TimestampTz retry_until);
+/* Publish/subscribe on one node (connection_pubsub.c). */
+typedef enum RconnSubResult
+{
+	RSUB_OK,
+	RSUB_FAILED,				/* the connection failed (its failure: why) */
+	RSUB_MOVED					/* MOVED: the slot lives elsewhere */
+} RconnSubResult;
+
+/* rconn_wait_message: the server dropped the (sharded) subscription */
+#define RCONN_MSG_DROPPED	(-2)
+
+extern RconnSubResult rconn_subscribe_once(RedisConn *sub,
+										   const char *channel,
+										   const char *what, bool sharded,
+										   char **moved);
 extern int	rconn_wait_message(RedisConn *sub, TimestampTz deadline);
 extern void rconn_unsubscribe_nowait(RedisConn *sub);
+
+/*
+ * What the route layer registers at init (route_init, from _PG_init): the
+ * moments in a connection's own life, inside a round trip, when it must
+ * learn from above what it cannot know itself.  Only a Sentinel's master
+ * (NODE_SENTINEL_MASTER) needs them, and a master's replica count:
+ *
+ *	locate_master		where the master is now, asked before each connect
+ *						(avoid: host:port that just failed, not taken from
+ *						the first sentinel that still names it); false with
+ *						*failure and *detail when none is named.
+ *	topology_epoch		the epoch of this server's master now (0: unknown);
+ *						a located connection made at another epoch is
+ *						replaced at its next use.
+ *	master_confirmed	the node at addr answered ROLE master in its
+ *						handshake: record it; returns the epoch now.
+ *	replicas_reported	the master at addr reported n > 0 replicas.
+ *
+ * None may throw: they run mid-handshake.
+ */
+typedef struct RconnRouteHooks
+{
+	bool		(*locate_master) (const char *avoid, char *host,
+								  size_t hostsize, int *port,
+								  RconnFailure *failure, char **detail);
+	uint64		(*topology_epoch) (void);
+	uint64		(*master_confirmed) (const char *master_name,
+									 const char *addr);
+	void		(*replicas_reported) (const char *addr, int n);
+} RconnRouteHooks;
+
+extern void rconn_set_route_hooks(const RconnRouteHooks *hooks);
 
 #endif							/* RLOCK_REDIS_H */

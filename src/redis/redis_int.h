@@ -1,9 +1,10 @@
 /*-------------------------------------------------------------------------
  *
- * connection_int.h
+ * redis/redis_int.h
  *	  The inside of a Redis connection, for the files of the connection
  *	  layer only (connection*.c): nothing above it sees hiredis, the
- *	  transport or the wait primitive.
+ *	  transport or the wait primitive; the route layer sees a connection
+ *	  through redis.h's functions only.
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -130,7 +131,8 @@ struct RedisConn
 	int			nreplicas;
 	TimestampTz role_at;
 	bool		demoted;
-	uint64		topology_epoch; /* rconn_topology_epoch() when located */
+	uint64		topology_epoch; /* the route layer's topology epoch when
+								 * located (connection_connect.c) */
 	char		failed_at[300]; /* host:port of a master that just failed */
 
 	/*
@@ -150,69 +152,34 @@ struct RedisConn
 	int			maxdeferred;
 };
 
-/* connection.c */
-extern uint64 rconn_incarnations;
+/* connection.c (the pool) */
 extern void rconn_discard_failed(RedisConn *conn);
-extern void rconn_set_failure(RedisConn *conn, RconnFailure f,
-							  const char *detail);
-extern bool rconn_begin_connect(RedisConn *conn, TimestampTz deadline);
 extern bool rconn_is_stale(RedisConn *conn);
-extern bool rconn_uninterruptible(void);
 extern bool rconn_idle_expired(RedisConn *conn);
-extern TimestampTz rconn_round_trip_deadline(RedisConn *conn, int timeout_ms);
+extern void rconn_set_address(RedisConn *conn);
+
+/* connection_connect.c (connecting, the handshake, the route hooks) */
+extern uint64 rconn_incarnations;
+extern bool rconn_begin_connect(RedisConn *conn, TimestampTz deadline);
 extern void rconn_handshake_done(RedisConn *conn);
 extern bool rconn_queue_setname(RedisConn *conn);
 extern bool rconn_queue_role(RedisConn *conn);
-extern void rconn_set_address(RedisConn *conn);
-
-/* topology.c */
-extern bool rconn_locate_master(RedisConn *conn);
-extern void rconn_master_confirmed(RedisConn *conn);
-extern bool rconn_topology_moved(RedisConn *conn);
 extern bool rconn_take_role(RedisConn *conn, redisReply *r);
-extern const char *rconn_bad_address(const char *host, size_t len,
-									 size_t hostsize, long long port);
+extern bool rconn_topology_moved(RedisConn *conn);
 
-/* cluster.c (the slot map), cluster_route.c (routed round trips) */
-extern bool cluster_ensure(RedisConn *conn);
-extern bool cluster_run(RedisConn *conn, RedisCmd *cmds, int ncmds,
-						RReply ***replies, int elevel, const char *what);
-extern RedisConn *cluster_conn_for(RedisConn *conn, const char *key,
-								   size_t len, RconnRole role);
-extern RedisConn *cluster_known_conn(const char *key);
-extern char *cluster_node_address(RedisConn *conn, const char *key);
-extern void cluster_note_moved(const char *err);
-extern bool cluster_sharded(void);
-extern void cluster_map_stale(void);
-extern int	cluster_masters(RedisConn *conn, RedisConn ***conns);
-extern void rconn_set_cluster_address(RedisConn *conn);
-extern int	cluster_slot_of(const char *key, size_t len);
-extern int	cluster_owner(int slot);
-extern int	cluster_nnodes(void);
-extern RedisConn *cluster_node(int idx, RconnRole role);
-extern bool cluster_redirect_target(const char *err, int *slot, int *node);
-
-/* cluster_check.c */
-extern const char *cluster_bad_slot_range(const RReply *e);
-/* a MOVED or ASK answer, read (cluster_check.c) */
-typedef struct ClusterRedirect
-{
-	int			slot;
-	const char *host;			/* points into the answer; not terminated */
-	size_t		hostlen;
-	int			port;
-	bool		unknown;		/* no address given: read the map again */
-} ClusterRedirect;
-
-extern bool cluster_parse_redirect(const char *err, ClusterRedirect *out);
-extern void cluster_refresh_if_stale(RedisConn *conn);
-extern void cluster_pause_before_retry(void);
-
-/* connection_exchange.c */
+/* connection_io.c (bytes in and out) */
 extern bool rconn_queue(RedisConn *conn, RedisCmd *cmd, bool as_eval,
 						int slot);
 extern void rconn_reset_replies(RedisConn *conn);
-/* One connection of a wait over several (rconn_wait_many). */
+extern void rconn_free_io(RedisConn *conn);
+extern RReply *rconn_convert_reply(const redisReply *r, MemoryContext cxt);
+extern RconnFailure rconn_failure_of(const TransportError *err);
+extern uint32 rconn_want_of(TransportStatus st);
+extern TransportStatus rconn_write_some(RedisConn *conn);
+extern TransportStatus rconn_read_some(RedisConn *conn);
+extern bool rconn_read_on(TimestampTz deadline);
+
+/* connection_wait.c: the wait; one connection of a wait over several. */
 typedef struct RconnWaiter
 {
 	RedisConn  *conn;
@@ -224,11 +191,9 @@ typedef struct RconnWaiter
 extern void rconn_wait_many(RconnWaiter *w, int n);
 extern bool rconn_wait(RedisConn *conn, uint32 events, TimestampTz deadline,
 					   bool *latch_woken);
-extern TransportStatus rconn_write_some(RedisConn *conn);
-extern TransportStatus rconn_read_some(RedisConn *conn);
+
+/* connection_reply.c (the bounded reply parser) */
 extern redisReader *rconn_reader_create(RedisConn *conn);
 extern bool rconn_get_reply(RedisConn *conn, void **reply);
-extern bool rconn_read_on(TimestampTz deadline);
-extern void rconn_free_io(RedisConn *conn);
 
 #endif							/* RLOCK_CONNECTION_INT_H */

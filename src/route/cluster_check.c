@@ -1,10 +1,12 @@
 /*-------------------------------------------------------------------------
  *
  * cluster_check.c
- *	  What a Redis Cluster node says is checked before it is believed: the
- *	  entries of a CLUSTER SLOTS map and the MOVED/ASK redirections.  A
- *	  server's word is not trusted for slot numbers or addresses (a start
- *	  slot of INT64_MIN once spun a backend for ever).
+ *	  What a server says is checked before it is believed: an address a
+ *	  sentinel, a slot map or a redirection names, the entries of a CLUSTER
+ *	  SLOTS map and the MOVED/ASK redirections.  A server's word is not
+ *	  trusted for slot numbers or addresses (a start slot of INT64_MIN once
+ *	  spun a backend for ever).  Pure functions: the lowest of the route
+ *	  layer's files with backend.c, calling none of the others.
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -14,10 +16,30 @@
 
 #include <ctype.h>
 
+#include "route/route.h"
+#include "route/route_int.h"
 #include "redis/redis.h"
-#include "redis/redis_int.h"
 
-#define CLUSTER_SLOTS		16384
+/*
+ * Is host:port, as a server named it (the sentinels, a slot map, a
+ * redirection), an address to connect to (hostsize: room for the host)?
+ * NULL if so, else what is wrong with it.  A server's word is not trusted.
+ */
+const char *
+route_bad_address(const char *host, size_t len, size_t hostsize,
+				  long long port)
+{
+	if (len == 0)
+		return "an empty host";
+	if (len >= hostsize || len > 255)
+		return "a host name longer than 255 bytes";
+	for (size_t i = 0; i < len; i++)
+		if (!isgraph((unsigned char) host[i]))
+			return "a host name with a space, a control character or a NUL byte";
+	if (port < 1 || port > 65535)
+		return psprintf("port %lld, outside 1..65535", port);
+	return NULL;
+}
 
 /*
  * What is wrong with entry e of a CLUSTER SLOTS reply (NULL: nothing):
@@ -55,7 +77,7 @@ cluster_bad_slot_range(const RReply *e)
 	/* "" or "?": the node's address is the one we asked it at */
 	if (master->element[0]->len == 0 || strcmp(master->element[0]->str, "?") == 0)
 		return NULL;
-	return rconn_bad_address(master->element[0]->str, master->element[0]->len,
+	return route_bad_address(master->element[0]->str, master->element[0]->len,
 							 sizeof(((RedisUrl *) NULL)->host),
 							 master->element[1]->integer);
 }
@@ -105,7 +127,7 @@ cluster_parse_redirect(const char *err, ClusterRedirect *out)
 		out->host++;
 		out->hostlen -= 2;
 	}
-	return rconn_bad_address(out->host, out->hostlen,
+	return route_bad_address(out->host, out->hostlen,
 							 sizeof(((RedisUrl *) NULL)->host),
 							 out->port) == NULL;
 }

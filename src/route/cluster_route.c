@@ -5,7 +5,8 @@
  *	  the master of its key's slot, every node's commands at once, and the
  *	  cluster's redirections followed.
  *
- * rconn_run on the routed connection (cluster.c owns the slot map) cuts
+ * route_run on the routed connection (cluster_map.c learns the slot map,
+ * cluster.c answers from it) cuts
  * the commands into units: a command with a key, and the commands without
  * one that follow it (WAIT after an acquisition must run on the same
  * connection).  Each round sends every pending unit to its node, pipelined
@@ -44,15 +45,16 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "route/route.h"
+#include "route/route_int.h"
 #include "redis/redis.h"
-#include "redis/redis_int.h"
 #include "base/base.h"
 
 #define MAX_REDIRECTS		5
 /* Pause before retrying TRYAGAIN, CLUSTERDOWN, LOADING or an unreachable node. */
 #define RETRY_PAUSE_MS		50
 
-/* Round trips of the last rconn_run on a routed connection (parallel ones count once). */
+/* Round trips of the last routed route_run (parallel ones count once). */
 static int	last_rounds = 0;
 
 /* The key a command is routed by, or NULL for a command without one. */
@@ -171,9 +173,9 @@ failed_before_sending(RconnFailure f)
 		f == RF_NOFD;
 }
 
-/* A pause before trying a node again (also cluster.c's); interruptible. */
-void
-cluster_pause_before_retry(void)
+/* A pause before trying a node again; interruptible. */
+static void
+pause_before_retry(void)
 {
 	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 					 RETRY_PAUSE_MS, RLOCK_WAIT_EVENT);
@@ -183,7 +185,7 @@ cluster_pause_before_retry(void)
 }
 
 /*
- * rconn_run on a routed connection.  On failure (reported at elevel), when
+ * route_run on a routed connection.  On failure (reported at elevel), when
  * elevel < ERROR, *replies still holds the replies that arrived, NULL for
  * the commands whose node failed.
  */
@@ -199,8 +201,9 @@ cluster_run(RedisConn *conn, RedisCmd *cmds, int ncmds, RReply ***replies,
 	RedisConn  *failed = NULL;
 	bool		ok = true;
 
-	MemoryContextReset(conn->replycxt);
-	out = MemoryContextAllocZero(conn->replycxt, Max(ncmds, 1) * sizeof(RReply *));
+	MemoryContextReset(rconn_reply_context(conn));
+	out = MemoryContextAllocZero(rconn_reply_context(conn),
+								 Max(ncmds, 1) * sizeof(RReply *));
 	*replies = out;
 	last_rounds = 0;
 	if (!cluster_ensure(conn))
@@ -272,8 +275,7 @@ cluster_run(RedisConn *conn, RedisCmd *cmds, int ncmds, RReply ***replies,
 		if (single_node(units, nunits, &o1))
 		{
 			ops[0].conn = cluster_node(o1, RCONN_COMMANDS);
-			ops[0].conn->progress_deadlines = conn->progress_deadlines;
-			ops[0].conn->deadline_cap = conn->deadline_cap;
+			rconn_inherit_bounds(ops[0].conn, conn);
 			ops[0].cmds = cmds;
 			ops[0].ncmds = ncmds;
 			opunits[0] = palloc(nunits * sizeof(int));
@@ -303,7 +305,8 @@ cluster_run(RedisConn *conn, RedisCmd *cmds, int ncmds, RReply ***replies,
 				if (un->node < 0)
 				{
 					/* nobody serves the slot now: a failover under way */
-					if (GetCurrentTimestamp() >= deadline || conn->impatient)
+					if (GetCurrentTimestamp() >= deadline ||
+						rconn_is_impatient(conn))
 					{
 						rconn_set_failure(conn, RF_CLUSTER,
 										  psprintf("No node serves hash slot %d (the cluster is down).", s));
@@ -323,8 +326,7 @@ cluster_run(RedisConn *conn, RedisCmd *cmds, int ncmds, RReply ***replies,
 				o = nops++;
 				opof[un->node] = o;
 				ops[o].conn = cluster_node(un->node, RCONN_COMMANDS);
-				ops[o].conn->progress_deadlines = conn->progress_deadlines;
-				ops[o].conn->deadline_cap = conn->deadline_cap;
+				rconn_inherit_bounds(ops[o].conn, conn);
 				opcmds[o] = palloc((ncmds * 2) * sizeof(RedisCmd));
 				opunits[o] = palloc(nunits * sizeof(int));
 				ops[o].ncmds = 0;
@@ -368,7 +370,8 @@ cluster_run(RedisConn *conn, RedisCmd *cmds, int ncmds, RReply ***replies,
 
 				/* it may have failed over: read the map again */
 				cluster_map_stale();
-				if (failed_before_sending(nc->failure) && !conn->impatient &&
+				if (failed_before_sending(rconn_failure(nc)) &&
+					!rconn_is_impatient(conn) &&
 					GetCurrentTimestamp() < deadline)
 				{
 					unreachable = true;
@@ -430,7 +433,7 @@ cluster_run(RedisConn *conn, RedisCmd *cmds, int ncmds, RReply ***replies,
 					continue;
 				}
 				un->asking = false;
-				if (is_retry_later(lead) && !conn->impatient &&
+				if (is_retry_later(lead) && !rconn_is_impatient(conn) &&
 					GetCurrentTimestamp() < deadline)
 				{
 					/*
@@ -446,7 +449,7 @@ cluster_run(RedisConn *conn, RedisCmd *cmds, int ncmds, RReply ***replies,
 				}
 				for (int c = 0; c < un->ncmds; c++)
 					out[un->first + c] = copy_reply(ops[o].replies[pos + c],
-													conn->replycxt);
+													rconn_reply_context(conn));
 				pos += un->ncmds;
 				un->pending = false;
 			}
@@ -472,24 +475,60 @@ cluster_run(RedisConn *conn, RedisCmd *cmds, int ncmds, RReply ***replies,
 					}
 				break;
 			}
-			cluster_pause_before_retry();
+			pause_before_retry();
 		}
 	}
 	pfree(units);
 	if (ok)
 		return true;
 	if (failed != conn)
-	{
-		rconn_set_failure(conn, failed->failure, failed->errdetail);
-		strlcpy(conn->addr, failed->addr, sizeof(conn->addr));
-	}
+		rconn_adopt_failure(conn, failed);
 	rconn_report(conn, elevel, what);
 	return false;
 }
 
-/* Round trips the last routed rconn_run took (parallel ones count once). */
+/* Round trips the last routed route_run took (parallel ones count once). */
 int
-rconn_last_rounds(void)
+route_last_rounds(void)
 {
-	return rconn_is_cluster() ? last_rounds : 1;
+	return route_is_cluster() ? last_rounds : 1;
+}
+
+/*
+ * Connect now to the node that serves key (ERROR on failure), so that an
+ * acquisition can tell "Redis never saw the command" apart from "the
+ * command may have run", as rconn_ready does for one node (route_ready_for
+ * on a routed connection).  A node that cannot be reached makes us read
+ * the map again and try where it says, a pause apart, until
+ * rlock.command_timeout: a failover in progress.
+ */
+void
+cluster_ready_for(RedisConn *conn, const char *key, const char *what)
+{
+	TimestampTz deadline;
+
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+										   rconn_command_timeout_ms());
+	for (;;)
+	{
+		RedisConn  *node = cluster_conn_for(conn, key, strlen(key),
+											RCONN_COMMANDS);
+
+		if (node != NULL && rconn_ensure(node))
+			return;
+		if (node != NULL)
+			rconn_adopt_failure(conn, node);
+		cluster_map_stale();
+		/* only what a failover explains is worth waiting for */
+		if (GetCurrentTimestamp() >= deadline ||
+			(!cluster_failover_explains(rconn_failure(conn)) &&
+			 rconn_failure(conn) != RF_CLUSTER) ||
+			cluster_map_hopeless())
+		{
+			rconn_report(conn, ERROR, what);
+			return;				/* not reached */
+		}
+		pause_before_retry();
+		route_label_cluster(conn);
+	}
 }

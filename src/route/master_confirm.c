@@ -11,13 +11,13 @@
  * being there is not enough: the check before COMMIT (holds_xact.c) asks
  * others.
  *
- *	- Sentinel: rconn_run_confirmed runs the renewals and, in the same
+ *	- Sentinel: route_run_confirmed runs the renewals and, in the same
  *	  parallel round trip (so within the same bound), asks every sentinel
  *	  SENTINEL GET-MASTER-ADDR-BY-NAME.  Confirmed when one names the node
  *	  that answered and none names another; otherwise (fail closed: none
  *	  answers) the locks count as lost, and a connection the sentinels
  *	  moved away from re-discovers the master at its next use.
- *	- Cluster: rconn_confirm_owners asks the other masters, right after
+ *	- Cluster: route_confirm_owners asks the other masters, right after
  *	  the renewals, about one key of each slot (EXISTS): each answers MOVED
  *	  to the owner it knows, or for itself.  Confirmed unless most of those
  *	  that answer name another owner, or none answers.
@@ -30,12 +30,13 @@
 
 #include "lib/stringinfo.h"
 
+#include "route/route.h"
+#include "route/route_int.h"
 #include "redis/redis.h"
-#include "redis/redis_int.h"
 #include "base/base.h"
 
 /*
- * Run cmds on conn (as rconn_run, ERROR on failure) and, when conn is a
+ * Run cmds on conn (as route_run, ERROR on failure) and, when conn is a
  * master the sentinels located, ask every sentinel at once, in the same
  * parallel round trip and so within the same bound, which node is master:
  * the check before COMMIT must know that the node that answered it is
@@ -47,7 +48,7 @@
  * reconnecting mid-way, can ask them on the usual ones.
  */
 bool
-rconn_run_confirmed(RedisConn *conn, RedisCmd *cmds, int ncmds,
+route_run_confirmed(RedisConn *conn, RedisCmd *cmds, int ncmds,
 					RReply ***replies, const char *what, char **why)
 {
 	const RedisUrlConf *conf = rlock_redis_conf;
@@ -59,10 +60,10 @@ rconn_run_confirmed(RedisConn *conn, RedisCmd *cmds, int ncmds,
 	StringInfoData failed;
 
 	*why = NULL;
-	if (conn->node.kind != NODE_SENTINEL_MASTER || conf == NULL ||
+	if (rconn_node(conn)->kind != NODE_SENTINEL_MASTER || conf == NULL ||
 		conf->url.kind != NODE_SENTINEL_MASTER || conf->nhosts <= 0)
 	{
-		rconn_run(conn, cmds, ncmds, replies, ERROR, what);
+		route_run(conn, cmds, ncmds, replies, ERROR, what);
 		return true;
 	}
 	/* located (asking the sentinels) before the round trip, not in it */
@@ -106,8 +107,10 @@ rconn_run_confirmed(RedisConn *conn, RedisCmd *cmds, int ncmds,
 
 		if (r == NULL)
 		{
+			const char *detail = rconn_failure_detail(s);
+
 			appendStringInfo(&failed, "%s%s: %s", failed.len ? "; " : "",
-							 s->addr, s->errdetail[0] ? s->errdetail :
+							 rconn_address(s), detail[0] ? detail :
 							 "no answer in time");
 			continue;
 		}
@@ -117,7 +120,7 @@ rconn_run_confirmed(RedisConn *conn, RedisCmd *cmds, int ncmds,
 			r->element[0]->len == 0 || r->element[0]->len >= 256)
 		{
 			appendStringInfo(&failed, "%s%s: %s", failed.len ? "; " : "",
-							 s->addr, r->type == RREPLY_NIL ?
+							 rconn_address(s), r->type == RREPLY_NIL ?
 							 "it knows no such master" : "an unexpected reply");
 			continue;
 		}
@@ -127,13 +130,13 @@ rconn_run_confirmed(RedisConn *conn, RedisCmd *cmds, int ncmds,
 			port <= 0 || port > 65535)
 		{
 			appendStringInfo(&failed, "%s%s: %s", failed.len ? "; " : "",
-							 s->addr, "an unexpected reply");
+							 rconn_address(s), "an unexpected reply");
 			continue;
 		}
 		snprintf(addr, sizeof(addr),
 				 strchr(r->element[0]->str, ':') ? "[%s]:%ld" : "%s:%ld",
 				 r->element[0]->str, port);
-		if (strcmp(addr, conn->addr) == 0)
+		if (strcmp(addr, rconn_address(conn)) == 0)
 			nconfirm++;
 		else if (other[0] == '\0')
 			strlcpy(other, addr, sizeof(other));
@@ -141,16 +144,15 @@ rconn_run_confirmed(RedisConn *conn, RedisCmd *cmds, int ncmds,
 	if (other[0] != '\0')
 	{
 		/* follow the sentinels at the next use */
-		conn->demoted = true;
-		strlcpy(conn->failed_at, conn->addr, sizeof(conn->failed_at));
+		rconn_relocate(conn, true);
 		*why = psprintf("It was checked on %s, but the sentinels name %s as master \"%s\" now: a failover replaced the node it was held on.",
-						conn->addr, other, conf->url.master_name);
+						rconn_address(conn), other, conf->url.master_name);
 		return false;
 	}
 	if (nconfirm == 0)
 	{
 		*why = psprintf("No sentinel confirmed that %s, where it was checked, is still master \"%s\" (%s).",
-						conn->addr, conf->url.master_name, failed.data);
+						rconn_address(conn), conf->url.master_name, failed.data);
 		return false;
 	}
 	return true;
@@ -206,9 +208,9 @@ moved_address(const char *err, char *addr, size_t size)
  * single master there is no one else to ask.
  */
 int
-rconn_confirm_owners(const char *const *keys, int n, char **why)
+route_confirm_owners(const char *const *keys, int n, char **why)
 {
-	RedisConn  *conn = rconn_backend();
+	RedisConn  *conn = route_backend();
 	RedisConn **masters;
 	int			nmasters;
 	int		   *gkey;			/* per slot group: index of its key */
@@ -222,7 +224,7 @@ rconn_confirm_owners(const char *const *keys, int n, char **why)
 	int			nops = 0;
 
 	*why = NULL;
-	if (conn->node.kind != NODE_CLUSTER || n <= 0)
+	if (rconn_node(conn)->kind != NODE_CLUSTER || n <= 0)
 		return -1;
 	nmasters = cluster_masters(conn, &masters);
 	if (nmasters < 2)
@@ -292,13 +294,13 @@ rconn_confirm_owners(const char *const *keys, int n, char **why)
 
 			if (r->type == RREPLY_INTEGER ||
 				(r->type == RREPLY_ERROR && strncmp(r->str, "ASK ", 4) == 0))
-				strlcpy(addr, ops[o].conn->addr, sizeof(addr));	/* itself */
+				strlcpy(addr, rconn_address(ops[o].conn), sizeof(addr));	/* itself */
 			else if (r->type != RREPLY_ERROR ||
 					 strncmp(r->str, "MOVED ", 6) != 0 ||
 					 !moved_address(r->str, addr, sizeof(addr)))
 				continue;		/* no answer (CLUSTERDOWN, TRYAGAIN, ...) */
 			nanswered[g]++;
-			if (strcmp(addr, gowner[g]->addr) != 0)
+			if (strcmp(addr, rconn_address(gowner[g])) != 0)
 			{
 				nother[g]++;
 				if (other[g] == NULL)
@@ -311,14 +313,14 @@ rconn_confirm_owners(const char *const *keys, int n, char **why)
 		if (nanswered[g] == 0)
 		{
 			*why = psprintf("No other master of the cluster confirmed that %s, where it was checked, still owns its slot.",
-							gowner[g]->addr);
+							rconn_address(gowner[g]));
 			return gkey[g];
 		}
 		if (nother[g] * 2 > nanswered[g])
 		{
 			cluster_map_stale();
 			*why = psprintf("It was checked on %s, but %d of the %d other masters that answered name %s as the owner of its slot: a failover replaced the node it was held on.",
-							gowner[g]->addr, nother[g], nanswered[g],
+							rconn_address(gowner[g]), nother[g], nanswered[g],
 							other[g]);
 			return gkey[g];
 		}

@@ -40,7 +40,6 @@
 #include "utils/timestamp.h"
 
 #include "redis/redis.h"
-#include "redis/redis_int.h"
 #include "route/route.h"
 #include "net/net.h"
 #include "base/base.h"
@@ -494,8 +493,8 @@ redlock_run_identified(RedisConn **conns, int n, RedisCmd *cmd,
 	{
 		RedisConn  *conn = conns[i];
 
-		asked[i] = conn->state != CS_READY ||
-			conn->incarnation != identified_incarnation[i];
+		asked[i] = !rconn_is_ready(conn) ||
+			rconn_incarnation(conn) != identified_incarnation[i];
 		ops[i].conn = conn;
 		ops[i].cmds = cmd;
 		ops[i].ncmds = 1;
@@ -521,7 +520,7 @@ redlock_run_identified(RedisConn **conns, int n, RedisCmd *cmd,
 		ops[i].replies++;		/* the caller's command's reply first */
 		ops[i].cmds = cmd;
 		ops[i].ncmds = 1;
-		identified_incarnation[i] = conns[i]->incarnation;
+		identified_incarnation[i] = rconn_incarnation(conns[i]);
 		run_ids[i][0] = '\0';
 		if (info->type != RREPLY_STRING ||
 			(p = strstr(info->str, "run_id:")) == NULL)
@@ -536,12 +535,12 @@ redlock_run_identified(RedisConn **conns, int n, RedisCmd *cmd,
 	for (int i = 0; i < n && *dup_a < 0; i++)
 	{
 		if (run_ids[i][0] == '\0' ||
-			identified_incarnation[i] != conns[i]->incarnation)
+			identified_incarnation[i] != rconn_incarnation(conns[i]))
 			continue;
 		for (int j = 0; j < i; j++)
 		{
 			if (run_ids[j][0] != '\0' &&
-				identified_incarnation[j] == conns[j]->incarnation &&
+				identified_incarnation[j] == rconn_incarnation(conns[j]) &&
 				strcmp(run_ids[i], run_ids[j]) == 0)
 			{
 				*dup_a = j;
@@ -561,6 +560,7 @@ redlock_run_identified(RedisConn **conns, int n, RedisCmd *cmd,
 bool
 redlock_failed_silently(RedisConn *conn)
 {
-	return conn->failure == RF_TIMEOUT || conn->failure == RF_CONNECT_TIMEOUT ||
-		conn->failure == RF_LOST;
+	RconnFailure f = rconn_failure(conn);
+
+	return f == RF_TIMEOUT || f == RF_CONNECT_TIMEOUT || f == RF_LOST;
 }

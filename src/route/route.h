@@ -14,6 +14,76 @@
 
 #include "redis/redis.h"
 
+/*
+ * Set up the route layer (from _PG_init): registers with the connection
+ * layer what it must be told from here; and its shared memory (the
+ * topology of a Sentinel deployment), when preloaded.
+ */
+extern void route_init(void);
+extern void route_shmem_install(void);
+
+/*
+ * The configured Redis (rlock.redis_url), whatever the deployment: the
+ * process's commands connection and its subscriber connection (backend.c).
+ * For a Cluster these are routed connections: every call below sends their
+ * commands to the nodes that serve them.
+ */
+extern RedisConn *route_backend(void);
+extern RedisConn *route_backend_subscriber(void);
+
+/*
+ * Round trips on any connection, routed or not (route.c): as rconn_run,
+ * rconn_ready and rconn_defer_del, for a Cluster on the nodes of the keys.
+ * route_last_rounds: the round trips the last route_run took (1 outside a
+ * Cluster).
+ */
+extern bool route_run(RedisConn *conn, RedisCmd *cmds, int ncmds,
+					  RReply ***replies, int elevel, const char *what);
+extern RReply *route_run1(RedisConn *conn, RedisCmd *cmd, const char *what);
+extern void route_ready(RedisConn *conn, const char *what);
+extern void route_ready_for(RedisConn *conn, const char *key,
+							const char *what);
+extern void route_defer_del(RedisConn *conn, const char *key);
+extern int	route_acks_wanted(RedisConn *conn, const char *key);
+extern int	route_last_rounds(void);
+
+/* Publish/subscribe, for waiters (route.c). */
+extern void route_subscribe(RedisConn *sub, const char *channel,
+							const char *what, TimestampTz retry_until);
+extern int	route_wait_message(RedisConn *sub, TimestampTz deadline);
+extern void route_unsubscribe_nowait(RedisConn *sub);
+extern bool route_sharded_publish(void);
+
+/*
+ * Where the master is (topology.c): whether it can move, where it is now,
+ * the worker's watch over the sentinels.
+ */
+extern bool route_follows_failover(void);
+extern bool route_node_can_move(RedisConn *conn);
+extern char *route_master_address(void);
+extern char *route_node_address(const char *key);
+extern void route_watch_topology(void);
+
+/*
+ * The check before COMMIT (master_confirm.c): route_run that also confirms
+ * a Sentinel's master with the sentinels (false, *why), and a Cluster's
+ * slot owners with the other masters.
+ */
+extern bool route_run_confirmed(RedisConn *conn, RedisCmd *cmds, int ncmds,
+								RReply ***replies, const char *what,
+								char **why);
+extern int	route_confirm_owners(const char *const *keys, int n, char **why);
+
+/*
+ * Redis Cluster (cluster_slot.c, cluster.c): whether the deployment is
+ * one, keys grouped so that each group fits one script call, the masters
+ * that own slots now.
+ */
+extern bool route_is_cluster(void);
+extern int	route_slot_groups(const char *const *keys, int n, int maxper,
+							  int *order, int *starts);
+extern int	route_cluster_masters(RedisConn ***conns);
+
 /* The most masters rlock.redlock_urls may name. */
 #define REDLOCK_MAX_MASTERS		16
 

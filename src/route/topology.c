@@ -11,8 +11,8 @@
  * (SENTINEL GET-MASTER-ADDR-BY-NAME), one after another, starting with the
  * one that answered last, each bounded by rlock.connect_timeout and
  * rlock.command_timeout, and connects to the node they name, whose ROLE
- * must say "master" (connection.c queues ROLE with the handshake;
- * connection_exchange.c reads it).  A master that just failed is not taken
+ * must say "master" (the connection layer queues ROLE with the handshake
+ * and reads it).  A master that just failed is not taken
  * from the first sentinel that still names it: during a failover the
  * sentinels disagree for a moment, and the one that led the failover knows
  * first.
@@ -20,7 +20,7 @@
  * Failover is followed three ways: a connection that breaks (the master
  * died) or is told READONLY or a ROLE other than master (it was demoted)
  * is replaced at its next use, which asks the sentinels again; the worker
- * asks them once a second (rconn_watch_topology) and re-points itself; and
+ * asks them once a second (route_watch_topology) and re-points itself; and
  * the master last confirmed lives in shared memory with an epoch that is
  * bumped when it changes, so every backend's connections to the old master
  * are replaced at their next use even when nothing broke.  The process that
@@ -28,6 +28,14 @@
  *
  * The check before COMMIT also confirms the master with the sentinels
  * (master_confirm.c).
+ *
+ * Locating the master, recording the one confirmed and noticing that the
+ * epoch moved happen inside a connection's own life (at its connect, in its
+ * handshake, before its round trips), in the connection layer below, which
+ * must not call up: topology_init registers them there as hooks
+ * (rconn_set_route_hooks), the only ones the route layer registers.  The
+ * connection keeps what it was told; the sentinels and the shared memory
+ * stay here.
  *
  * The highest replica count each master ever reported is remembered in
  * shared memory: a master that reports fewer replicas than that (it was
@@ -49,8 +57,9 @@
 #include "storage/spin.h"
 #include "utils/timestamp.h"
 
+#include "route/route.h"
+#include "route/route_int.h"
 #include "redis/redis.h"
-#include "redis/redis_int.h"
 #include "base/base.h"
 
 /* How often the worker asks the sentinels where the master is. */
@@ -117,7 +126,7 @@ topology_shmem_startup(void)
 }
 
 void
-rconn_topology_shmem_install(void)
+route_shmem_install(void)
 {
 	RLOCK_SHMEM_REQUEST(prev_shmem_request_hook, topology_shmem_request);
 	prev_shmem_startup_hook = shmem_startup_hook;
@@ -130,33 +139,32 @@ epoch_now(void)
 	return topo ? pg_atomic_read_u64(&topo->epoch) : 0;
 }
 
-/* Has another process confirmed a new master since conn was located? */
-bool
-rconn_topology_moved(RedisConn *conn)
+/* The topology's epoch now (0: no shared memory); a route hook. */
+static uint64
+topology_epoch(void)
 {
-	return conn->node.kind == NODE_SENTINEL_MASTER &&
-		conn->state != CS_CLOSED && topo != NULL &&
-		conn->topology_epoch != pg_atomic_read_u64(&topo->epoch);
+	return epoch_now();
 }
 
 /*
- * conn's node answered ROLE "master": record it as this server's master,
- * counting and logging a change.  Never throws (it runs mid-handshake).
+ * The node at addr answered ROLE "master" in its handshake, as the master
+ * named master_name: record it as this server's master, counting and
+ * logging a change; returns the epoch now.  A route hook: never throws (it
+ * runs mid-handshake).
  */
-void
-rconn_master_confirmed(RedisConn *conn)
+static uint64
+master_confirmed(const char *master_name, const char *addr)
 {
 	char		old[sizeof(topo->master)];
 	bool		changed = false;
 
-	conn->failed_at[0] = '\0';
 	if (topo == NULL)
-		return;
+		return 0;
 	SpinLockAcquire(&topo->mutex);
-	if (strcmp(topo->master, conn->addr) != 0)
+	if (strcmp(topo->master, addr) != 0)
 	{
 		strlcpy(old, topo->master, sizeof(old));
-		strlcpy(topo->master, conn->addr, sizeof(topo->master));
+		strlcpy(topo->master, addr, sizeof(topo->master));
 		if (old[0] != '\0')
 		{
 			pg_atomic_fetch_add_u64(&topo->epoch, 1);
@@ -164,14 +172,14 @@ rconn_master_confirmed(RedisConn *conn)
 		}
 	}
 	SpinLockRelease(&topo->mutex);
-	conn->topology_epoch = epoch_now();
 	if (changed)
 	{
 		stats_count(RLOCK_STAT_FAILOVERS);
 		ereport(LOG,
 				(errmsg("rlock: Redis master \"%s\" is now %s (was %s)",
-						conn->node.master_name, conn->addr, old)));
+						master_name, addr, old)));
 	}
+	return epoch_now();
 }
 
 /*
@@ -179,8 +187,8 @@ rconn_master_confirmed(RedisConn *conn)
  * now (-1: only look).  The table is small and only read when a master
  * reports none (or its ROLE is refused), written when it reports some.
  */
-static int
-replicas_seen(const char *addr, int now)
+int
+topology_replicas_seen(const char *addr, int now)
 {
 	int			most = Max(now, 0);
 	int			free_at = -1;
@@ -216,50 +224,11 @@ replicas_seen(const char *addr, int now)
 	return most;
 }
 
-/*
- * ROLE's answer: the number of replicas of a master, or (for a master the
- * sentinels located) the news that it is not one, which fails the
- * connection so that the next attempt asks the sentinels again.  A server
- * that refuses ROLE (an ACL) leaves the replica count unknown: then no
- * acknowledgement is waited for, and a located master is taken on the
- * sentinels' word.
- */
-bool
-rconn_take_role(RedisConn *conn, redisReply *r)
+/* A master at addr reported n > 0 replicas; a route hook. */
+static void
+replicas_reported(const char *addr, int n)
 {
-	const char *role;
-
-	if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
-		r->element[0]->type != REDIS_REPLY_STRING)
-	{
-		conn->nreplicas = -1;
-		if (conn->node.kind == NODE_SENTINEL_MASTER && conn->state == CS_HANDSHAKE)
-			rconn_master_confirmed(conn);
-		return true;
-	}
-	role = r->element[0]->str;
-	if (strcmp(role, "master") == 0)
-	{
-		conn->nreplicas = (r->elements >= 3 &&
-						   r->element[2]->type == REDIS_REPLY_ARRAY) ?
-			(int) r->element[2]->elements : 0;
-		if (conn->nreplicas > 0)
-			(void) replicas_seen(conn->addr, conn->nreplicas);
-		if (conn->node.kind == NODE_SENTINEL_MASTER && conn->state == CS_HANDSHAKE)
-			rconn_master_confirmed(conn);
-		return true;
-	}
-	conn->nreplicas = -1;
-	if (conn->node.kind != NODE_SENTINEL_MASTER)
-		return true;
-	conn->demoted = true;
-	if (conn->state != CS_HANDSHAKE)
-		return true;			/* this round trip's replies say the rest */
-	strlcpy(conn->failed_at, conn->addr, sizeof(conn->failed_at));
-	rconn_set_failure(conn, RF_NOT_MASTER,
-					  psprintf("The sentinels named it as master \"%s\", but its role is \"%s\".",
-							   conn->node.master_name, role));
-	return false;
+	(void) topology_replicas_seen(addr, n);
 }
 
 /* ----------------------------------------------------------------
@@ -269,7 +238,7 @@ rconn_take_role(RedisConn *conn, redisReply *r)
 
 /* Does rlock.redis_url name a deployment whose masters can move? */
 bool
-rconn_follows_failover(void)
+route_follows_failover(void)
 {
 	return rlock_redis_conf != NULL &&
 		(rlock_redis_conf->url.kind == NODE_SENTINEL_MASTER ||
@@ -278,10 +247,11 @@ rconn_follows_failover(void)
 
 /* Can the node conn talks to move (a Sentinel's master, a Cluster's)? */
 bool
-rconn_node_can_move(RedisConn *conn)
+route_node_can_move(RedisConn *conn)
 {
-	return conn->node.kind == NODE_SENTINEL_MASTER ||
-		conn->node.kind == NODE_CLUSTER;
+	RedisNodeKind kind = rconn_node(conn)->kind;
+
+	return kind == NODE_SENTINEL_MASTER || kind == NODE_CLUSTER;
 }
 
 static bool
@@ -332,9 +302,12 @@ ask_sentinel(const RedisUrlConf *conf, int i, TimestampTz cap, char *host,
 	rconn_set_deadline_cap(s, DT_NOEND);
 	if (!op.ok)
 	{
-		appendStringInfo(why, "%s%s: %s", why->len ? "; " : "", s->addr,
-						 s->errdetail[0] ? s->errdetail :
-						 s->failure == RF_TIMEOUT || s->failure == RF_CONNECT_TIMEOUT ?
+		const char *detail = rconn_failure_detail(s);
+		RconnFailure f = rconn_failure(s);
+
+		appendStringInfo(why, "%s%s: %s", why->len ? "; " : "",
+						 rconn_address(s), detail[0] ? detail :
+						 f == RF_TIMEOUT || f == RF_CONNECT_TIMEOUT ?
 						 "no answer in time" : "no answer");
 		return SENTINEL_FAILED;
 	}
@@ -359,7 +332,7 @@ ask_sentinel(const RedisUrlConf *conf, int i, TimestampTz cap, char *host,
 		if (end == NULL || end != p->str + p->len || errno != 0)
 			bad = "the port is not a number";
 		else
-			bad = rconn_bad_address(r->element[0]->str, r->element[0]->len,
+			bad = route_bad_address(r->element[0]->str, r->element[0]->len,
 									hostsize, n);
 		if (bad == NULL)
 		{
@@ -368,31 +341,11 @@ ask_sentinel(const RedisUrlConf *conf, int i, TimestampTz cap, char *host,
 			return SENTINEL_NAMED;
 		}
 	}
-	appendStringInfo(why, "%s%s: %s%.200s", why->len ? "; " : "", s->addr,
+	appendStringInfo(why, "%s%s: %s%.200s", why->len ? "; " : "",
+					 rconn_address(s),
 					 r->type == RREPLY_ERROR ? "" :
 					 "it named a master address that makes no sense: ", bad);
 	return SENTINEL_FAILED;
-}
-
-/*
- * Is host:port, as a server named it (the sentinels, a slot map, a
- * redirection), an address to connect to (hostsize: room for the host)?
- * NULL if so, else what is wrong with it.  A server's word is not trusted.
- */
-const char *
-rconn_bad_address(const char *host, size_t len, size_t hostsize,
-				  long long port)
-{
-	if (len == 0)
-		return "an empty host";
-	if (len >= hostsize || len > 255)
-		return "a host name longer than 255 bytes";
-	for (size_t i = 0; i < len; i++)
-		if (!isgraph((unsigned char) host[i]))
-			return "a host name with a space, a control character or a NUL byte";
-	if (port < 1 || port > 65535)
-		return psprintf("port %lld, outside 1..65535", port);
-	return NULL;
 }
 
 /*
@@ -465,31 +418,6 @@ ask_sentinels(const char *avoid, char *host, size_t hostsize, int *port,
 }
 
 /*
- * Before conn connects: fill in its node's host and port from the
- * sentinels.  On failure conn->failure says why.
- */
-bool
-rconn_locate_master(RedisConn *conn)
-{
-	RconnFailure failure = RF_NONE;
-	char	   *detail = NULL;
-
-	snprintf(conn->addr, sizeof(conn->addr), "master \"%s\"",
-			 conn->node.master_name);
-	if (!ask_sentinels(conn->failed_at, conn->node.host,
-					   sizeof(conn->node.host), &conn->node.port,
-					   &failure, &detail))
-	{
-		conn->node.host[0] = '\0';
-		rconn_set_failure(conn, failure, detail);
-		return false;
-	}
-	rconn_set_address(conn);
-	conn->topology_epoch = epoch_now();
-	return true;
-}
-
-/*
  * The background worker, every loop: at most once a second, ask the
  * sentinels where the master is, and when it moved, reconnect the worker's
  * connection to it now (confirming it, which tells every backend through
@@ -497,7 +425,7 @@ rconn_locate_master(RedisConn *conn)
  * Redis's sake.
  */
 void
-rconn_watch_topology(void)
+route_watch_topology(void)
 {
 	RedisConn  *conn;
 	char		host[256];
@@ -511,7 +439,7 @@ rconn_watch_topology(void)
 		!TimestampDifferenceExceeds(last_watch, now, WATCH_INTERVAL_MS))
 		return;
 	last_watch = now;
-	conn = rconn_backend();
+	conn = route_backend();
 	if (!ask_sentinels(NULL, host, sizeof(host), &port, &failure, &detail))
 	{
 		ereport(DEBUG1,
@@ -521,17 +449,17 @@ rconn_watch_topology(void)
 	}
 	snprintf(addr, sizeof(addr), strchr(host, ':') ? "[%s]:%d" : "%s:%d",
 			 host, port);
-	if (conn->state != CS_CLOSED && strcmp(addr, conn->addr) == 0)
+	if (!rconn_is_closed(conn) && strcmp(addr, rconn_address(conn)) == 0)
 		return;
-	conn->demoted = true;		/* replaced now */
+	rconn_relocate(conn, false);	/* replaced now */
 	(void) rconn_ensure(conn);
 }
 
 /* host:port of the master now (palloc'd), or NULL when not known yet. */
 char *
-rconn_master_address(void)
+route_master_address(void)
 {
-	RedisConn  *conn = rconn_backend();
+	RedisConn  *conn = route_backend();
 
 	if (topo != NULL && sentinel_deployment())
 	{
@@ -543,38 +471,25 @@ rconn_master_address(void)
 		if (addr[0] != '\0')
 			return pstrdup(addr);
 	}
-	if (conn->node.kind == NODE_SENTINEL_MASTER && conn->node.host[0] == '\0')
+	if (rconn_node(conn)->kind == NODE_SENTINEL_MASTER &&
+		rconn_node(conn)->host[0] == '\0')
 		return NULL;
-	return pstrdup(conn->addr);
+	return pstrdup(rconn_address(conn));
 }
 
 /*
- * Replicas that must acknowledge an acquisition of key on conn (0: do not
- * wait).  In a Cluster: those of the master of key's slot, which is
- * connected now if it never was (its ROLE tells).
+ * Register the moments of a connection's life that concern the topology
+ * with the connection layer (route_init, from _PG_init).
  */
-int
-rconn_acks_wanted(RedisConn *conn, const char *key)
+void
+topology_init(void)
 {
-	if (rlock_replica_acks <= 0)
-		return 0;
-	if (conn->node.kind == NODE_CLUSTER)
-	{
-		conn = cluster_conn_for(conn, key, strlen(key), RCONN_COMMANDS);
-		if (conn == NULL)
-			return 0;			/* the acquisition fails the same way */
-		if (conn->state == CS_CLOSED && conn->nreplicas < 0)
-			(void) rconn_ensure(conn);
-	}
-	/* a master that lost its replicas is still waited on: they must answer */
-	if (conn->nreplicas <= 0 && replicas_seen(conn->addr, -1) <= 0)
-		return 0;
-	return rlock_replica_acks;
-}
+	static const RconnRouteHooks hooks = {
+		.locate_master = ask_sentinels,
+		.topology_epoch = topology_epoch,
+		.master_confirmed = master_confirmed,
+		.replicas_reported = replicas_reported,
+	};
 
-/* Replicas of conn's node when last asked (-1: unknown). */
-int
-rconn_replicas(RedisConn *conn)
-{
-	return conn->nreplicas;
+	rconn_set_route_hooks(&hooks);
 }

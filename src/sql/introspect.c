@@ -34,6 +34,7 @@
 #include "utils/timestamp.h"
 
 #include "redis/redis.h"
+#include "route/route.h"
 #include "holds/holds.h"
 #include "locks/locks.h"
 #include "base/base.h"
@@ -76,7 +77,7 @@ lock_status(const LockName *ln)
 	rcmd_script(&cmd, RLOCK_SCRIPT_STATUS, 2);
 	rcmd_arg(&cmd, ln->key, ln->keylen);
 	rcmd_str(&cmd, lockname_derive(ln->key, "redisson_lock_queue"));
-	r = rconn_run1(rconn_backend(), &cmd, ln->name);
+	r = route_run1(route_backend(), &cmd, ln->name);
 	if (r->type == RREPLY_ERROR)
 		rconn_reply_error(r, ERROR, ln->name);
 	if (r->type != RREPLY_ARRAY || r->elements < 2 ||
@@ -104,7 +105,7 @@ own_hold_count(const LockName *ln)
 	rcmd_arg(&cmd, ln->key, ln->keylen);
 	rcmd_str(&cmd, holder);
 	rcmd_str(&cmd, lockname_holder_field(RLOCK_KIND_WRITE, holder));
-	r = rconn_run1(rconn_backend(), &cmd, ln->name);
+	r = route_run1(route_backend(), &cmd, ln->name);
 	if (r->type == RREPLY_ERROR)
 		rconn_reply_error(r, ERROR, ln->name);
 	if (r->type != RREPLY_ARRAY || r->elements != 2)
@@ -296,7 +297,7 @@ rlock_locks(PG_FUNCTION_ARGS)
 	n = registry_snapshot(&rows);
 	uuid = registry_instance_uuid();
 	/* every lock lives on the master (of its slot, in a Cluster) */
-	node = rconn_is_cluster() ? NULL : rconn_master_address();
+	node = route_is_cluster() ? NULL : route_master_address();
 
 	for (int i = 0; i < n; i++)
 	{
@@ -328,8 +329,8 @@ rlock_locks(PG_FUNCTION_ARGS)
 			else
 				nulls[9] = true;
 			vals[10] = CStringGetTextDatum(e->state == REGISTRY_LOST ? "lost" : "held");
-			if (rconn_is_cluster() && kind_is_local(e->kind))
-				node = rconn_node_address(e->key);
+			if (route_is_cluster() && kind_is_local(e->kind))
+				node = route_node_address(e->key);
 			/* (a Redlock lives on the masters of rlock.redlock_urls) */
 			if (node && kind_is_local(e->kind))
 				vals[11] = CStringGetTextDatum(node);
@@ -405,7 +406,7 @@ static int
 ping_cluster_masters(RconnOp **ops, bool with_role)
 {
 	RedisConn **conns;
-	int			n = rconn_cluster_masters(&conns);
+	int			n = route_cluster_masters(&conns);
 	RedisCmd   *cmds = palloc(2 * sizeof(RedisCmd));
 
 	rcmd_init(&cmds[0]);
@@ -433,13 +434,13 @@ rlock_ping(PG_FUNCTION_ARGS)
 {
 	RedisCmd	cmd;
 	RReply *r;
-	RedisConn  *conn = rconn_backend();
+	RedisConn  *conn = route_backend();
 	TimestampTz start;
 	Interval   *iv;
 
-	rconn_ready(conn, NULL);
+	route_ready(conn, NULL);
 	start = GetCurrentTimestamp();
-	if (rconn_is_cluster())
+	if (route_is_cluster())
 	{
 		RconnOp    *ops;
 		int			n = ping_cluster_masters(&ops, false);
@@ -456,7 +457,7 @@ rlock_ping(PG_FUNCTION_ARGS)
 	{
 		rcmd_init(&cmd);
 		rcmd_str(&cmd, "PING");
-		r = rconn_run1(conn, &cmd, NULL);
+		r = route_run1(conn, &cmd, NULL);
 		if (r->type != RREPLY_STATUS || strcmp(r->str, "PONG") != 0)
 			rconn_unexpected_reply(r, NULL);
 	}
@@ -511,15 +512,15 @@ Datum
 rlock_nodes(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	RedisConn  *conn = rconn_backend();
+	RedisConn  *conn = route_backend();
 	RedisCmd	cmds[2];
 	RReply	  **replies;
 	TimestampTz start;
 
 	InitMaterializedSRF(fcinfo, 0);
-	rconn_ready(conn, NULL);
+	route_ready(conn, NULL);
 	start = GetCurrentTimestamp();
-	if (rconn_is_cluster())
+	if (route_is_cluster())
 	{
 		/* every master at once; one that does not answer shows NULLs */
 		RconnOp    *ops;
@@ -536,7 +537,7 @@ rlock_nodes(PG_FUNCTION_ARGS)
 	rcmd_str(&cmds[0], "PING");
 	rcmd_init(&cmds[1]);
 	rcmd_str(&cmds[1], "ROLE");
-	rconn_run(conn, cmds, 2, &replies, ERROR, NULL);
+	route_run(conn, cmds, 2, &replies, ERROR, NULL);
 	if (replies[0]->type != RREPLY_STATUS)
 		rconn_unexpected_reply(replies[0], NULL);
 	node_row(rsinfo, rconn_address(conn), replies[1],

@@ -50,6 +50,7 @@
 #include "utils/timestamp.h"
 
 #include "redis/redis.h"
+#include "route/route.h"
 #include "holds/holds.h"
 #include "base/base.h"
 #include "locks/locks.h"
@@ -211,9 +212,9 @@ renew_cycle(RedisConn *conn, int elevel, TimestampTz *next_due, bool *asked)
 		/* no answer after the first lock must count as lost is no answer */
 		replies = NULL;
 		rconn_set_deadline_cap(conn, earliest);
-		ok = rconn_run(conn, cmds, nbatches, &replies, elevel, NULL);
+		ok = route_run(conn, cmds, nbatches, &replies, elevel, NULL);
 		rconn_set_deadline_cap(conn, DT_NOEND);
-		stats_add(RLOCK_STAT_RENEWAL_ROUND_TRIPS, rconn_last_rounds());
+		stats_add(RLOCK_STAT_RENEWAL_ROUND_TRIPS, route_last_rounds());
 		if (!ok)
 			stats_count(RLOCK_STAT_RENEWAL_FAILURES);
 		/* a Cluster's node that failed leaves its calls without a reply */
@@ -310,7 +311,7 @@ rlock_watchdog_main(Datum arg)
 		}
 
 		/* Sentinel: where the master is now (at most once a second) */
-		rconn_watch_topology();
+		route_watch_topology();
 
 		now = GetCurrentTimestamp();
 		if (now >= next_cycle)
@@ -323,7 +324,7 @@ rlock_watchdog_main(Datum arg)
 
 			/* the configured Redis, after any reload that changed it */
 			rconn_close_idle(false);
-			conn = rconn_backend();
+			conn = route_backend();
 			rconn_set_progress_deadlines(conn, true);
 			/* report the first failure of an outage at LOG, then quietly */
 			ok = renew_cycle(conn, failing ? DEBUG1 : LOG, &due, &asked);
@@ -357,7 +358,7 @@ rlock_watchdog_main(Datum arg)
 
 		now = GetCurrentTimestamp();
 		wait_ms = (next_cycle > now) ? (long) ((next_cycle - now + 999) / 1000) : 0;
-		if (rconn_follows_failover())
+		if (route_follows_failover())
 			wait_ms = Min(wait_ms, WATCH_TOPOLOGY_MS);
 		if (wait_ms > 0)
 		{

@@ -1,0 +1,308 @@
+/*-------------------------------------------------------------------------
+ *
+ * connection_io.c
+ *	  Bytes in and out of one connection: commands encoded into its output
+ *	  buffer with the slot each reply goes to, written as far as the socket
+ *	  takes them, and what the socket has read fed to the reply parser.
+ *
+ * This is the bottom of a round trip, below both the connecting
+ * (connection_connect.c queues the handshake here) and the driving of
+ * round trips (connection_exchange.c, connection_pubsub.c): it never
+ * waits and never decides what to do next, it only moves what it is given
+ * and says, through the transport's status, what the socket must become to
+ * go on (conn->want) or why the connection failed (conn->failure).
+ *
+ * Commands are encoded here (RESP is a few lines); hiredis' reader parses
+ * the replies (bounded: connection_reply.c), which are copied into our own
+ * reply type in a memory context the connection resets at its next round
+ * trip; a server that never pauses still meets the deadline and the
+ * interrupts between two reads (rconn_read_on).
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "storage/latch.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "redis/redis.h"
+#include "redis/redis_int.h"
+#include "base/base.h"
+
+/* ----------------------------------------------------------------
+ * Encoding and replies
+ * ----------------------------------------------------------------
+ */
+
+static bool
+out_append(RedisConn *conn, const char *s, size_t len)
+{
+	if (conn->outlen + len > conn->outcap)
+	{
+		size_t		newcap = Max(conn->outcap * 2, conn->outlen + len + 1024);
+		char	   *out = realloc(conn->out, newcap);
+
+		if (out == NULL)
+			return false;
+		conn->out = out;
+		conn->outcap = newcap;
+	}
+	memcpy(conn->out + conn->outlen, s, len);
+	conn->outlen += len;
+	return true;
+}
+
+static bool
+out_header(RedisConn *conn, char kind, size_t n)
+{
+	char		buf[32];
+	int			len = snprintf(buf, sizeof(buf), "%c%zu\r\n", kind, n);
+
+	return out_append(conn, buf, len);
+}
+
+/*
+ * Queue cmd on conn (as EVAL with the script's body, if as_eval), its reply
+ * to go to slot: a reply index, or a SLOT_* for replies no caller reads.
+ */
+bool
+rconn_queue(RedisConn *conn, RedisCmd *cmd, bool as_eval, int slot)
+{
+	bool		ok;
+
+	if (conn->outpos == conn->outlen)
+		conn->outpos = conn->outlen = 0;
+	ok = out_header(conn, '*', cmd->argc);
+	for (int i = 0; ok && i < cmd->argc; i++)
+	{
+		const char *arg = cmd->argv[i];
+		size_t		len = cmd->argvlen[i];
+
+		if (as_eval && cmd->script != NULL && i < 2)
+		{
+			arg = (i == 0) ? "EVAL" : cmd->script->body;
+			len = strlen(arg);
+		}
+		ok = out_header(conn, '$', len) && out_append(conn, arg, len) &&
+			out_append(conn, "\r\n", 2);
+	}
+	if (ok && conn->nslots >= conn->maxslots)
+	{
+		int			newmax = Max(16, conn->maxslots * 2);
+		int		   *slots = realloc(conn->slots, newmax * sizeof(int));
+
+		if (slots == NULL)
+			ok = false;
+		else
+		{
+			conn->slots = slots;
+			conn->maxslots = newmax;
+		}
+	}
+	if (!ok)
+	{
+		rconn_set_failure(conn, RF_LOST, "out of memory");
+		return false;
+	}
+	conn->slots[conn->nslots++] = slot;
+	return true;
+}
+
+/* Forget the last round trip's replies (and expected replies). */
+void
+rconn_reset_replies(RedisConn *conn)
+{
+	if (conn->replycxt)
+		MemoryContextReset(conn->replycxt);
+	conn->replies = NULL;
+	conn->nreplies = 0;
+	conn->maxreplies = 0;
+	conn->nslots = 0;
+	conn->nextslot = 0;
+	conn->reply_bytes = 0;
+	conn->reply_elements = 0;
+}
+
+/* Free the buffers and the reader of a closed connection. */
+void
+rconn_free_io(RedisConn *conn)
+{
+	if (conn->reader)
+	{
+		redisReaderFree(conn->reader);
+		conn->reader = NULL;
+	}
+	conn->outpos = conn->outlen = 0;
+	if (conn->outcap > 65536)
+	{
+		free(conn->out);
+		conn->out = NULL;
+		conn->outcap = 0;
+	}
+}
+
+/* hiredis' reply r, copied into our own reply type in cxt. */
+RReply *
+rconn_convert_reply(const redisReply *r, MemoryContext cxt)
+{
+	RReply	   *out = MemoryContextAllocZero(cxt, sizeof(RReply));
+
+	switch (r->type)
+	{
+		case REDIS_REPLY_STRING:
+		case REDIS_REPLY_STATUS:
+		case REDIS_REPLY_ERROR:
+			out->type = r->type == REDIS_REPLY_STRING ? RREPLY_STRING :
+				r->type == REDIS_REPLY_STATUS ? RREPLY_STATUS : RREPLY_ERROR;
+			out->len = r->len;
+			out->str = MemoryContextAlloc(cxt, r->len + 1);
+			memcpy(out->str, r->str, r->len);
+			out->str[r->len] = '\0';
+			break;
+		case REDIS_REPLY_INTEGER:
+			out->type = RREPLY_INTEGER;
+			out->integer = r->integer;
+			break;
+		case REDIS_REPLY_ARRAY:
+			out->type = RREPLY_ARRAY;
+			out->elements = r->elements;
+			if (r->elements > 0)
+				out->element = MemoryContextAllocHuge(cxt,
+													  r->elements * sizeof(RReply *));
+			for (size_t i = 0; i < r->elements; i++)
+				out->element[i] = rconn_convert_reply(r->element[i], cxt);
+			break;
+		default:
+			out->type = RREPLY_NIL;
+			break;
+	}
+	return out;
+}
+
+
+/* ----------------------------------------------------------------
+ * Moving bytes
+ * ----------------------------------------------------------------
+ */
+
+/* The failure a transport error stands for. */
+RconnFailure
+rconn_failure_of(const TransportError *err)
+{
+	switch (err->kind)
+	{
+		case TE_TLS:
+			return RF_TLS;
+		case TE_CONFIG:
+			return RF_CONFIG;
+		case TE_CONNECT:
+			return RF_CONNECT;
+		default:
+			return RF_LOST;
+	}
+}
+
+/* What the socket must become for the transport to go on. */
+uint32
+rconn_want_of(TransportStatus st)
+{
+	return st == TS_WANT_WRITE ? WL_SOCKET_WRITEABLE : WL_SOCKET_READABLE;
+}
+
+/*
+ * A transport call that did not finish: note what the socket must become,
+ * or why the connection failed (TS_ERROR).
+ */
+static TransportStatus
+not_done(RedisConn *conn, TransportStatus st, const TransportError *err)
+{
+	if (st == TS_WANT_READ || st == TS_WANT_WRITE)
+	{
+		conn->want = rconn_want_of(st);
+		return st;
+	}
+	if (st == TS_CLOSED)
+		rconn_set_failure(conn, RF_LOST, "Redis closed the connection");
+	else
+		rconn_set_failure(conn, rconn_failure_of(err), err->detail);
+	return TS_ERROR;
+}
+
+/* Write what is queued, as far as the socket takes it now. */
+TransportStatus
+rconn_write_some(RedisConn *conn)
+{
+	while (conn->outpos < conn->outlen)
+	{
+		TransportError err = {0};
+		size_t		n;
+		TransportStatus st = transport_write(conn->transport,
+											 conn->out + conn->outpos,
+											 conn->outlen - conn->outpos,
+											 &n, &err);
+
+		conn->outpos += n;
+		if (st != TS_DONE)
+			return not_done(conn, st, &err);
+	}
+	conn->outpos = conn->outlen = 0;
+	return TS_DONE;
+}
+
+/* Read what the socket has now into the reply parser. */
+TransportStatus
+rconn_read_some(RedisConn *conn)
+{
+	char		buf[16384];
+	size_t		n;
+	TransportError err = {0};
+	TransportStatus st = transport_read(conn->transport, buf, sizeof(buf),
+										&n, &err);
+
+	if (st == TS_DONE)
+	{
+		redisReader *reader = conn->reader;
+
+		if (redisReaderFeed(reader, buf, n) != REDIS_OK)
+		{
+			rconn_set_failure(conn, RF_PROTOCOL, reader->errstr);
+			return TS_ERROR;
+		}
+		/* what is buffered is the unfinished part of one reply */
+		if (reader->len - reader->pos > RCONN_REPLY_MAX_BYTES - conn->reply_bytes)
+		{
+			rconn_set_failure(conn, RF_PROTOCOL,
+							  psprintf("a reply exceeded %d MB (a string or a line that does not end)",
+									   RCONN_REPLY_MAX_BYTES / (1024 * 1024)));
+			return TS_ERROR;
+		}
+		/* and so does a line (hiredis 0.14 scans it anew at each read) */
+		if (reader->len - reader->pos > RCONN_REPLY_MAX_LINE &&
+			memchr(reader->buf + reader->pos, '\n', RCONN_REPLY_MAX_LINE) == NULL)
+		{
+			rconn_set_failure(conn, RF_PROTOCOL,
+							  psprintf("a line of a reply ran past %d kB without ending",
+									   RCONN_REPLY_MAX_LINE / 1024));
+			return TS_ERROR;
+		}
+		return TS_DONE;
+	}
+	return not_done(conn, st, &err);
+}
+
+/*
+ * Between two reads from a server that keeps sending: may reading go on?
+ * Not past the deadline; and interrupts (cancel, statement_timeout,
+ * termination) are processed here as in a wait (an ERROR may escape), so
+ * that a stream that never pauses cannot keep them out.
+ */
+bool
+rconn_read_on(TimestampTz deadline)
+{
+	CHECK_FOR_INTERRUPTS();
+	return GetCurrentTimestamp() < deadline;
+}
