@@ -73,6 +73,14 @@ check_key_prefix(char **newval, void **extra, GucSource source)
 void
 _PG_init(void)
 {
+	/*
+	 * Function pointers only, before anything else: whatever runs rlock's
+	 * code in this process finds the lock kinds and the end-of-holds
+	 * callbacks wired in.
+	 */
+	locks_init();
+	holds_init();
+
 	if (IsBinaryUpgrade)
 		return;
 

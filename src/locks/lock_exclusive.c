@@ -65,7 +65,6 @@ exclusive_build_reconcile(RedisCmd *cmd, RlockKind kind, const char *key,
 }
 
 const RlockKindOps exclusive_ops = {
-	.name = "exclusive",
 	.build_release = exclusive_build_release,
 	.build_reconcile = exclusive_build_reconcile,
 };

@@ -65,13 +65,11 @@ rw_build_reconcile(RedisCmd *cmd, RlockKind kind, const char *key,
 
 /* The two sides of a read/write lock, released by the kind they are passed. */
 const RlockKindOps read_ops = {
-	.name = "read",
 	.build_release = rw_build_release,
 	.build_reconcile = rw_build_reconcile,
 };
 
 const RlockKindOps write_ops = {
-	.name = "write",
 	.build_release = rw_build_release,
 	.build_reconcile = rw_build_reconcile,
 };
