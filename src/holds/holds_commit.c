@@ -30,9 +30,9 @@
 
 /*
  * The lease a transaction-level lock must have left after the check before
- * COMMIT (rlock.h).  A commit that stalls longer (a synchronous standby, a
- * stopped server) can still outlive the lease; fencing tokens close that
- * window.
+ * COMMIT (base/base.h).  A commit that stalls longer (a synchronous
+ * standby, a stopped server) can still outlive the lease; fencing tokens
+ * close that window.
  */
 #define COMMIT_MIN_LEASE_MS		RLOCK_COMMIT_MIN_LEASE_MS
 
@@ -89,7 +89,7 @@ holds_renewed_at_commit(HeldLock *h, TimestampTz expires_at)
 }
 
 /*
- * verify_xact_holds for the locks of kinds that live on servers of their
+ * holds_verify_xact for the locks of kinds that live on servers of their
  * own (a Redlock): each must still be held there (by a majority), with
  * enough lease left, asked through the kind's renew.
  */

@@ -110,7 +110,7 @@ create_table(void)
 							 HASH_ELEM | HASH_FUNCTION | HASH_COMPARE |
 							 HASH_KEYCOPY | HASH_CONTEXT);
 	holds_batch_cxt = AllocSetContextCreate(TopMemoryContext, "rlock batch",
-										  ALLOCSET_SMALL_SIZES);
+									  ALLOCSET_SMALL_SIZES);
 }
 
 static void
@@ -421,7 +421,7 @@ holds_require_settled(const LockName *ln, RlockKind kind)
 			 errdetail("An earlier call on it did not finish, and the node that serves it did not answer since: what this session holds of it is not known."),
 			 errhint("The next call asks again; check the Redis node of this lock.")));
 }
-
+/* ERROR: this session holds ln's name as "other", a kind that cannot share it. */
 void
 holds_held_as_other_kind(const LockName *ln, HeldLock *other)
 {

@@ -15,9 +15,9 @@
  *
  * The registry is a shared hash table, sized by rlock.max_locks, with one
  * entry per (backend, lock).  Each backend keeps its own entries in step
- * with its held-lock table (holds.c); the watchdog worker reads them to
- * renew leases and marks the ones it finds gone as lost; rlock_locks shows
- * them (registry_read.c).  One LWLock protects it, and it is never held
+ * with its held-lock table (holds_table.c); the watchdog worker reads them
+ * to renew leases and marks the ones it finds gone as lost; rlock_locks
+ * shows them (registry_read.c).  One LWLock protects it, and it is never held
  * across Redis I/O: readers copy what they need and let go.
  *
  * Copyright (c) 2026, rlock developers
