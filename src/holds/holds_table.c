@@ -421,7 +421,8 @@ holds_require_settled(const LockName *ln, RlockKind kind)
 			 errdetail("An earlier call on it did not finish, and the node that serves it did not answer since: what this session holds of it is not known."),
 			 errhint("The next call asks again; check the Redis node of this lock.")));
 }
-/* ERROR: this session holds ln's name as "other", a kind that cannot share it. */
+
+/* ERROR: this session holds ln's name as another kind that cannot share it. */
 void
 holds_held_as_other_kind(const LockName *ln, HeldLock *other)
 {
