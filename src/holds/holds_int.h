@@ -4,12 +4,17 @@
  *	  The inside of the held-lock table, shared by the files of the holds
  *	  folder only.  They call one another in one direction, lowest first:
  *
- *	  holds_kinds.c, lockname.c, registry.c < registry_read.c
+ *	  lockname.c		 lock names and the keys derived from them
+ *	  registry.c		 shared memory: the registry of held locks
+ *						 (registry_read.c, beside the rest, reads it for
+ *						 rlock_locks and the watchdog; registry_int.h)
+ *	  holds_kinds.c		 the table of lock kinds, filled in at load
  *	  holds_cleanup.c	 clean-ups an ERROR left, and the hook that puts the
  *						 end-of-holds callbacks in place on first use
  *	  holds_table.c		 the table: find, enter, count, forget (no I/O)
  *	  holds_batch.c		 many holds told to Redis in one round trip
- *	  holds_acquire.c, holds_release.c	one acquisition, one release
+ *	  holds_acquire.c	 one acquisition (beside holds_release.c)
+ *	  holds_release.c	 one release
  *	  holds_set.c		 a set of names, all or none
  *	  holds_commit.c	 the check before COMMIT
  *	  holds_xact.c		 the transaction, subtransaction and exit callbacks
