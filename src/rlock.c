@@ -73,8 +73,14 @@ check_key_prefix(char **newval, void **extra, GucSource source)
 void
 _PG_init(void)
 {
-	/* what the connection layer must be told by the route layer */
+	/*
+	 * Function pointers only, before anything else: whatever runs rlock's
+	 * code in this process finds the connection layer's route hooks, the
+	 * lock kinds and the end-of-holds callbacks wired in.
+	 */
 	route_init();
+	locks_init();
+	holds_init();
 
 	if (IsBinaryUpgrade)
 		return;

@@ -131,10 +131,6 @@ typedef enum RlockPublishMode
 	RLOCK_PUBLISH_SHARDED		/* SPUBLISH / SSUBSCRIBE */
 } RlockPublishMode;
 
-/* lock_kinds.c */
-extern const char *rlock_kind_name(RlockKind kind);
-extern bool rlock_kinds_compatible(RlockKind a, RlockKind b);
-
 /*
  * stats: Cumulative activity counters behind the rlock_stats view.
  */

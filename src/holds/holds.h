@@ -145,9 +145,11 @@ extern TimestampTz registry_fail_closed_at(int64 renew_lease_ms,
 										   TimestampTz expires_at);
 
 /*
- * holds: Backend-local table of the locks this session holds (holds.c), and
- *	  when its holds end: transaction, subtransaction and session ends,
- *	  DISCARD ALL (holds_xact.c).
+ * holds: Backend-local table of the locks this session holds
+ *	  (holds_table.c), acquisitions and releases (holds_acquire.c,
+ *	  holds_release.c, holds_batch.c, holds_set.c), and when its holds end:
+ *	  the check before COMMIT (holds_commit.c), transaction, subtransaction
+ *	  and session ends, DISCARD ALL (holds_xact.c).
  */
 
 /* Transaction-level holds taken in one (sub)transaction. */
@@ -191,17 +193,15 @@ typedef struct RenewArg
 } RenewArg;
 
 /*
- * A lock kind's entry in the table of kinds (lock_kinds.c): how the
- * held-lock table releases and reconciles its locks, and, for a kind whose
- * locks live on servers of their own, how they are told and renewed there.
- * (The kind is passed on, for lock files that serve several.)  A holder's
- * count is read the same way for every kind: HGET of its field
- * (lockname_holder_field).
+ * A lock kind's entry in the table of kinds (holds_kinds.c, filled in by
+ * the kinds at load time: locks_init): how the held-lock table releases
+ * and reconciles its locks, and, for a kind whose locks live on servers of
+ * their own, how they are told and renewed there.  (The kind is passed on,
+ * for lock files that serve several.)  A holder's count is read the same
+ * way for every kind: HGET of its field (lockname_holder_field).
  */
 typedef struct RlockKindOps
 {
-	const char *name;			/* as rlock_locks shows it */
-
 	/*
 	 * release "levels" holds; keep_lease_ms: lease of what remains, 0 keep.
 	 * Returns the request's unlock latch (deleted once answered).
@@ -237,7 +237,26 @@ typedef struct RlockKindOps
 						  int64 *left_ms);
 } RlockKindOps;
 
+/*
+ * The renew script's calls for n locks of the kinds that live on
+ * rlock.redis_url, at most maxper keys a call, the keys of one call sharing
+ * a hash slot (in a Cluster): returns the number of calls in *cmds; the
+ * locks of call g are order[starts[g]] ... order[starts[g+1]-1], and its
+ * reply has a (hold count, PTTL) pair for each, in that order.
+ */
+typedef int (*HoldsRenewCallsFn) (const RenewArg *args, int n, int maxper,
+								  RedisCmd **cmds, int **order, int **starts);
+
+/* holds_kinds.c: the table of kinds */
+extern void holds_register_kind(RlockKind kind, const RlockKindOps *ops);
+extern void holds_register_renew_calls(HoldsRenewCallsFn fn);
 extern const RlockKindOps *holds_kind_ops(RlockKind kind);
+extern const char *rlock_kind_name(RlockKind kind);
+extern bool rlock_kinds_compatible(RlockKind a, RlockKind b);
+extern void holds_renew_arg(RenewArg *arg, const char *key, RlockKind kind,
+							const char *holder, int64 renew_lease_ms);
+extern int	holds_renew_calls(const RenewArg *args, int n, int maxper,
+							  RedisCmd **cmds, int **order, int **starts);
 
 /* Does the kind live on rlock.redis_url? */
 static inline bool
@@ -250,7 +269,7 @@ kind_is_local(RlockKind kind)
  * Clean-up that an ERROR left to do in Redis (a fair waiter leaving its
  * queue, a waiter leaving its channel): PG_CATCH blocks only record it,
  * and it runs from the abort paths, at backend exit and before the next
- * rlock call (holds_xact.c), bounded like every uninterruptible round
+ * rlock call (holds_cleanup.c), bounded like every uninterruptible round
  * trip.  Never throws.
  */
 typedef void (*HoldsCleanupFn) (void);
@@ -281,24 +300,31 @@ typedef struct AcquireResult
 	char	   *word;
 } AcquireResult;
 
-/* holds.c: the table, acquisitions and releases */
-extern AcquireResult holds_run_acquire(const LockName *ln, RlockKind kind,
-									   HoldRequest *req, RedisCmd *cmd);
-extern bool holds_parse_acquire(RReply *r, AcquireResult *res);
+/* holds_table.c: the table */
 extern HeldLock *holds_find(const char *key, RlockKind kind);
 extern HeldLock *holds_find_conflicting(const char *key, RlockKind kind);
 extern HeldLock *holds_enter(const char *key, RlockKind kind);
-extern void holds_settle(void);
 extern bool holds_check_lost(HeldLock *h, const char *name);
+extern void holds_forget(HeldLock *h);
+
+/* holds_batch.c: reconcile what is uncertain; rlock_release_all */
+extern void holds_settle(void);
+extern int	holds_release_all_session(void);
+
+/* holds_acquire.c: one acquisition */
 extern const char *holds_prepare_acquire(const LockName *ln, RlockKind kind,
 										 RlockScope scope, int64 lease_ms,
 										 const char *owner,
 										 HoldRequest *req);
-extern bool holds_release(const LockName *ln, RlockKind kind,
-						  const char *owner);
-extern void holds_forget(HeldLock *h);
+extern AcquireResult holds_run_acquire(const LockName *ln, RlockKind kind,
+									   HoldRequest *req, RedisCmd *cmd);
+extern bool holds_parse_acquire(RReply *r, AcquireResult *res);
 extern void holds_acks_refused(const char *name, RedisConn *conn, int wanted,
 							   int64 acked, const char *ack_error);
+
+/* holds_release.c: one release */
+extern bool holds_release(const LockName *ln, RlockKind kind,
+						  const char *owner);
 
 /* holds_set.c: a set of names, all or none */
 extern const char *holds_prepare_set(const LockName *lns, int n,
@@ -309,18 +335,21 @@ extern bool holds_run_acquire_set(const LockName *lns, int n, RlockKind kind,
 								   AcquireResult *res);
 extern bool holds_release_set(const LockName *lns, int n, RlockKind kind);
 
-/* the bookkeeping of a kind that asks its own servers (lock_redlock.c) */
+/*
+ * holds_acquire.c: the bookkeeping of a kind that asks its own servers
+ * (lock_redlock.c)
+ */
 extern HeldLock *holds_begin_elsewhere(const LockName *ln, RlockKind kind,
 									   HoldRequest *req);
 extern void holds_end_elsewhere(HeldLock *h, const HoldRequest *req,
 								bool granted, const char *name);
-extern int	holds_release_all_session(void);
+
+/* holds_cleanup.c */
+extern void holds_on_abort(HoldsCleanupFn fn);
 
 /* holds_xact.c */
-extern void holds_register_callbacks(void);
+extern void holds_init(void);
 extern void holds_install_hooks(void);
-extern void holds_on_abort(HoldsCleanupFn fn);
-extern void holds_run_cleanups(void);
 
 static inline int
 holds_total(const HeldLock *h)

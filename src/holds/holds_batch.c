@@ -5,10 +5,12 @@
  *	  trip, about many holds at once (releases at transaction end, session
  *	  end and rlock_release_all; reconciling uncertain entries).
  *
- * holds.c owns the table and single acquisitions and releases; this file
- * owns what goes out for many entries together, and how each answer puts
- * the table and Redis in agreement again (released, found gone and so
- * lost, refused and so kept, or not known and so uncertain).
+ * The table (holds_table.c) records what Redis said; this file owns what
+ * goes out for many entries together (a single release is a batch of one,
+ * holds_release.c), and how each answer puts the table and Redis in
+ * agreement again (released, found gone and so lost, refused and so kept,
+ * or not known and so uncertain).  Before each reconcile it runs the
+ * clean-ups an ERROR left (holds_cleanup.c).
  *
  * Copyright (c) 2026, rlock developers
  *

@@ -1,9 +1,23 @@
 /*-------------------------------------------------------------------------
  *
  * holds_int.h
- *	  The inside of the held-lock table, shared by holds.c (the table,
- *	  acquisitions and releases), holds_batch.c (many holds in one round
- *	  trip) and holds_xact.c (when holds end) only.
+ *	  The inside of the held-lock table, shared by the files of the holds
+ *	  folder only.  They call one another in one direction, lowest first:
+ *
+ *	  lockname.c		 lock names and the keys derived from them
+ *	  registry.c		 shared memory: the registry of held locks
+ *						 (registry_read.c, beside the rest, reads it for
+ *						 rlock_locks and the watchdog; registry_int.h)
+ *	  holds_kinds.c		 the table of lock kinds, filled in at load
+ *	  holds_cleanup.c	 clean-ups an ERROR left, and the hook that puts the
+ *						 end-of-holds callbacks in place on first use
+ *	  holds_table.c		 the table: find, enter, count, forget (no I/O)
+ *	  holds_batch.c		 many holds told to Redis in one round trip
+ *	  holds_acquire.c	 one acquisition (beside holds_release.c)
+ *	  holds_release.c	 one release
+ *	  holds_set.c		 a set of names, all or none
+ *	  holds_commit.c	 the check before COMMIT
+ *	  holds_xact.c		 the transaction, subtransaction and exit callbacks
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -26,6 +40,12 @@ typedef struct BatchItem
 	const char *latch;			/* the release's unlock latch */
 } BatchItem;
 
+/* holds_cleanup.c */
+extern void holds_set_end_callbacks(void (*fn) (void));
+extern void holds_need_end_callbacks(void);
+extern void holds_run_cleanups(void);
+
+/* holds_table.c */
 extern HTAB *holds_table;
 extern MemoryContext holds_batch_cxt;
 extern int	holds_n_uncertain;
@@ -37,17 +57,31 @@ extern bool holds_sync_registry(HeldLock *h, bool new_expiry);
 extern void holds_require_settled(const LockName *ln, RlockKind kind);
 extern void holds_drop_if_unused(HeldLock *h);
 extern void holds_forget_and_reconcile(HeldLock *h);
-extern BatchItem *holds_batch_items(void);
-extern void holds_batch_add(BatchItem *items, int *n, HeldLock *h, int levels,
-							bool session);
-extern int	holds_run_batch(BatchItem *items, int n, int elevel);
 extern bool holds_count_hold(HeldLock *h, const HoldRequest *req,
 							 int redis_count, const char *name);
 extern void holds_take_back(HeldLock *h, RlockScope scope);
 extern void holds_registry_full(const char *name);
 extern void holds_held_as_other_kind(const LockName *ln, HeldLock *other);
-extern HeldLock *holds_session_hold(const LockName *ln, RlockKind kind);
 extern void holds_report_lost(const char *name, const char *detail);
 extern int64 holds_keep_lease(HeldLock *h);
+
+/* Does some entry have transaction-level holds? */
+static inline bool
+holds_any_xact(void)
+{
+	return holds_table != NULL && holds_n_with_xact > 0;
+}
+
+/* holds_batch.c */
+extern BatchItem *holds_batch_items(void);
+extern void holds_batch_add(BatchItem *items, int *n, HeldLock *h, int levels,
+							bool session);
+extern int	holds_run_batch(BatchItem *items, int n, int elevel);
+
+/* holds_release.c */
+extern HeldLock *holds_session_hold(const LockName *ln, RlockKind kind);
+
+/* holds_commit.c */
+extern void holds_verify_xact(void);
 
 #endif							/* RLOCK_HOLDS_INT_H */

@@ -15,10 +15,10 @@
  *
  * The registry is a shared hash table, sized by rlock.max_locks, with one
  * entry per (backend, lock).  Each backend keeps its own entries in step
- * with its held-lock table (holds.c); the watchdog worker reads them to
- * renew leases and marks the ones it finds gone as lost; rlock_locks shows
- * them.  One LWLock protects it, and it is never held across Redis I/O:
- * readers copy what they need and let go.
+ * with its held-lock table (holds_table.c); the watchdog worker reads them
+ * to renew leases and marks the ones it finds gone as lost; rlock_locks
+ * shows them (registry_read.c).  One LWLock protects it, and it is never held
+ * across Redis I/O: readers copy what they need and let go.
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -37,18 +37,13 @@
 #include "utils/timestamp.h"
 
 #include "holds/holds.h"
+#include "holds/registry_int.h"
 #include "base/base.h"
-
-typedef struct RlockShared
-{
-	LWLock	   *lock;			/* protects the hash */
-	char		instance_uuid[37];
-} RlockShared;
 
 int			rlock_max_locks = 10000;
 
-static RlockShared *rlock_shared = NULL;
-static HTAB *registry_hash = NULL;
+RlockShared *rlock_shared = NULL;
+HTAB	   *registry_hash = NULL;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -56,9 +51,6 @@ static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 static char backend_holder[64];
 
 #define REGISTRY_TAG_SIZE	offsetof(RegistryEntry, dboid)
-
-/* Entries the watchdog updates per hold of the registry's lock. */
-#define RENEWED_CHUNK		1000
 
 static void
 format_uuid(char *out, const uint8 *b)
@@ -266,14 +258,6 @@ rlock_backend_holder(void)
  * ----------------------------------------------------------------
  */
 
-static void
-make_tag(RegistryEntry *tag, int pid, RlockKind kind, const char *key)
-{
-	tag->pid = pid;
-	tag->kind = kind;
-	strlcpy(tag->key, key, sizeof(tag->key));
-}
-
 /*
  * Record this backend's holds of key (after they changed), creating its
  * entry when the first hold is granted: waiting for a lock never takes
@@ -294,7 +278,7 @@ registry_sync(const char *key, RlockKind kind, int session_count,
 
 	if (registry_hash == NULL)
 		return true;
-	make_tag(&tag, MyProcPid, kind, key);
+	registry_make_tag(&tag, MyProcPid, kind, key);
 	LWLockAcquire(rlock_shared->lock, LW_EXCLUSIVE);
 	e = hash_search(registry_hash, &tag, HASH_FIND, NULL);
 
@@ -358,7 +342,7 @@ registry_releasing(const char *key, RlockKind kind, int remaining)
 
 	if (registry_hash == NULL)
 		return;
-	make_tag(&tag, MyProcPid, kind, key);
+	registry_make_tag(&tag, MyProcPid, kind, key);
 	LWLockAcquire(rlock_shared->lock, LW_SHARED);
 	e = hash_search(registry_hash, &tag, HASH_FIND, NULL);
 	/* only this backend changes its entries' sequence: no race to odd */
@@ -392,7 +376,7 @@ registry_remove(const char *key, RlockKind kind)
 
 	if (registry_hash == NULL)
 		return;
-	make_tag(&tag, MyProcPid, kind, key);
+	registry_make_tag(&tag, MyProcPid, kind, key);
 	LWLockAcquire(rlock_shared->lock, LW_EXCLUSIVE);
 	hash_search(registry_hash, &tag, HASH_REMOVE, NULL);
 	LWLockRelease(rlock_shared->lock);
@@ -431,7 +415,7 @@ registry_is_lost(const char *key, RlockKind kind)
 
 	if (registry_hash == NULL)
 		return false;
-	make_tag(&tag, MyProcPid, kind, key);
+	registry_make_tag(&tag, MyProcPid, kind, key);
 	LWLockAcquire(rlock_shared->lock, LW_SHARED);
 	e = hash_search(registry_hash, &tag, HASH_FIND, NULL);
 	if (e != NULL)
@@ -441,206 +425,4 @@ registry_is_lost(const char *key, RlockKind kind)
 				 registry_fail_closed_at(e->renew_lease_ms, e->expires_at)));
 	LWLockRelease(rlock_shared->lock);
 	return lost;
-}
-
-/* ----------------------------------------------------------------
- * Readers
- * ----------------------------------------------------------------
- */
-
-/*
- * Copy what rlock_locks shows of every held entry: the fixed-size fields
- * and the used bytes of each key, nothing more, so that the shared lock is
- * held briefly and a registry of rlock.max_locks entries fits in memory.
- */
-int
-registry_snapshot(RegistryRow **rows)
-{
-	HASH_SEQ_STATUS seq;
-	RegistryEntry *e;
-	RegistryRow *out;
-	int			n = 0;
-
-	registry_require("rlock_locks");
-	LWLockAcquire(rlock_shared->lock, LW_SHARED);
-	out = palloc_extended(Max(1, hash_get_num_entries(registry_hash)) *
-						  sizeof(RegistryRow), MCXT_ALLOC_HUGE);
-	hash_seq_init(&seq, registry_hash);
-	while ((e = hash_seq_search(&seq)) != NULL)
-	{
-		RegistryRow *r;
-
-		if (e->session_count + e->xact_count == 0)
-			continue;
-
-		/*
-		 * A release to zero in flight: Redis may already have handed the
-		 * lock to a waiter, whose entry shows it; this one is no longer a
-		 * holder (were the release refused, it comes back).
-		 */
-		if (pg_atomic_read_u32(&e->release_seq) % 2 == 1 &&
-			pg_atomic_read_u32(&e->releasing_to) == 0)
-			continue;
-		r = &out[n++];
-		r->pid = e->pid;
-		r->kind = e->kind;
-		r->dboid = e->dboid;
-		r->state = e->state;
-		r->session_count = e->session_count;
-		r->xact_count = e->xact_count;
-		r->lease_ms = e->lease_ms;
-		r->acquired_at = e->acquired_at;
-		r->renewed_at = e->renewed_at;
-		r->key = pstrdup(e->key);
-	}
-	LWLockRelease(rlock_shared->lock);
-	*rows = out;
-	return n;
-}
-
-/* ----------------------------------------------------------------
- * The watchdog
- * ----------------------------------------------------------------
- */
-
-/*
- * Copy out the locks the watchdog looks after: every held lock not yet
- * known lost, renewed when some hold was taken without a lease, else
- * checked.  Returns how many (palloc'd array in *items).
- */
-int
-registry_renewal_snapshot(RenewItem **items)
-{
-	HASH_SEQ_STATUS seq;
-	RegistryEntry *e;
-	RenewItem  *out;
-	int			n = 0;
-
-	LWLockAcquire(rlock_shared->lock, LW_SHARED);
-	out = palloc_extended(Max(1, hash_get_num_entries(registry_hash)) *
-						  sizeof(RenewItem), MCXT_ALLOC_HUGE);
-	hash_seq_init(&seq, registry_hash);
-	while ((e = hash_seq_search(&seq)) != NULL)
-	{
-		if (e->state != REGISTRY_HELD ||
-			e->session_count + e->xact_count == 0)
-			continue;
-		out[n].pid = e->pid;
-		out[n].kind = e->kind;
-		out[n].acquired_at = e->acquired_at;
-		out[n].renew_lease_ms = e->renew_lease_ms;
-		out[n].expires_at = e->expires_at;
-		out[n].release_seq = pg_atomic_read_u32(&e->release_seq);
-		out[n].key = pstrdup(e->key);
-		n++;
-	}
-	LWLockRelease(rlock_shared->lock);
-	*items = out;
-	return n;
-}
-
-static const char *
-lost_detail(RenewOutcome outcome)
-{
-	switch (outcome)
-	{
-		case RENEW_EXPIRED:
-			return "Its fixed lease ran out.";
-		case RENEW_NOT_RENEWED:
-			return "Its lease could not be renewed for too long (Redis unreachable or slow): it counts as lost before it can expire in Redis.";
-		default:
-			return "Redis no longer had the lock: it expired, was force-released, or Redis restarted.";
-	}
-}
-
-/*
- * Record the outcome of a watchdog cycle: renewed locks get renewed_at and
- * a later expiry (sent_at, when the renewal was sent, plus its lease); a
- * lock held with less TTL left than recorded (ttl_ms[i] >= 0, the key's
- * PTTL right after the script: another client lowered it, e.g. a Redisson
- * read unlock) gets that lower expiry at once, so that rlock never believes
- * in it for longer than Redis keeps it (SPEC 6); the
- * ones found gone, run out or not renewed in time are marked lost, logged,
- * and (with rlock.cancel_on_lost) their session's statement is cancelled.
- * An entry that changed meanwhile (released, or released and taken again)
- * is left alone.
- */
-void
-registry_renewed(RenewItem *items, const RenewOutcome *outcome,
-				 const int64 *ttl_ms, int n, TimestampTz sent_at,
-				 bool cancel_on_lost)
-{
-	int		   *lost_pids = palloc(Max(1, n) * sizeof(int));
-	bool	   *report = palloc0(Max(1, n) * sizeof(bool));
-	int			nlost = 0;
-	TimestampTz now = GetCurrentTimestamp();
-
-	LWLockAcquire(rlock_shared->lock, LW_EXCLUSIVE);
-	for (int i = 0; i < n; i++)
-	{
-		RegistryEntry tag;
-		RegistryEntry *e;
-
-		if (outcome[i] == RENEW_UNKNOWN)
-			continue;
-		/* let backends in now and then: the registry may be large */
-		if (i > 0 && i % RENEWED_CHUNK == 0)
-		{
-			LWLockRelease(rlock_shared->lock);
-			LWLockAcquire(rlock_shared->lock, LW_EXCLUSIVE);
-		}
-		make_tag(&tag, items[i].pid, items[i].kind, items[i].key);
-		e = hash_search(registry_hash, &tag, HASH_FIND, NULL);
-		if (e == NULL || e->acquired_at != items[i].acquired_at ||
-			e->state != REGISTRY_HELD ||
-			e->session_count + e->xact_count == 0)
-			continue;
-		if (outcome[i] == RENEW_HELD)
-		{
-			/* the TTL was read after the script ran, so after sent_at */
-			TimestampTz left = ttl_ms[i] >= 0 ?
-				sent_at + ttl_ms[i] * 1000 : DT_NOEND;
-
-			if (e->renew_lease_ms > 0)
-			{
-				TimestampTz exp = sent_at + e->renew_lease_ms * 1000;
-
-				e->renewed_at = now;
-				if (exp > e->expires_at)
-					e->expires_at = exp;
-			}
-			if (left < e->expires_at)
-				e->expires_at = left;
-			continue;
-		}
-		/* gone because its holder released it since? not a loss */
-		if (pg_atomic_read_u32(&e->release_seq) != items[i].release_seq ||
-			items[i].release_seq % 2 == 1)
-			continue;
-		e->state = REGISTRY_LOST;
-		lost_pids[nlost++] = e->pid;
-		report[i] = true;
-	}
-	LWLockRelease(rlock_shared->lock);
-	stats_add(RLOCK_STAT_LOCKS_LOST, nlost);
-
-	for (int i = 0; i < n; i++)
-	{
-		if (!report[i])
-			continue;
-		ereport(LOG,
-				(errmsg("rlock watchdog: lock \"%s\" held by %s:%d (pid %d) was lost",
-						items[i].key, rlock_shared->instance_uuid,
-						items[i].pid, items[i].pid),
-				 errdetail("%s", lost_detail(outcome[i])),
-				 cancel_on_lost ?
-				 errhint("The session's running statement is cancelled (rlock.cancel_on_lost).") : 0));
-	}
-	if (cancel_on_lost)
-	{
-		for (int i = 0; i < nlost; i++)
-			kill(lost_pids[i], SIGINT);
-	}
-	pfree(lost_pids);
-	pfree(report);
 }

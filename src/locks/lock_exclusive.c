@@ -11,8 +11,9 @@
  *
  * This file owns the lock kind's protocol: how an acquisition is tried
  * (a blocked one waits in lock_wait.c, on the lock's channel) and how
- * releases are built.  What this session holds is recorded in holds.c; the round
- * trips themselves go through connection.c.
+ * releases are built.  What this session holds is recorded in the held-lock
+ * table (holds_table.c); the round trips themselves go through
+ * connection.c.
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -65,7 +66,6 @@ exclusive_build_reconcile(RedisCmd *cmd, RlockKind kind, const char *key,
 }
 
 const RlockKindOps exclusive_ops = {
-	.name = "exclusive",
 	.build_release = exclusive_build_release,
 	.build_reconcile = exclusive_build_reconcile,
 };

@@ -92,7 +92,6 @@ fair_build_reconcile(RedisCmd *cmd, RlockKind kind, const char *key,
 }
 
 const RlockKindOps fair_ops = {
-	.name = "fair",
 	.build_release = fair_build_release,
 	.build_reconcile = fair_build_reconcile,
 };

@@ -547,7 +547,6 @@ redlock_renew(const RenewArg *args, int n, int elevel, TimestampTz cap,
 
 /* (no build_release, build_reconcile: its holds never go to rlock.redis_url) */
 const RlockKindOps redlock_ops = {
-	.name = "redlock",
 	.settle = redlock_settle,
 	.renew = redlock_renew,
 };

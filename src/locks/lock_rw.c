@@ -11,8 +11,8 @@
  * Many readers or one writer.  A writer may also take read locks
  * (downgrade: when its last write hold goes, the lock stays in read mode);
  * a reader asking for the write lock gets an ERROR instead of waiting for
- * itself forever.  In this session's held-lock table (holds.c) the read
- * side and the write side of one name are two entries, of kinds
+ * itself forever.  In this session's held-lock table (holds_table.c) the
+ * read side and the write side of one name are two entries, of kinds
  * RLOCK_KIND_READ and RLOCK_KIND_WRITE.  Blocked acquisitions wait in
  * lock_wait.c on the lock's channel.
  *
@@ -65,13 +65,11 @@ rw_build_reconcile(RedisCmd *cmd, RlockKind kind, const char *key,
 
 /* The two sides of a read/write lock, released by the kind they are passed. */
 const RlockKindOps read_ops = {
-	.name = "read",
 	.build_release = rw_build_release,
 	.build_reconcile = rw_build_reconcile,
 };
 
 const RlockKindOps write_ops = {
-	.name = "write",
 	.build_release = rw_build_release,
 	.build_reconcile = rw_build_reconcile,
 };

@@ -41,18 +41,14 @@ typedef enum RlockScriptId
 /* Start cmd as EVALSHA of the script with nkeys keys; add keys, then args. */
 extern void rcmd_script(RedisCmd *cmd, RlockScriptId id, int nkeys);
 
-
-extern void rcmd_renew_arg(RenewArg *arg, const char *key, RlockKind kind,
-						   const char *holder, int64 renew_lease_ms);
-
-/*
- * Renew script calls for n locks, at most maxper keys a call, the keys of
- * one call sharing a hash slot (in a Cluster): returns the number of calls
- * in *cmds; the locks of call g are order[starts[g]] ... order[starts[g+1]-1],
- * and its reply has a (hold count, PTTL) pair for each, in that order.
- */
+/* The renew script's calls: a HoldsRenewCallsFn (holds/holds.h). */
 extern int	rcmd_renew_calls(const RenewArg *args, int n, int maxper,
 							 RedisCmd **cmds, int **order, int **starts);
+
+/*
+ * lock_kinds: the kinds register their operations with the held-lock table.
+ */
+extern void locks_init(void);
 
 /*
  * lock_wait: How a blocked acquisition waits, for every lock kind.

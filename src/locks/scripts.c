@@ -436,20 +436,6 @@ sharded_body(const char *body)
 	return MemoryContextStrdup(TopMemoryContext, buf.data);
 }
 
-/*
- * The renew script's argument for the lock at key, held by holder as kind:
- * renewed with renew_lease_ms, or only checked (0: a fixed lease).
- */
-void
-rcmd_renew_arg(RenewArg *arg, const char *key, RlockKind kind,
-			   const char *holder, int64 renew_lease_ms)
-{
-	arg->key = key;
-	arg->field = lockname_holder_field(kind, holder);
-	arg->how = renew_lease_ms == 0 ? "c" : kind == RLOCK_KIND_READ ? "r" : "x";
-	arg->lease_ms = renew_lease_ms;
-}
-
 /* Compute every script's digest at once, on first use. */
 static void
 compute_all_sha1(void)

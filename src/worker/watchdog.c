@@ -106,9 +106,9 @@ renew_elsewhere(RenewItem *items, const int *ask, int n, int elevel,
 
 			if (it->kind != kind)
 				continue;
-			rcmd_renew_arg(&args[m], it->key, it->kind,
-						   psprintf("%s:%d", uuid, it->pid),
-						   it->renew_lease_ms);
+			holds_renew_arg(&args[m], it->key, it->kind,
+							psprintf("%s:%d", uuid, it->pid),
+							it->renew_lease_ms);
 			which[m++] = ask[j];
 		}
 		if (m == 0)
@@ -201,9 +201,9 @@ renew_cycle(RedisConn *conn, int elevel, TimestampTz *next_due, bool *asked)
 			RenewItem  *it = &items[ask[j]];
 
 			/* the holder's field, how to renew it, and its lease */
-			rcmd_renew_arg(&args[j], it->key, it->kind,
-						   psprintf("%s:%d", uuid, it->pid),
-						   it->renew_lease_ms);
+			holds_renew_arg(&args[j], it->key, it->kind,
+							psprintf("%s:%d", uuid, it->pid),
+							it->renew_lease_ms);
 		}
 		/* in a Cluster: one call per slot, every node's calls at once */
 		nbatches = rcmd_renew_calls(args, nask, RENEW_BATCH, &cmds, &order,

@@ -1,0 +1,272 @@
+/*-------------------------------------------------------------------------
+ *
+ * holds_acquire.c
+ *	  Acquisitions of this session's locks, single ones: the start of each
+ *	  (holds_prepare_acquire), the acquire script's round trip with the
+ *	  replicas' WAIT pipelined behind it (holds_run_acquire), the undo of an
+ *	  acquisition too few replicas acknowledged, and the bookkeeping of a
+ *	  kind that asks servers of its own (holds_begin_elsewhere).
+ *
+ * Every lock kind's acquire script goes through holds_run_acquire, so the
+ * table (holds_table.c) is kept in step with Redis here once: while the
+ * script is in flight the entry is uncertain, a granted hold is counted,
+ * a refused attempt drops an entry that holds nothing.  The kinds
+ * (lock_*.c) build their scripts; their releases, for the undo, come from
+ * the table of kinds (holds_kinds.c).
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/timestamp.h"
+
+#include "holds/holds.h"
+#include "holds/holds_int.h"
+#include "base/base.h"
+
+/* One hold granted by Redis, recorded (holds_count_hold), or refused. */
+static void
+holds_add(HeldLock *h, const HoldRequest *req, int redis_count,
+		  const char *name)
+{
+	bool		ok = holds_count_hold(h, req, redis_count, name);
+
+	if (h->uncertain)
+		holds_settle();
+	if (!ok)
+		holds_registry_full(name);
+}
+
+/*
+ * An acquisition fewer replicas acknowledged than rlock.replica_acks asks:
+ * give the hold back in Redis (one level: what was held before stays), keep
+ * nothing in the session, and fail.  If the release itself fails, the
+ * entry stays uncertain and is reconciled with Redis later.
+ */
+static void
+undo_unacknowledged(const LockName *ln, RlockKind kind, HoldRequest *req,
+					HeldLock *h, RedisConn *conn, int wanted, int64 acked,
+					const char *ack_error)
+{
+	RedisCmd	cmd;
+	RReply	   *r;
+	const char *latch;
+
+	latch = holds_kind_ops(kind)->build_release(&cmd, kind, ln->key,
+												 req->holder, 1,
+												 h ? holds_keep_lease(h) : 0);
+	r = route_run1(conn, &cmd, ln->name);
+	if (r->type == RREPLY_ERROR)
+		rconn_reply_error(r, ERROR, ln->name);
+	route_defer_del(conn, latch);
+	if (h)
+	{
+		holds_set_uncertain(h, false);
+		holds_drop_if_unused(h);
+	}
+	holds_acks_refused(ln->name, conn, wanted, acked, ack_error);
+}
+
+/* An acquisition was undone for want of replica acknowledgements. */
+void
+holds_acks_refused(const char *name, RedisConn *conn, int wanted,
+				   int64 acked, const char *ack_error)
+{
+	stats_count(RLOCK_STAT_ACK_REFUSALS);
+	ereport(ERROR,
+			(errcode(ERRCODE_CONNECTION_FAILURE),
+			 errmsg("lock \"%s\" was not acknowledged by enough Redis replicas",
+					name),
+			 ack_error ?
+			 errdetail("WAIT failed: %s; the acquisition was undone.", ack_error) :
+			 acked < 0 ?
+			 errdetail("WAIT answered %lld, not a number of replicas; the acquisition was undone.",
+					   (long long) acked) :
+			 errdetail("%d of the %d replica acknowledgements rlock.replica_acks asks for arrived within rlock.replica_ack_timeout (%d ms); the acquisition was undone.",
+					   (int) acked, wanted,
+					   rlock_replica_ack_timeout_ms),
+			 errhint("Check the replicas of the Redis master at %s, or lower rlock.replica_acks.",
+					 rconn_address(conn))));
+}
+
+/*
+ * The answer of an acquire script, copied out of the connection's reply
+ * (AcquireResult); false when it does not have that shape.
+ */
+bool
+holds_parse_acquire(RReply *r, AcquireResult *res)
+{
+	memset(res, 0, sizeof(*res));
+	if (r->type != RREPLY_ARRAY || r->elements < 2 ||
+		r->element[0]->type != RREPLY_INTEGER ||
+		(r->element[0]->integer <= 1 &&
+		 r->element[1]->type != RREPLY_INTEGER))
+		return false;
+	res->status = r->element[0]->integer;
+	if (r->element[1]->type == RREPLY_INTEGER)
+		res->value = r->element[1]->integer;
+	else if (r->element[1]->type == RREPLY_STRING)
+		res->word = pnstrdup(r->element[1]->str, r->element[1]->len);
+	if (r->elements > 2 && r->element[2]->type == RREPLY_INTEGER)
+	{
+		res->has_extra = true;
+		res->extra = r->element[2]->integer;
+	}
+	return true;
+}
+
+/*
+ * One acquire script round trip for ln as kind, with the table kept in
+ * step: while the script is in flight Redis may hold one more hold than the
+ * table (the entry is uncertain; an interrupted call is reconciled later),
+ * a granted hold is recorded, a refused attempt drops an entry that holds
+ * nothing.  ERROR on an error reply or a reply of the wrong shape.
+ */
+AcquireResult
+holds_run_acquire(const LockName *ln, RlockKind kind, HoldRequest *req,
+				  RedisCmd *cmd)
+{
+	AcquireResult res = {0};
+	HeldLock   *h = NULL;
+	RReply	   *r;
+	RReply	  **replies;
+	RedisConn  *conn = route_backend();
+	RedisCmd	cmds[2];
+	int			acks_wanted = route_acks_wanted(conn, ln->key);
+	int64		acked = -1;
+	char	   *ack_error = NULL;
+
+	if (req->track)
+	{
+		h = holds_enter(ln->key, kind);
+		holds_set_uncertain(h, true);
+	}
+	/* with replicas, WAIT for them right behind the script (SPEC 10) */
+	if (acks_wanted > 0)
+	{
+		rcmd_copy(&cmds[0], cmd);
+		rcmd_wait(&cmds[1], acks_wanted, rlock_replica_ack_timeout_ms);
+	}
+	req->sent_at = GetCurrentTimestamp();
+	route_run(conn, acks_wanted > 0 ? cmds : cmd, acks_wanted > 0 ? 2 : 1,
+			  &replies, ERROR, ln->name);
+	r = replies[0];
+	if (acks_wanted > 0)
+	{
+		if (replies[1]->type == RREPLY_INTEGER)
+			acked = replies[1]->integer;
+		else if (replies[1]->type == RREPLY_ERROR)
+			ack_error = pstrdup(replies[1]->str);
+		else
+			ack_error = "its reply was not a number";
+	}
+	if (r->type == RREPLY_ERROR)
+	{
+		/* every script checks before it writes: nothing was granted */
+		if (h)
+		{
+			holds_set_uncertain(h, false);
+			holds_drop_if_unused(h);
+		}
+		rconn_reply_error(r, ERROR, ln->name);
+	}
+	/* copy the answer out: holds_add may use the connection again */
+	if (!holds_parse_acquire(r, &res))
+		rconn_unexpected_reply(r, ln->name);	/* the entry stays uncertain */
+
+	if (res.status == 1 && acks_wanted > 0 && acked < acks_wanted)
+		undo_unacknowledged(ln, kind, req, h, conn, acks_wanted, acked,
+							ack_error);
+	if (res.status == 1)
+	{
+		if (h)
+			holds_add(h, req, (int) res.value, ln->name);
+		stats_count(RLOCK_STAT_ACQUISITIONS);
+	}
+	else if (h)
+	{
+		holds_set_uncertain(h, false);
+		holds_drop_if_unused(h);
+	}
+	return res;
+}
+
+/*
+ * The start of every acquisition of ln as kind: reconcile what an earlier
+ * call left uncertain, connect (an ERROR here means Redis never saw the
+ * request), fill in req (lease_ms 0: the watchdog's lease, renewed), and
+ * return the holder.  For this session's own holds (owner NULL), forget
+ * the lock if it was lost (with a WARNING), and refuse it when this
+ * session holds the name as a kind that cannot share it.
+ */
+const char *
+holds_prepare_acquire(const LockName *ln, RlockKind kind, RlockScope scope,
+					  int64 lease_ms, const char *owner, HoldRequest *req)
+{
+	HeldLock   *h;
+
+	h = holds_find(ln->key, kind);
+	if (owner == NULL && h != NULL)
+		holds_check_lost(h, ln->name);
+	holds_settle();
+	holds_require_settled(ln, kind);
+	/* (in a Cluster: the node of its slot; a Redlock asks its own masters) */
+	if (kind_is_local(kind))
+		route_ready_for(route_backend(), ln->key, ln->name);
+	req->track = (owner == NULL);
+	req->scope = scope;
+	req->watchdog = (lease_ms == 0);
+	req->lease_ms = req->watchdog ? rlock_watchdog_timeout_ms : lease_ms;
+	req->sent_at = 0;
+	req->holder = owner;
+	if (owner != NULL)
+		return owner;
+
+	h = holds_find_conflicting(ln->key, kind);
+	if (h != NULL)
+		holds_held_as_other_kind(ln, h);
+	req->holder = rlock_backend_holder();
+	return req->holder;
+}
+
+/*
+ * A kind that asks servers of its own (lock_redlock.c) records its holds
+ * here too.  Before its acquisition goes out, the entry is uncertain: if
+ * the call is interrupted, the abort path lowers the holder's count on
+ * those servers to the table's (holds_batch.c, through the kind's settle).
+ */
+HeldLock *
+holds_begin_elsewhere(const LockName *ln, RlockKind kind, HoldRequest *req)
+{
+	HeldLock   *h = holds_enter(ln->key, kind);
+
+	holds_set_uncertain(h, true);
+	req->sent_at = GetCurrentTimestamp();
+	return h;
+}
+
+/*
+ * ... and after it: granted, the hold is recorded (a full registry gives
+ * it back, through the entry's settle, and fails); refused, the kind has
+ * given back what some servers granted, and the entry is settled.
+ */
+void
+holds_end_elsewhere(HeldLock *h, const HoldRequest *req, bool granted,
+					const char *name)
+{
+	if (granted)
+	{
+		/* (the kind judged the majority: no per-server count to compare) */
+		if (!holds_count_hold(h, req, holds_total(h) + 1, name))
+		{
+			holds_settle();
+			holds_registry_full(name);
+		}
+		stats_count(RLOCK_STAT_ACQUISITIONS);
+		return;
+	}
+	holds_set_uncertain(h, false);
+	holds_drop_if_unused(h);
+}

@@ -1,0 +1,39 @@
+/*-------------------------------------------------------------------------
+ *
+ * registry_int.h
+ *	  The inside of the registry of held locks, shared by registry.c (its
+ *	  shared memory and each backend's own entries) and registry_read.c
+ *	  (rlock_locks and the watchdog) only.
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RLOCK_REGISTRY_INT_H
+#define RLOCK_REGISTRY_INT_H
+
+#include "storage/lwlock.h"
+#include "utils/hsearch.h"
+
+#include "holds/holds.h"
+
+typedef struct RlockShared
+{
+	LWLock	   *lock;			/* protects the hash */
+	char		instance_uuid[37];
+} RlockShared;
+
+extern RlockShared *rlock_shared;
+extern HTAB *registry_hash;
+
+/* The hash key of (pid, kind, key). */
+static inline void
+registry_make_tag(RegistryEntry *tag, int pid, RlockKind kind,
+				  const char *key)
+{
+	tag->pid = pid;
+	tag->kind = kind;
+	strlcpy(tag->key, key, sizeof(tag->key));
+}
+
+#endif							/* RLOCK_REGISTRY_INT_H */
