@@ -6,6 +6,7 @@
  *	  values of the rlock.* settings, and the activity counters.  Nothing
  *	  here calls into any other part of rlock.
  *
+ *	  Its files:
  *	  settings.c	the values of the rlock.* settings (src/rlock.c defines
  *					the settings themselves)
  *	  stats.c		shared-memory activity counters (rlock_stats)

@@ -1,7 +1,26 @@
 /*-------------------------------------------------------------------------
  *
- * holds/holds.h
- *	  DOOR-DESCRIPTION
+ * holds.h
+ *	  The door of src/holds/: what this session holds.  Lock names and
+ *	  their keys, the shared registry of the server's held locks, the table
+ *	  of lock kinds (which the kinds fill in at load), the session's table
+ *	  of holds, and when holds end (transaction, subtransaction, exit).
+ *
+ *	  Its files, lowest first (each calls only those above it in the list):
+ *	  lockname.c		lock names, rlock.key_prefix, Redisson's derived keys
+ *	  registry.c		shared memory: instance identity, registry of holds
+ *	  registry_read.c	rlock_locks' snapshot, the watchdog's side of it
+ *	  holds_kinds.c		the table of lock kinds and their operations
+ *	  holds_cleanup.c	clean-ups an ERROR left; the callbacks' hook
+ *	  holds_table.c		the session's table of holds (no Redis I/O)
+ *	  holds_batch.c		many holds told to Redis in one round trip
+ *	  holds_acquire.c	one acquisition: the script, WAIT, the undo
+ *	  holds_release.c	one release and its warnings
+ *	  holds_set.c		a set of names acquired all or none
+ *	  holds_commit.c	the check before COMMIT
+ *	  holds_xact.c		transaction, subtransaction and exit callbacks
+ *	  holds_int.h		the table's inside, for this folder
+ *	  registry_int.h	the registry's inside, for registry*.c
  *
  * Copyright (c) 2026, rlock developers
  *

@@ -1,7 +1,22 @@
 /*-------------------------------------------------------------------------
  *
- * locks/locks.h
- *	  DOOR-DESCRIPTION
+ * locks.h
+ *	  The door of src/locks/: the lock kinds of Redisson's family, their
+ *	  Lua scripts, and how a blocked acquisition waits.  Each kind registers
+ *	  its operations with the held-lock table at load (lock_kinds.c).
+ *
+ *	  Its files, lowest first:
+ *	  scripts_lua.h		Lua fragments several scripts share
+ *	  scripts_rw.c		the read/write lock's scripts
+ *	  scripts.c			the Lua scripts, their digests, EVALSHA
+ *	  waitqueue.c		shared memory: which waiter of this server tries next
+ *	  lock_wait.c		how a blocked acquisition waits, for every kind
+ *	  lock_exclusive.c	the exclusive reentrant lock and the fenced lock
+ *	  lock_rw.c			the read/write lock
+ *	  lock_fair.c		the fair lock
+ *	  lock_multi.c		the multi-lock: a set of exclusive locks, all or none
+ *	  lock_redlock.c	the Redlock: the exclusive lock on a majority of masters
+ *	  lock_kinds.c		locks_init: the kinds register with the held-lock table
  *
  * Copyright (c) 2026, rlock developers
  *

@@ -3,7 +3,7 @@
  * scripts_lua.h
  *	  Lua fragments shared by the scripts of several lock kinds
  *	  (scripts.c, scripts_rw.c), and the read/write lock's script bodies.
- *	  Internal to the scripts: the rest of rlock sees scripts.h.
+ *	  Internal to the scripts: the rest of rlock sees locks.h.
  *
  * Copyright (c) 2026, rlock developers
  *

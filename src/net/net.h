@@ -4,12 +4,13 @@
  *	  The door of src/net/, the bottom of the network: how bytes reach a
  *	  Redis server.  OpenSSL stays in this folder (and hiredis in redis/).
  *
+ *	  Its files, lowest first:
  *	  url.c				rlock.redis_url: parsing, the password kept out of
  *						sight, the generation of "how to reach Redis"
  *	  resolve.c			host names resolved within a deadline
- *	  transport.c		the non-blocking socket (TCP or Unix)
- *	  transport_tls.c	TLS over it (OpenSSL), rlock.tls_*
  *	  digest.c			SHA-1 and SHA-256 (libcrypto)
+ *	  transport_tls.c	TLS over a socket (OpenSSL), rlock.tls_*
+ *	  transport.c		the non-blocking socket (TCP or Unix), TLS on top
  *
  * Copyright (c) 2026, rlock developers
  *

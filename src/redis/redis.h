@@ -1,7 +1,27 @@
 /*-------------------------------------------------------------------------
  *
- * redis/redis.h
- *	  DOOR-DESCRIPTION
+ * redis.h
+ *	  The door of src/redis/: one Redis node.  Connections (a backend-local
+ *	  pool, one per node and use), round trips on them (pipelined, over one
+ *	  connection or several at once), the one interruptible wait, pub/sub on
+ *	  a subscriber connection, and failures as ERRORs with SQLSTATEs.
+ *	  hiredis (its reply parser) stays in this folder; above it, replies
+ *	  are RReply.  This layer knows nothing of Sentinel or Cluster: the
+ *	  route layer above it registers the few hooks a connection needs
+ *	  while it connects (RconnRouteHooks).
+ *
+ *	  Its files, lowest first:
+ *	  connection_command.c	building commands (RedisCmd)
+ *	  connection_bounds.c	how long a round trip or a connect may wait
+ *	  connection_error.c	failures and error replies, worded, with SQLSTATEs
+ *	  connection_reply.c	the reply parser, bounded
+ *	  connection_io.c		bytes in and out: encoding, writing, reading
+ *	  connection_wait.c		the one interruptible wait (one socket or several)
+ *	  connection.c			the pool: find, check, discard, close idle
+ *	  connection_connect.c	connecting: resolve, socket, TLS, the handshake
+ *	  connection_exchange.c	round trips, on one connection or several at once
+ *	  connection_pubsub.c	subscribing and waiting for release messages
+ *	  redis_int.h			struct RedisConn and what the files share
  *
  * Copyright (c) 2026, rlock developers
  *

@@ -1,7 +1,26 @@
 /*-------------------------------------------------------------------------
  *
- * route/route.h
- *	  DOOR-DESCRIPTION
+ * route.h
+ *	  The door of src/route/: which node.  The configured Redis, whatever
+ *	  the deployment (one node, a Sentinel's master, a Cluster's slots),
+ *	  and the Redlock's independent masters.  The layers above run their
+ *	  commands through route_run and its kin, which send each to the node
+ *	  that serves it; the connection layer below serves one node.
+ *
+ *	  Its files, lowest first:
+ *	  backend.c			the process's connections to rlock.redis_url
+ *	  cluster_check.c	what servers say (addresses, slot maps, redirections)
+ *						checked before it is believed
+ *	  topology.c		Sentinel: which node is the master, through failovers
+ *	  cluster_slot.c	Cluster hash slots, keys grouped per slot
+ *	  cluster_map.c		the slot map, learned and kept current
+ *	  cluster.c			questions about the map: a key's node, the masters
+ *	  cluster_route.c	routed round trips: each command to its slot's master
+ *	  route.c			the routed entry points (route_run, route_subscribe...)
+ *	  master_confirm.c	the check before COMMIT asks whether the node is
+ *						still master
+ *	  redlock.c			rlock.redlock_urls: the Redlock's masters, in parallel
+ *	  route_int.h		what the files of this folder share
  *
  * Copyright (c) 2026, rlock developers
  *
