@@ -95,7 +95,7 @@ typedef enum RlockScope
 	RLOCK_SCOPE_XACT
 } RlockScope;
 
-/* Settings (rlock.c). */
+/* Settings (their values: settings.c; their definitions: src/rlock.c). */
 extern char *rlock_redis_url;
 extern char *rlock_key_prefix;
 extern char *rlock_redlock_urls;

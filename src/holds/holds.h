@@ -5,6 +5,11 @@
  *	  their keys, the shared registry of the server's held locks, the table
  *	  of lock kinds (which the kinds fill in at load), the session's table
  *	  of holds, and when holds end (transaction, subtransaction, exit).
+ *	  The lock kinds above register their operations (holds_register_kind)
+ *	  and the builder of renewal calls (holds_register_renew_calls) from
+ *	  _PG_init; inside the folder, holds_xact.c hands the table its
+ *	  callbacks' registration the same way (holds_set_end_callbacks), so
+ *	  that the table, below it, puts them in place on first use.
  *
  *	  Its files, lowest first (each calls only those above it in the list):
  *	  lockname.c		lock names, rlock.key_prefix, Redisson's derived keys

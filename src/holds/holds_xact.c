@@ -12,7 +12,8 @@
  *	- At COMMIT, ROLLBACK, rollback to savepoint and exit, interrupts are
  *	  held and an ERROR would become a PANIC (for a transaction with an
  *	  xid) or be lost: nothing here may ERROR, problems are WARNINGs, and
- *	  every round trip is capped (connection.c, RLOCK_UNINTERRUPTIBLE_CAP_MS)
+ *	  every round trip is capped (connection_bounds.c,
+ *	  RLOCK_UNINTERRUPTIBLE_CAP_MS)
  *	  whatever rlock.command_timeout says.
  *	- No Redis I/O happens inside PG_CATCH or PG_FINALLY: code that is
  *	  interrupted there records what Redis must still be told (a fair waiter

@@ -168,7 +168,8 @@ lockname_owner_field(const char *token)
 	char	   *input = psprintf("rlock owner token:%s", token);
 	char		hex[NET_SHA256_HEX_LEN + 1];
 
-	net_sha256_hex(input, strlen(input), hex);
+	if (!net_sha256_hex(input, strlen(input), hex))
+		elog(ERROR, "could not compute the SHA-256 digest of an owner token");
 	pfree(input);
 	return psprintf("%s%s", RLOCK_OWNER_FIELD_PREFIX, hex);
 }

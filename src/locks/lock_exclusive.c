@@ -12,8 +12,8 @@
  * This file owns the lock kind's protocol: how an acquisition is tried
  * (a blocked one waits in lock_wait.c, on the lock's channel) and how
  * releases are built.  What this session holds is recorded in the held-lock
- * table (holds_table.c); the round trips themselves go through
- * connection.c.
+ * table (holds_table.c); the round trips themselves go through the route
+ * layer (route_run).
  *
  * Copyright (c) 2026, rlock developers
  *

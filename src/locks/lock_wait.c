@@ -10,8 +10,8 @@
  * attempts (the lock kind's own script, through try_fn) and sleeps that
  * end on a message, on the holder's lease running out (a holder that died
  * without releasing is noticed when its key expires) or at the deadline.
- * The wait honours cancel and statement_timeout (through connection.c's
- * wait primitive), and lock_timeout when asked, as a blocking lock
+ * The wait honours cancel and statement_timeout (through the connection
+ * layer's one wait, connection_wait.c), and lock_timeout when asked, as a blocking lock
  * acquisition does; it shows in pg_stat_activity as an Extension wait and
  * in the error context as "waiting for rlock lock".  rlock_stats counts its
  * time and outcome.  A wait an ERROR ends does no Redis I/O on its way

@@ -412,7 +412,8 @@ static bool digests_ready = false;
 static void
 compute_sha1(RlockScript *s)
 {
-	net_sha1_hex(s->body, strlen(s->body), s->sha1);
+	if (!net_sha1_hex(s->body, strlen(s->body), s->sha1))
+		elog(ERROR, "could not compute SHA1 of rlock script \"%s\"", s->name);
 }
 
 /* body with every redis.call('publish', ...) made 'spublish' (malloc'd). */

@@ -17,10 +17,13 @@
 
 #include "net/net.h"
 
-/* Digest len bytes of data with md; out gets outlen hex digits and a NUL. */
-static void
-digest_hex(const EVP_MD *md, const char *what, const char *data, size_t len,
-		   char *out, int outlen)
+/*
+ * Digest len bytes of data with md into outlen hex digits and a NUL.
+ * False if libcrypto could not (the caller says what failed).
+ */
+static bool
+digest_hex(const EVP_MD *md, const char *data, size_t len, char *out,
+		   int outlen)
 {
 	static const char hex[] = "0123456789abcdef";
 	unsigned char digest[EVP_MAX_MD_SIZE];
@@ -28,23 +31,24 @@ digest_hex(const EVP_MD *md, const char *what, const char *data, size_t len,
 
 	if (EVP_Digest(data, len, digest, &dlen, md, NULL) != 1 ||
 		(int) dlen * 2 != outlen)
-		elog(ERROR, "could not compute a %s digest", what);
+		return false;
 	for (unsigned int i = 0; i < dlen; i++)
 	{
 		out[2 * i] = hex[digest[i] >> 4];
 		out[2 * i + 1] = hex[digest[i] & 0x0f];
 	}
 	out[outlen] = '\0';
+	return true;
 }
 
-void
+bool
 net_sha1_hex(const char *data, size_t len, char *out)
 {
-	digest_hex(EVP_sha1(), "SHA-1", data, len, out, NET_SHA1_HEX_LEN);
+	return digest_hex(EVP_sha1(), data, len, out, NET_SHA1_HEX_LEN);
 }
 
-void
+bool
 net_sha256_hex(const char *data, size_t len, char *out)
 {
-	digest_hex(EVP_sha256(), "SHA-256", data, len, out, NET_SHA256_HEX_LEN);
+	return digest_hex(EVP_sha256(), data, len, out, NET_SHA256_HEX_LEN);
 }

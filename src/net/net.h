@@ -45,7 +45,8 @@ typedef enum RedisNodeKind
 								 * sentinels say it is now (host and port
 								 * are filled in when it is located) */
 	NODE_CLUSTER				/* a Redis Cluster: each command goes to the
-								 * master of its key's slot (cluster.c) */
+								 * master of its key's slot
+								 * (cluster_route.c) */
 } RedisNodeKind;
 
 /* A parsed Redis URL, or one node of a deployment. */
@@ -229,11 +230,11 @@ extern void net_assign_enum_setting(int newval, void *extra);
 
 /*
  * digest: SHA-1 and SHA-256 as hex digits (out: the length below, plus a
- * NUL), from libcrypto.
+ * NUL), from libcrypto; false when libcrypto could not.
  */
 #define NET_SHA1_HEX_LEN	40
 #define NET_SHA256_HEX_LEN	64
-extern void net_sha1_hex(const char *data, size_t len, char *out);
-extern void net_sha256_hex(const char *data, size_t len, char *out);
+extern bool net_sha1_hex(const char *data, size_t len, char *out);
+extern bool net_sha256_hex(const char *data, size_t len, char *out);
 
 #endif							/* RLOCK_NET_H */

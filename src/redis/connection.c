@@ -16,8 +16,8 @@
  * (connection_bounds.c).
  *
  * The files call each other in one direction, lowest first:
- * connection_bounds.c (how long), connection_command.c (building
- * commands), connection_error.c (why it failed, worded), connection_reply.c
+ * connection_command.c (building commands), connection_bounds.c (how
+ * long), connection_error.c (why it failed, worded), connection_reply.c
  * (the bounded parser), connection_io.c (bytes), connection_wait.c (the
  * wait), this file (the pool), connection_connect.c (connecting and the
  * handshake), connection_exchange.c (driving round trips) and

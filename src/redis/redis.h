@@ -10,6 +10,14 @@
  *	  route layer above it registers the few hooks a connection needs
  *	  while it connects (RconnRouteHooks).
  *
+ *	  Only the route layer may call the one-node forms of what it routes,
+ *	  and what it uses to route (test/check-layers holds every other layer
+ *	  to route.h's route_* instead): rconn_get, rconn_ensure, rconn_ready,
+ *	  rconn_defer_del, rconn_run, rconn_subscribe_once, rconn_wait_message,
+ *	  rconn_unsubscribe_nowait, rconn_target, rconn_set_target,
+ *	  rconn_relocate, rconn_set_label, rconn_adopt_failure,
+ *	  rconn_set_failure, rconn_inherit_bounds, rconn_set_route_hooks.
+ *
  *	  Its files, lowest first:
  *	  connection_command.c	building commands (RedisCmd)
  *	  connection_bounds.c	how long a round trip or a connect may wait

@@ -8,7 +8,7 @@
  * Cluster, switch to a new master at different moments; a master paused
  * while its replica was promoted still says ROLE master when it resumes,
  * and a replica still attached to it acknowledges its writes.  The keys
- * being there is not enough: the check before COMMIT (holds_xact.c) asks
+ * being there is not enough: the check before COMMIT (holds_commit.c) asks
  * others.
  *
  *	- Sentinel: route_run_confirmed runs the renewals and, in the same
