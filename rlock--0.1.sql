@@ -226,6 +226,32 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 REVOKE ALL ON FUNCTION rlock_force_release(text) FROM PUBLIC;
 
+-- Count-down latch (Redisson RCountDownLatch): jobs anywhere count it down;
+-- awaiting it returns once it reaches zero.  set_count sets a count only on
+-- a latch at zero (or absent); count_down returns the count after it (never
+-- below zero).
+CREATE FUNCTION rlock_latch_set_count(name text, count bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_latch_set_count'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_latch_count_down(name text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'rlock_latch_count_down'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_latch_count(name text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'rlock_latch_count'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- true when the latch reached zero; false when the wait ran out.  A NULL
+-- wait waits without limit (lock_timeout applies, as for rlock_acquire).
+CREATE FUNCTION rlock_latch_await(name text, wait interval DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_latch_await'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
 -- Introspection.
 CREATE FUNCTION rlock_holder_id()
 RETURNS text

@@ -53,7 +53,9 @@ typedef struct LockName
 } LockName;
 
 extern void lockname_init(LockName *ln, text *name);
+extern void lockname_init_as(LockName *ln, text *name, const char *noun);
 extern char *lockname_derive(const char *key, const char *prefix);
+extern char *lockname_suffixed(const char *key, const char *suffix);
 extern char *lockname_unlock_latch(const char *key);
 extern const char *lockname_holder_field(RlockKind kind, const char *holder);
 extern int64 lockname_latch_ttl_ms(void);

@@ -33,6 +33,8 @@ static const char *const derived_prefixes[] = {
 	"redisson_lock_queue:",
 	"redisson_lock_timeout:",
 	"redisson_rwlock:",
+	"redisson_sc:",				/* a semaphore's channel */
+	"redisson_countdownlatch__channel:",	/* a latch's channel */
 };
 
 /*
@@ -42,7 +44,7 @@ static const char *const derived_prefixes[] = {
  * fail half way.
  */
 static void
-check_derived_collision(const LockName *ln)
+check_derived_collision(const LockName *ln, const char *noun)
 {
 	bool		collides = false;
 
@@ -52,13 +54,17 @@ check_derived_collision(const LockName *ln)
 			collides = true;
 	if (strstr(ln->key, ":rwlock_timeout:") != NULL)
 		collides = true;
+	/* a semaphore's permits, {N}:timeout (N:timeout when N has a '{') */
+	if (strchr(ln->key, '{') != NULL && ln->keylen >= 8 &&
+		strcmp(ln->key + ln->keylen - 8, ":timeout") == 0)
+		collides = true;
 	if (collides)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("lock name \"%s\" collides with the keys rlock derives from lock names",
-						ln->name),
-				 errdetail("Keys starting with redisson_lock__channel:, redisson_lock_token:, redisson_unlock_latch:, redisson_lock_queue:, redisson_lock_timeout: or redisson_rwlock:, and keys containing :rwlock_timeout:, belong to other locks."),
-				 errhint("Choose another lock name.")));
+				 errmsg("%s name \"%s\" collides with the keys rlock derives from lock names",
+						noun, ln->name),
+				 errdetail("Keys starting with redisson_lock__channel:, redisson_lock_token:, redisson_unlock_latch:, redisson_lock_queue:, redisson_lock_timeout:, redisson_rwlock:, redisson_sc: or redisson_countdownlatch__channel:, keys containing :rwlock_timeout:, and keys with a '{' that end in :timeout belong to other locks, semaphores and latches."),
+				 errhint("Choose another %s name.", noun)));
 }
 
 /*
@@ -68,30 +74,42 @@ check_derived_collision(const LockName *ln)
 void
 lockname_init(LockName *ln, text *name)
 {
+	lockname_init_as(ln, name, "lock");
+}
+
+/*
+ * The same for a name of another kind of object: noun ("semaphore",
+ * "latch") names it in the errors.  Semaphores and latches share the
+ * space of names with locks (a name is one kind of object), so the same
+ * derived keys are refused.
+ */
+void
+lockname_init_as(LockName *ln, text *name, const char *noun)
+{
 	int			plen = strlen(rlock_key_prefix ? rlock_key_prefix : "");
 	int			nlen;
 
 	if (name == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("lock name must not be NULL")));
+				 errmsg("%s name must not be NULL", noun)));
 	nlen = VARSIZE_ANY_EXHDR(name);
 	ln->name = text_to_cstring(name);
 	if (nlen == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("lock name must not be empty")));
+				 errmsg("%s name must not be empty", noun)));
 	if (plen + nlen > RLOCK_MAX_KEY_LEN)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("lock name \"%.40s...\" is too long", ln->name),
+				 errmsg("%s name \"%.40s...\" is too long", noun, ln->name),
 				 errdetail("The name is %d bytes with rlock.key_prefix; the limit is %d bytes.",
 						   plen + nlen, RLOCK_MAX_KEY_LEN)));
 	memcpy(ln->key, rlock_key_prefix, plen);
 	memcpy(ln->key + plen, VARDATA_ANY(name), nlen);
 	ln->keylen = plen + nlen;
 	ln->key[ln->keylen] = '\0';
-	check_derived_collision(ln);
+	check_derived_collision(ln, noun);
 }
 
 /*
@@ -104,6 +122,18 @@ lockname_derive(const char *key, const char *prefix)
 	if (strchr(key, '{') != NULL)
 		return psprintf("%s:%s", prefix, key);
 	return psprintf("%s:{%s}", prefix, key);
+}
+
+/*
+ * Redisson's suffixName(key, suffix): "{key}:suffix", or "key:suffix" when
+ * key already has a hash tag (a semaphore's {N}:timeout).  palloc'd.
+ */
+char *
+lockname_suffixed(const char *key, const char *suffix)
+{
+	if (strchr(key, '{') != NULL)
+		return psprintf("%s:%s", key, suffix);
+	return psprintf("{%s}:%s", key, suffix);
 }
 
 /*

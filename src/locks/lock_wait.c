@@ -17,6 +17,12 @@
  * time and outcome.  A wait an ERROR ends does no Redis I/O on its way
  * out: leaving the channel is left to holds_xact.c's abort path.
  *
+ * It also owns the wait for an event rather than a lock (event_wait: a
+ * count-down latch reaching zero): the same subscription and sleeps, but
+ * every waiter of this server wakes on each message (there is nothing to
+ * take turns for), and the message's text goes to the check, which may
+ * decide without a round trip.
+ *
  * Copyright (c) 2026, rlock developers
  *
  *-------------------------------------------------------------------------
@@ -242,4 +248,101 @@ lock_wait_on(RedisConn *sub, const LockName *ln, const char *channel,
 	stats_count(acquired ? RLOCK_STAT_CONTENDED : RLOCK_STAT_FAILED);
 
 	return acquired;
+}
+
+static void
+event_context(void *arg)
+{
+	errcontext("waiting for rlock %s", (const char *) arg);
+}
+
+/*
+ * Subscribe, then alternate checks and sleeps until a check finds the
+ * event (true) or the deadline passes (false).
+ */
+static bool
+event_loop(RedisConn *sub, const LockName *ln, const char *channel,
+		   TimestampTz start, TimestampTz deadline, EventCheckFn check_fn,
+		   void *arg)
+{
+	const char *message = NULL;
+	bool		look = true;
+
+	holds_on_abort(leave_channel);
+	channel_pending = true;
+	waiting_sub = sub;
+	route_subscribe(sub, channel, ln->name, start);
+	for (;;)
+	{
+		TimestampTz now;
+		TimestampTz until;
+		int			rc;
+
+		if (look && check_fn(arg, message))
+			return true;
+		now = GetCurrentTimestamp();
+		if (now >= deadline)
+			return false;
+		until = TimestampTzPlusMilliseconds(now, WAIT_RECHECK_MS);
+		if (until > deadline)
+			until = deadline;
+
+		rc = route_wait_message(sub, until);
+		message = NULL;
+		look = true;
+		if (rc < 0)
+			route_subscribe(sub, channel, ln->name, deadline);
+		else if (rc == 1)
+			message = pstrdup(route_last_message(sub));
+		else if (rc == 2)
+			look = false;		/* the process latch, for someone else */
+	}
+}
+
+bool
+event_wait(const LockName *ln, const char *what, const char *channel,
+		   int64 wait_ms, bool honour_lock_timeout, EventCheckFn check_fn,
+		   void *arg)
+{
+	RedisConn  *sub = route_backend_subscriber();
+	TimestampTz start = GetCurrentTimestamp();
+	TimestampTz deadline;
+	ErrorContextCallback errcb;
+	volatile bool armed = false;
+	bool		happened = false;
+	char	   *context = psprintf("%s \"%s\"", what, ln->name);
+
+	deadline = (wait_ms < 0) ? DT_NOEND :
+		TimestampTzPlusMilliseconds(start, wait_ms);
+
+	errcb.callback = event_context;
+	errcb.arg = context;
+	errcb.previous = error_context_stack;
+	error_context_stack = &errcb;
+
+	PG_TRY();
+	{
+		if (honour_lock_timeout && LockTimeout > 0)
+		{
+			enable_timeout_after(LOCK_TIMEOUT, LockTimeout);
+			armed = true;
+		}
+		happened = event_loop(sub, ln, channel, start, deadline, check_fn,
+							  arg);
+	}
+	PG_CATCH();
+	{
+		/* no Redis I/O here: the abort path leaves the channel */
+		if (armed)
+			disable_timeout(LOCK_TIMEOUT, false);
+		error_context_stack = errcb.previous;
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	if (armed)
+		disable_timeout(LOCK_TIMEOUT, false);
+	leave_channel();
+	error_context_stack = errcb.previous;
+	return happened;
 }

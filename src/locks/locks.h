@@ -8,6 +8,7 @@
  *	  Its files, lowest first:
  *	  scripts_lua.h		Lua fragments several scripts share
  *	  scripts_rw.c		the read/write lock's scripts
+ *	  scripts_sync.c	the count-down latch's and the semaphore's scripts
  *	  scripts.c			the Lua scripts, their digests, EVALSHA
  *	  waitqueue.c		shared memory: which waiter of this server tries next
  *	  lock_wait.c		how a blocked acquisition waits, for every kind
@@ -16,6 +17,7 @@
  *	  lock_fair.c		the fair lock
  *	  lock_multi.c		the multi-lock: a set of exclusive locks, all or none
  *	  lock_redlock.c	the Redlock: the exclusive lock on a majority of masters
+ *	  latch.c			the count-down latch (Redisson RCountDownLatch)
  *	  lock_kinds.c		locks_init: the kinds register with the held-lock table
  *
  * Copyright (c) 2026, rlock developers
@@ -49,6 +51,9 @@ typedef enum RlockScriptId
 	RLOCK_SCRIPT_FAIR_ACQUIRE,
 	RLOCK_SCRIPT_FAIR_RELEASE,
 	RLOCK_SCRIPT_FAIR_GIVE_UP,
+	RLOCK_SCRIPT_LATCH_COUNT,
+	RLOCK_SCRIPT_LATCH_SET_COUNT,
+	RLOCK_SCRIPT_LATCH_COUNT_DOWN,
 	RLOCK_NUM_SCRIPTS
 } RlockScriptId;
 
@@ -99,6 +104,22 @@ extern bool lock_wait_on(RedisConn *sub, const LockName *ln,
 						 LockTryFn try_fn, LockGiveUpFn give_up_fn,
 						 void *arg);
 extern void lock_wait_retarget(RedisConn *sub, const char *channel);
+
+/*
+ * Wait for an event announced on "channel" (a latch reaching zero):
+ * check_fn is called first with message NULL (look in Redis), then after
+ * each message with its text (it may decide from it alone), and with NULL
+ * again whenever the wait looks without a message (every few seconds, or
+ * after the connection broke).  Every waiter of this server wakes on each
+ * message.  what names the object in the error context ("latch").
+ * wait_ms -1 waits without limit.  Returns false when the wait is over.
+ */
+typedef bool (*EventCheckFn) (void *arg, const char *message);
+
+extern bool event_wait(const LockName *ln, const char *what,
+					   const char *channel, int64 wait_ms,
+					   bool honour_lock_timeout, EventCheckFn check_fn,
+					   void *arg);
 
 /*
  * waitqueue: Which of this server's sessions waiting for one lock tries next.
@@ -200,5 +221,21 @@ extern bool redlock_acquire(const LockName *ln, RlockScope scope,
 							int64 lease_ms, int64 wait_ms,
 							bool honour_lock_timeout);
 extern bool redlock_release(const LockName *ln);
+
+/*
+ * latch: The count-down latch (Redisson RCountDownLatch): no holds, a
+ *	  count that sessions anywhere count down, and waiters woken at zero.
+ */
+
+extern bool latch_set_count(const LockName *ln, int64 count);
+extern int64 latch_count_down(const LockName *ln);
+extern int64 latch_count(const LockName *ln);
+
+/*
+ * Wait until the latch is at zero (or absent): true at once when it is;
+ * false when wait_ms (-1: no limit; 0: only look) ran out first.
+ */
+extern bool latch_await(const LockName *ln, int64 wait_ms,
+						bool honour_lock_timeout);
 
 #endif							/* RLOCK_LOCKS_H */

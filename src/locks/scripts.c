@@ -394,6 +394,9 @@ static RlockScript scripts[RLOCK_NUM_SCRIPTS] = {
 	[RLOCK_SCRIPT_FAIR_ACQUIRE] = {"fair acquire", fair_acquire_body},
 	[RLOCK_SCRIPT_FAIR_RELEASE] = {"fair release", fair_release_body},
 	[RLOCK_SCRIPT_FAIR_GIVE_UP] = {"fair give-up", fair_give_up_body},
+	[RLOCK_SCRIPT_LATCH_COUNT] = {"latch count", rlock_latch_count_body},
+	[RLOCK_SCRIPT_LATCH_SET_COUNT] = {"latch set count", rlock_latch_set_count_body},
+	[RLOCK_SCRIPT_LATCH_COUNT_DOWN] = {"latch count down", rlock_latch_count_down_body},
 };
 
 /*

@@ -66,4 +66,9 @@ extern const char rlock_read_release_body[];
 extern const char rlock_write_release_body[];
 extern const char rlock_rw_reconcile_body[];
 
+/* the count-down latch's and the semaphore's scripts (scripts_sync.c) */
+extern const char rlock_latch_count_body[];
+extern const char rlock_latch_set_count_body[];
+extern const char rlock_latch_count_down_body[];
+
 #endif							/* RLOCK_SCRIPTS_LUA_H */

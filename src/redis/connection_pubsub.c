@@ -247,6 +247,15 @@ rconn_wait_message(RedisConn *sub, TimestampTz deadline)
 			bool		dropped = sub->sub_sharded &&
 				is_push((redisReply *) r, "sunsubscribe", NULL);
 
+			if (msg)
+			{
+				redisReply *text = ((redisReply *) r)->element[2];
+
+				sub->last_message[0] = '\0';
+				if (text->type == REDIS_REPLY_STRING)
+					strlcpy(sub->last_message, text->str,
+							sizeof(sub->last_message));
+			}
 			freeReplyObject(r);
 			if (msg)
 			{
@@ -274,6 +283,13 @@ rconn_wait_message(RedisConn *sub, TimestampTz deadline)
 			!rconn_wait(sub, sub->want, deadline, &latch_woken))
 			return latch_woken ? 2 : 0;
 	}
+}
+
+/* The text of the last message rconn_wait_message returned. */
+const char *
+rconn_last_message(RedisConn *sub)
+{
+	return sub->last_message;
 }
 
 /*

@@ -14,7 +14,7 @@
  *	  and what it uses to route (test/check-layers holds every other layer
  *	  to route.h's route_* instead): rconn_get, rconn_ensure, rconn_ready,
  *	  rconn_defer_del, rconn_run, rconn_subscribe_once, rconn_wait_message,
- *	  rconn_unsubscribe_nowait, rconn_target, rconn_set_target,
+ *	  rconn_unsubscribe_nowait, rconn_last_message, rconn_target, rconn_set_target,
  *	  rconn_relocate, rconn_set_label, rconn_adopt_failure,
  *	  rconn_set_failure, rconn_inherit_bounds, rconn_set_route_hooks.
  *
@@ -235,6 +235,14 @@ extern RconnSubResult rconn_subscribe_once(RedisConn *sub,
 										   const char *what, bool sharded,
 										   char **moved);
 extern int	rconn_wait_message(RedisConn *sub, TimestampTz deadline);
+
+/*
+ * The text of the last message rconn_wait_message returned 1 for (at most
+ * RCONN_MESSAGE_MAX bytes of it: the messages of the lock protocol are
+ * short integers).
+ */
+#define RCONN_MESSAGE_MAX	31
+extern const char *rconn_last_message(RedisConn *sub);
 extern void rconn_unsubscribe_nowait(RedisConn *sub);
 
 /*

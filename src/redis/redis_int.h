@@ -142,6 +142,8 @@ struct RedisConn
 	 */
 	bool		sub_sharded;
 	RedisConn  *target;
+	/* the text of the last message received (truncated), NUL-terminated */
+	char		last_message[RCONN_MESSAGE_MAX + 1];
 
 	/* a routed round trip does not wait for nodes that cannot serve now */
 	bool		impatient;

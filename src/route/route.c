@@ -266,6 +266,22 @@ route_wait_message(RedisConn *sub, TimestampTz deadline)
 }
 
 /*
+ * The text of the message route_wait_message last returned 1 for ("" when
+ * none, or when the connection has changed since).
+ */
+const char *
+route_last_message(RedisConn *sub)
+{
+	if (routed(sub))
+	{
+		sub = rconn_target(sub);
+		if (sub == NULL)
+			return "";
+	}
+	return rconn_last_message(sub);
+}
+
+/*
  * Ask to leave the channel without waiting for the answer; the next
  * subscription skips whatever arrives meanwhile.  Never throws.
  */

@@ -70,6 +70,7 @@ extern int	route_last_rounds(void);
 extern void route_subscribe(RedisConn *sub, const char *channel,
 							const char *what, TimestampTz retry_until);
 extern int	route_wait_message(RedisConn *sub, TimestampTz deadline);
+extern const char *route_last_message(RedisConn *sub);
 extern void route_unsubscribe_nowait(RedisConn *sub);
 extern bool route_sharded_publish(void);
 

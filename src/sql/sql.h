@@ -6,6 +6,7 @@
  *
  *	  sql_api.c			the locks' functions
  *	  sql_api_sets.c	the same for the multi-lock and the Redlock
+ *	  sql_api_sync.c	the count-down latch's and the semaphore's functions
  *	  introspect.c		the functions that report: rlock_status,
  *						rlock_locks, rlock_stats, rlock_ping...
  *
@@ -17,6 +18,7 @@
 #define RLOCK_SQL_H
 
 #include "fmgr.h"
+#include "datatype/timestamp.h"
 
 #include "base/base.h"
 
@@ -28,5 +30,13 @@ extern int64 sql_lease_arg(FunctionCallInfo fcinfo, int argno,
 /* A wait argument in ms: 0 for one attempt. */
 extern int64 sql_wait_arg(FunctionCallInfo fcinfo, int argno,
 						  const LockName *ln);
+
+/*
+ * An interval in ms (rounded up), positive (or zero when allowed) and at
+ * most a year; errors name the argument and the object ("lock", "latch").
+ */
+extern int64 sql_interval_ms(Interval *iv, const char *argname,
+							 const char *noun, const LockName *ln,
+							 bool allow_zero);
 
 #endif							/* RLOCK_SQL_H */

@@ -36,6 +36,14 @@ static int64
 interval_ms(Interval *iv, const char *argname, const LockName *ln,
 			bool allow_zero)
 {
+	return sql_interval_ms(iv, argname, "lock", ln, allow_zero);
+}
+
+/* interval_ms for an object of any kind: noun names it ("latch"). */
+int64
+sql_interval_ms(Interval *iv, const char *argname, const char *noun,
+				const LockName *ln, bool allow_zero)
+{
 	double		us;
 
 	us = ((double) iv->month * DAYS_PER_MONTH + iv->day) * USECS_PER_DAY +
@@ -43,20 +51,22 @@ interval_ms(Interval *iv, const char *argname, const LockName *ln,
 	if (us < 0 || (us == 0 && !allow_zero))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s of lock \"%s\" must be %s", argname, ln->name,
+				 errmsg("%s of %s \"%s\" must be %s", argname, noun, ln->name,
 						allow_zero ? "zero or positive" : "positive"),
 				 strcmp(argname, "lease") == 0 ?
-				 errhint("Give NULL for a lease renewed automatically while the lock is held.") : 0));
+				 errhint("Give NULL for a lease renewed automatically while the %s is held.",
+						 strcmp(noun, "lock") == 0 ? "lock" : "permit") : 0));
 	if (us > 0 && us < 1000.0 && !allow_zero)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s of lock \"%s\" is shorter than 1 millisecond",
-						argname, ln->name),
+				 errmsg("%s of %s \"%s\" is shorter than 1 millisecond",
+						argname, noun, ln->name),
 				 errdetail("Redis counts leases in whole milliseconds.")));
 	if (us > (double) RLOCK_MAX_INTERVAL_MS * 1000.0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s of lock \"%s\" is too long", argname, ln->name),
+				 errmsg("%s of %s \"%s\" is too long", argname, noun,
+						ln->name),
 				 errdetail("The limit is 365 days.")));
 	return (int64) ceil(us / 1000.0);
 }

@@ -1,0 +1,147 @@
+/*-------------------------------------------------------------------------
+ *
+ * latch.c
+ *	  The count-down latch, on Redisson's RCountDownLatch layout: a string
+ *	  key at the latch's name holding its count (absent: zero), the
+ *	  messages "1" (a new count was set) and "0" (zero was reached) on
+ *	  redisson_countdownlatch__channel:{name}.
+ *
+ * A latch has no holders, so nothing of it enters the held-lock table:
+ * setting a count, counting down and reading it are one script each
+ * (scripts_sync.c), and awaiting it is a wait on its channel (event_wait,
+ * lock_wait.c) that ends on "0" without another round trip, and reads the
+ * count again on "1" or when it looks on its own (every few seconds, or
+ * after the connection broke).  A latch shares the space of names with
+ * the locks and the semaphores: its scripts refuse a name used by either
+ * (a semaphore only once it has permits out: before that, its key is a
+ * count like a latch's), and lockname.c refuses the keys derived from
+ * names.
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <errno.h>
+
+#include "redis/redis.h"
+#include "holds/holds.h"
+#include "locks/locks.h"
+#include "base/base.h"
+
+#define LATCH_CHANNEL		"redisson_countdownlatch__channel"
+#define ZERO_MESSAGE		"0"
+
+/* A latch script refused the name: it is another kind of object. */
+static void
+latch_wrong_kind(const LockName *ln, const char *reply)
+{
+	const char *found = strstr(reply, "RLOCKKIND ");
+
+	found = found ? found + strlen("RLOCKKIND ") : "value";
+	if (strcmp(found, "lock") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("latch \"%s\" is a lock, not a count-down latch",
+						ln->name),
+				 errhint("Use the lock functions for it, or another name.")));
+	if (strcmp(found, "semaphore") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("latch \"%s\" is a semaphore, not a count-down latch",
+						ln->name),
+				 errdetail("Permits of a semaphore of that name are out (Redis key \"%s\").",
+						   lockname_suffixed(ln->key, "timeout")),
+				 errhint("Use the rlock_semaphore_* functions for it, or another name.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+			 errmsg("Redis key of latch \"%s\" is not a count-down latch",
+					ln->name),
+			 errdetail("Another kind of Redis value already uses that key; a latch's is a decimal integer."),
+			 errhint("Choose another latch name, or set rlock.key_prefix.")));
+}
+
+/* Run one of the latch's scripts; returns its integer answer. */
+static int64
+latch_run(const LockName *ln, RlockScriptId id, int64 count)
+{
+	RedisCmd	cmd;
+	RReply	   *r;
+
+	rcmd_script(&cmd, id, 3);
+	rcmd_arg(&cmd, ln->key, ln->keylen);
+	rcmd_str(&cmd, lockname_derive(ln->key, LATCH_CHANNEL));
+	rcmd_str(&cmd, lockname_suffixed(ln->key, "timeout"));
+	if (id == RLOCK_SCRIPT_LATCH_SET_COUNT)
+		rcmd_int(&cmd, count);
+	r = route_run1(route_backend(), &cmd, ln->name);
+	if (rconn_reply_is(r, "RLOCKKIND"))
+		latch_wrong_kind(ln, r->str);
+	if (r->type == RREPLY_ERROR)
+		rconn_reply_error(r, ERROR, ln->name);
+	if (r->type == RREPLY_STRING)
+	{
+		/* a count above 0: the stored text */
+		char	   *end;
+		int64		v;
+
+		errno = 0;
+		v = strtoll(r->str, &end, 10);
+		if (r->len == 0 || *end != '\0' || errno != 0)
+			latch_wrong_kind(ln, "RLOCKKIND value");
+		return v;
+	}
+	if (r->type != RREPLY_INTEGER)
+		rconn_unexpected_reply(r, ln->name);
+	return r->integer;
+}
+
+/*
+ * trySetCount: set the count of a latch at zero (or absent); false when it
+ * is counting.  A count of 0 leaves it at zero.
+ */
+bool
+latch_set_count(const LockName *ln, int64 count)
+{
+	Assert(count >= 0);
+	return latch_run(ln, RLOCK_SCRIPT_LATCH_SET_COUNT, count) == 1;
+}
+
+/* Count down once; returns the count after it (never below 0). */
+int64
+latch_count_down(const LockName *ln)
+{
+	return latch_run(ln, RLOCK_SCRIPT_LATCH_COUNT_DOWN, 0);
+}
+
+int64
+latch_count(const LockName *ln)
+{
+	return latch_run(ln, RLOCK_SCRIPT_LATCH_COUNT, 0);
+}
+
+/*
+ * The await's check: "0" on the channel is zero reached (even if a count
+ * was set again since: the latch did open); anything else, or no message,
+ * is a reason to read the count.
+ */
+static bool
+latch_reached_zero(void *arg, const char *message)
+{
+	if (message != NULL && strcmp(message, ZERO_MESSAGE) == 0)
+		return true;
+	return latch_count((const LockName *) arg) == 0;
+}
+
+bool
+latch_await(const LockName *ln, int64 wait_ms, bool honour_lock_timeout)
+{
+	if (latch_count(ln) == 0)
+		return true;
+	if (wait_ms == 0)
+		return false;
+	return event_wait(ln, "latch", lockname_derive(ln->key, LATCH_CHANNEL),
+					  wait_ms, honour_lock_timeout, latch_reached_zero,
+					  (void *) ln);
+}
