@@ -226,6 +226,56 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 REVOKE ALL ON FUNCTION rlock_force_release(text) FROM PUBLIC;
 
+-- Semaphore (Redisson RPermitExpirableSemaphore): at most N holders of
+-- permits at once.  The permits a session takes are held like locks: in
+-- session or transaction scope, renewed while their lease is NULL, given
+-- back at the end of their scope, listed in rlock_locks (kind semaphore).
+CREATE FUNCTION rlock_semaphore_set_permits(name text, permits integer)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_semaphore_set_permits'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_semaphore_add_permits(name text, permits integer)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rlock_semaphore_add_permits'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_semaphore_acquire(name text, permits integer DEFAULT 1,
+                                        lease interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rlock_semaphore_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_semaphore_try_acquire(name text, permits integer DEFAULT 1,
+                                            lease interval DEFAULT NULL,
+                                            wait interval DEFAULT '0')
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_semaphore_try_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_semaphore_xact_acquire(name text, permits integer DEFAULT 1,
+                                             lease interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rlock_semaphore_xact_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_semaphore_xact_try_acquire(name text, permits integer DEFAULT 1,
+                                                 lease interval DEFAULT NULL,
+                                                 wait interval DEFAULT '0')
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_semaphore_xact_try_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_semaphore_release(name text, permits integer DEFAULT 1)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_semaphore_release'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_semaphore_available(name text)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'rlock_semaphore_available'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
 -- Count-down latch (Redisson RCountDownLatch): jobs anywhere count it down;
 -- awaiting it returns once it reaches zero.  set_count sets a count only on
 -- a latch at zero (or absent); count_down returns the count after it (never

@@ -82,11 +82,12 @@ typedef enum RlockKind
 	RLOCK_KIND_READ,			/* the two sides of a read/write lock */
 	RLOCK_KIND_WRITE,
 	RLOCK_KIND_FAIR,
-	RLOCK_KIND_REDLOCK			/* the exclusive lock on a quorum of the
+	RLOCK_KIND_REDLOCK,			/* the exclusive lock on a quorum of the
 								 * masters of rlock.redlock_urls */
+	RLOCK_KIND_SEMAPHORE		/* permits of a semaphore: one hold each */
 } RlockKind;
 
-#define RLOCK_NUM_KINDS		5
+#define RLOCK_NUM_KINDS		6
 
 /* Scope of one hold. */
 typedef enum RlockScope

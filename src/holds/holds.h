@@ -209,7 +209,11 @@ typedef struct HeldLock
 								 * (tried once; then the next call does) */
 } HeldLock;
 
-/* One lock for the renew script: its holder's field, how, its lease. */
+/*
+ * One lock for the renew script: its holder's field, how, its lease.  A
+ * semaphore's permits are renewed ("s") or checked ("t") as the members
+ * "<field>:<k>" of its {N}:timeout sorted set.
+ */
 typedef struct RenewArg
 {
 	const char *key;
@@ -309,6 +313,8 @@ typedef struct HoldRequest
 	bool		watchdog;		/* taken without a lease */
 	TimestampTz sent_at;		/* when the acquire script was sent */
 	const char *holder;			/* whose hold it is */
+	int			levels;			/* holds one acquisition takes: 1, or a
+								 * semaphore's permits */
 } HoldRequest;
 
 /*
@@ -351,6 +357,8 @@ extern void holds_acks_refused(const char *name, RedisConn *conn, int wanted,
 /* holds_release.c: one release */
 extern bool holds_release(const LockName *ln, RlockKind kind,
 						  const char *owner);
+extern bool holds_release_levels(const LockName *ln, RlockKind kind,
+								 int levels);
 
 /* holds_set.c: a set of names, all or none */
 extern const char *holds_prepare_set(const LockName *lns, int n,

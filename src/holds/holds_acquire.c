@@ -221,6 +221,7 @@ holds_prepare_acquire(const LockName *ln, RlockKind kind, RlockScope scope,
 	req->lease_ms = req->watchdog ? rlock_watchdog_timeout_ms : lease_ms;
 	req->sent_at = 0;
 	req->holder = owner;
+	req->levels = 1;
 	if (owner != NULL)
 		return owner;
 

@@ -59,7 +59,7 @@ extern void holds_drop_if_unused(HeldLock *h);
 extern void holds_forget_and_reconcile(HeldLock *h);
 extern bool holds_count_hold(HeldLock *h, const HoldRequest *req,
 							 int redis_count, const char *name);
-extern void holds_take_back(HeldLock *h, RlockScope scope);
+extern void holds_take_back(HeldLock *h, RlockScope scope, int levels);
 extern void holds_registry_full(const char *name);
 extern void holds_held_as_other_kind(const LockName *ln, HeldLock *other);
 extern void holds_report_lost(const char *name, const char *detail);

@@ -33,6 +33,7 @@ static const char *const kind_names[RLOCK_NUM_KINDS] = {
 	[RLOCK_KIND_WRITE] = "write",
 	[RLOCK_KIND_FAIR] = "fair",
 	[RLOCK_KIND_REDLOCK] = "redlock",
+	[RLOCK_KIND_SEMAPHORE] = "semaphore",
 };
 
 /* Filled in by the kinds (locks_init). */
@@ -91,7 +92,10 @@ holds_renew_arg(RenewArg *arg, const char *key, RlockKind kind,
 {
 	arg->key = key;
 	arg->field = lockname_holder_field(kind, holder);
-	arg->how = renew_lease_ms == 0 ? "c" : kind == RLOCK_KIND_READ ? "r" : "x";
+	if (kind == RLOCK_KIND_SEMAPHORE)
+		arg->how = renew_lease_ms == 0 ? "t" : "s";	/* the permit ids */
+	else
+		arg->how = renew_lease_ms == 0 ? "c" : kind == RLOCK_KIND_READ ? "r" : "x";
 	arg->lease_ms = renew_lease_ms;
 }
 

@@ -29,6 +29,8 @@ kind_label(RlockKind kind)
 		return "lock";
 	if (kind == RLOCK_KIND_REDLOCK)
 		return "Redlock";
+	if (kind == RLOCK_KIND_SEMAPHORE)
+		return "semaphore";
 	return psprintf("%s lock", rlock_kind_name(kind));
 }
 
@@ -143,4 +145,41 @@ holds_release(const LockName *ln, RlockKind kind, const char *owner)
 		holds_batch_add(&item, &n, h, 1, true);
 		return holds_run_batch(&item, n, ERROR) == 1;
 	}
+}
+
+/*
+ * Release "levels" session-level holds of ln as kind at once (a
+ * semaphore's permits, one hold each), in Redis and here.  Returns false
+ * with a WARNING, releasing nothing, when this session has fewer than that
+ * at session level (or the lock was lost).
+ */
+bool
+holds_release_levels(const LockName *ln, RlockKind kind, int levels)
+{
+	HeldLock   *h;
+	BatchItem	item;
+	int			n = 0;
+
+	h = holds_find(ln->key, kind);
+	if (h != NULL && holds_check_lost(h, ln->name))
+	{
+		holds_settle();
+		return false;
+	}
+	holds_settle();
+	holds_require_settled(ln, kind);
+	h = holds_session_hold(ln, kind);
+	if (h == NULL)
+		return false;
+	if (h->session_count < levels)
+	{
+		ereport(WARNING,
+				(errmsg("%s \"%s\": this session holds %d at session level, not %d",
+						kind_label(kind), ln->name, h->session_count, levels),
+				 errdetail("Nothing was released.")));
+		return false;
+	}
+	h->session_count -= levels;
+	holds_batch_add(&item, &n, h, levels, true);
+	return holds_run_batch(&item, n, ERROR) == 1;
 }

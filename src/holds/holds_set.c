@@ -62,6 +62,7 @@ holds_prepare_set(const LockName *lns, int n, RlockKind kind,
 	req->lease_ms = req->watchdog ? rlock_watchdog_timeout_ms : lease_ms;
 	req->sent_at = 0;
 	req->holder = rlock_backend_holder();
+	req->levels = 1;
 	return req->holder;
 }
 
@@ -80,7 +81,7 @@ count_all(HeldLock **hs, const LockName *lns, int n, const HoldRequest *req,
 			continue;
 		for (int j = 0; j < i; j++)
 		{
-			holds_take_back(hs[j], req->scope);
+			holds_take_back(hs[j], req->scope, req->levels);
 			holds_set_uncertain(hs[j], true);
 			(void) holds_sync_registry(hs[j], false);
 		}

@@ -266,16 +266,16 @@ holds_report_lost(const char *name, const char *detail)
 
 /* Take back the hold holds_count_hold just counted (scope as given). */
 void
-holds_take_back(HeldLock *h, RlockScope scope)
+holds_take_back(HeldLock *h, RlockScope scope, int levels)
 {
 	if (scope == RLOCK_SCOPE_SESSION)
-		h->session_count--;
+		h->session_count -= levels;
 	else
 	{
-		h->xact[h->nxact - 1].count--;
+		h->xact[h->nxact - 1].count -= levels;
 		if (h->xact[h->nxact - 1].count == 0)
 			h->nxact--;
-		h->xact_count--;
+		h->xact_count -= levels;
 		if (h->xact_count == 0)
 			holds_n_with_xact--;
 	}
@@ -294,7 +294,7 @@ holds_count_hold(HeldLock *h, const HoldRequest *req, int redis_count,
 				 const char *name)
 {
 	holds_set_uncertain(h, false);
-	if (redis_count < holds_total(h) + 1)
+	if (redis_count < holds_total(h) + req->levels)
 	{
 		/* Redis had forgotten our earlier holds: they were lost. */
 		if (!registry_is_lost(h->key, h->kind))
@@ -309,13 +309,13 @@ holds_count_hold(HeldLock *h, const HoldRequest *req, int redis_count,
 	}
 
 	if (req->scope == RLOCK_SCOPE_SESSION)
-		h->session_count++;
+		h->session_count += req->levels;
 	else
 	{
 		SubTransactionId subid = GetCurrentSubTransactionId();
 
 		if (h->nxact > 0 && h->xact[h->nxact - 1].subid == subid)
-			h->xact[h->nxact - 1].count++;
+			h->xact[h->nxact - 1].count += req->levels;
 		else
 		{
 			if (h->nxact >= h->maxxact)
@@ -329,12 +329,12 @@ holds_count_hold(HeldLock *h, const HoldRequest *req, int redis_count,
 				h->maxxact = newmax;
 			}
 			h->xact[h->nxact].subid = subid;
-			h->xact[h->nxact].count = 1;
+			h->xact[h->nxact].count = req->levels;
 			h->nxact++;
 		}
 		if (h->xact_count == 0)
 			holds_n_with_xact++;
-		h->xact_count++;
+		h->xact_count += req->levels;
 	}
 	if (req->watchdog)
 		h->renew_lease_ms = req->lease_ms;
@@ -344,13 +344,13 @@ holds_count_hold(HeldLock *h, const HoldRequest *req, int redis_count,
 	 * The scripts never lower a held lock's TTL (scripts.c, RAISE_TTL): a
 	 * re-entry with a shorter lease keeps the earlier holds' expiry.
 	 */
-	if (holds_total(h) == 1 || req->sent_at + req->lease_ms * 1000 > h->expires_at)
+	if (holds_total(h) == req->levels || req->sent_at + req->lease_ms * 1000 > h->expires_at)
 		h->expires_at = req->sent_at + req->lease_ms * 1000;
 
 	if (!holds_sync_registry(h, true))
 	{
 		/* the registry is full: the reconcile gives the hold back */
-		holds_take_back(h, req->scope);
+		holds_take_back(h, req->scope, req->levels);
 		holds_set_uncertain(h, true);
 		return false;
 	}

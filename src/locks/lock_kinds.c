@@ -30,5 +30,6 @@ locks_init(void)
 	holds_register_kind(RLOCK_KIND_WRITE, &write_ops);
 	holds_register_kind(RLOCK_KIND_FAIR, &fair_ops);
 	holds_register_kind(RLOCK_KIND_REDLOCK, &redlock_ops);
+	holds_register_kind(RLOCK_KIND_SEMAPHORE, &semaphore_ops);
 	holds_register_renew_calls(rcmd_renew_calls);
 }

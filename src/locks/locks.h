@@ -18,6 +18,8 @@
  *	  lock_multi.c		the multi-lock: a set of exclusive locks, all or none
  *	  lock_redlock.c	the Redlock: the exclusive lock on a majority of masters
  *	  latch.c			the count-down latch (Redisson RCountDownLatch)
+ *	  semaphore.c		the semaphore (Redisson RPermitExpirableSemaphore),
+ *						its permits held like locks
  *	  lock_kinds.c		locks_init: the kinds register with the held-lock table
  *
  * Copyright (c) 2026, rlock developers
@@ -54,6 +56,12 @@ typedef enum RlockScriptId
 	RLOCK_SCRIPT_LATCH_COUNT,
 	RLOCK_SCRIPT_LATCH_SET_COUNT,
 	RLOCK_SCRIPT_LATCH_COUNT_DOWN,
+	RLOCK_SCRIPT_SEM_ACQUIRE,
+	RLOCK_SCRIPT_SEM_RELEASE,
+	RLOCK_SCRIPT_SEM_RECONCILE,
+	RLOCK_SCRIPT_SEM_SET_PERMITS,
+	RLOCK_SCRIPT_SEM_ADD_PERMITS,
+	RLOCK_SCRIPT_SEM_AVAILABLE,
 	RLOCK_NUM_SCRIPTS
 } RlockScriptId;
 
@@ -237,5 +245,27 @@ extern int64 latch_count(const LockName *ln);
  */
 extern bool latch_await(const LockName *ln, int64 wait_ms,
 						bool honour_lock_timeout);
+
+/*
+ * semaphore: The semaphore (Redisson RPermitExpirableSemaphore), whose
+ *	  permits this session holds like locks, one hold per permit.
+ */
+
+/* How the held-lock table gives permits back and reconciles them. */
+extern const RlockKindOps semaphore_ops;
+
+/*
+ * Take permits (> 0) for this session, in scope.  lease_ms 0 = the
+ * watchdog's lease, renewed; wait_ms 0 = one attempt, -1 = no limit.
+ * ERROR when the semaphore has fewer permits than that in all.
+ */
+extern bool semaphore_acquire(const LockName *ln, RlockScope scope,
+							  int permits, int64 lease_ms, int64 wait_ms,
+							  bool honour_lock_timeout);
+/* Give back permits this session holds at session level. */
+extern bool semaphore_release(const LockName *ln, int permits);
+extern bool semaphore_set_permits(const LockName *ln, int permits);
+extern int64 semaphore_add_permits(const LockName *ln, int permits);
+extern int64 semaphore_available(const LockName *ln);
 
 #endif							/* RLOCK_LOCKS_H */

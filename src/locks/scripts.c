@@ -211,16 +211,49 @@ static const char status_body[] =
  * ARGV[3i - 1] how to treat it: 'x' renew (exclusive and fair locks, and
  * the write side of a read/write lock, whose field is "<holder>:write"),
  * 'r' renew a read hold (its timeout keys are extended too), 'c' only
- * check (a fixed lease); ARGV[3i] the lease ms to renew with.  Returns,
- * per key, the holder's count (0: gone) and the key's PTTL afterwards.
+ * check (a fixed lease); for a semaphore, 's' renew and 't' check the
+ * holder's permits, the members "<field>:<k>" of {N}:timeout (scored by
+ * expiry, epoch ms, never lowered), whose PTTL is the soonest of theirs;
+ * ARGV[3i] the lease ms to renew with.  Returns, per key, the holder's
+ * count (0: gone) and the key's PTTL afterwards.
  */
 static const char renew_body[] =
 "local r = {}\n"
+"local now = nil\n"
 "for i = 1, #KEYS do\n"
 "  local field = ARGV[3 * i - 2]\n"
 "  local how = ARGV[3 * i - 1]\n"
-"  local c = redis.pcall('hget', KEYS[i], field)\n"
-"  if type(c) == 'string' then\n"
+"  local c = false\n"
+"  if how == 's' or how == 't' then\n"
+"    if not now then\n"
+"      local tm = redis.call('time')\n"
+"      now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
+"    end\n"
+"    local z = KEYS[i]\n"
+"    if string.find(z, '{', 1, true) then z = z .. ':timeout' else z = '{' .. z .. '}:timeout' end\n"
+"    local pre = field .. ':'\n"
+"    local n, least = 0, -2\n"
+"    local zs = redis.pcall('zrange', z, 0, -1, 'withscores')\n"
+"    if type(zs) == 'table' and not zs.err then\n"
+"      for j = 1, #zs, 2 do\n"
+"        local sc = tonumber(zs[j + 1])\n"
+"        if string.sub(zs[j], 1, #pre) == pre and sc > now then\n"
+"          if how == 's' and sc < now + tonumber(ARGV[3 * i]) then\n"
+"            sc = now + tonumber(ARGV[3 * i])\n"
+"            redis.call('zadd', z, 'xx', sc, zs[j])\n"
+"          end\n"
+"          n = n + 1\n"
+"          if least < 0 or sc - now < least then least = sc - now end\n"
+"        end\n"
+"      end\n"
+"    end\n"
+"    r[2 * i - 1] = n\n"
+"    r[2 * i] = least\n"
+"  else\n"
+"    c = redis.pcall('hget', KEYS[i], field)\n"
+"  end\n"
+"  if how == 's' or how == 't' then\n"
+"  elseif type(c) == 'string' then\n"
 "    if how ~= 'c' then\n"
 RAISE_TTL("KEYS[i]", "ARGV[3 * i]")
 "      if how == 'r' then\n"
@@ -397,6 +430,12 @@ static RlockScript scripts[RLOCK_NUM_SCRIPTS] = {
 	[RLOCK_SCRIPT_LATCH_COUNT] = {"latch count", rlock_latch_count_body},
 	[RLOCK_SCRIPT_LATCH_SET_COUNT] = {"latch set count", rlock_latch_set_count_body},
 	[RLOCK_SCRIPT_LATCH_COUNT_DOWN] = {"latch count down", rlock_latch_count_down_body},
+	[RLOCK_SCRIPT_SEM_ACQUIRE] = {"semaphore acquire", rlock_sem_acquire_body},
+	[RLOCK_SCRIPT_SEM_RELEASE] = {"semaphore release", rlock_sem_release_body},
+	[RLOCK_SCRIPT_SEM_RECONCILE] = {"semaphore reconcile", rlock_sem_reconcile_body},
+	[RLOCK_SCRIPT_SEM_SET_PERMITS] = {"semaphore set permits", rlock_sem_set_permits_body},
+	[RLOCK_SCRIPT_SEM_ADD_PERMITS] = {"semaphore add permits", rlock_sem_add_permits_body},
+	[RLOCK_SCRIPT_SEM_AVAILABLE] = {"semaphore available", rlock_sem_available_body},
 };
 
 /*

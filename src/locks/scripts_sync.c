@@ -12,6 +12,13 @@
  * of object: every latch script refuses a lock's hash, and a name whose
  * semaphore permits key ({N}:timeout) exists, before it writes anything.
  *
+ * A semaphore is a string key holding the permits available, and the
+ * sorted set {N}:timeout of the permits out, each an id scored by its
+ * expiry (epoch ms); a release (or an expiry noticed) publishes the
+ * permits available on redisson_sc:{N}.  rlock's permit ids are
+ * "<holder>:<k>", k = 1, 2, ...: a session's permits are held like a
+ * lock's holds, one hold per permit, and its k-th permit is its k-th hold.
+ *
  * Copyright (c) 2026, rlock developers
  *
  *-------------------------------------------------------------------------
@@ -87,3 +94,166 @@ PUBLISH_OR_REFUSE("KEYS[2]", "'0'")
 "end\n"
 "redis.call('decr', KEYS[1])\n"
 "return redis.call('get', KEYS[1])\n";
+
+/*
+ * Lua, for the semaphore's scripts: KEYS[1] the available permits (a
+ * string, absent: 0), KEYS[2] {N}:timeout (the permits out: a sorted set
+ * of permit ids scored by expiry, epoch ms), KEYS[3] the channel
+ * redisson_sc:{N}; "now" the client's clock (epoch ms).  Refuses a lock's
+ * hash ("RLOCKKIND lock", or what "lock" says for SEM_PRELUDE_AS) and any
+ * other value ("RLOCKKIND value", or "value") before writing, then gives back the permits whose lease ran out (as Redisson's
+ * scripts do), announcing the permits available on the channel.  Sets
+ * "avail" to the permits available.
+ */
+#define SEM_PRELUDE_AS(now, lock, value) \
+"local t = redis.call('type', KEYS[1])['ok']\n" \
+"if t == 'hash' then return " lock " end\n" \
+"if t ~= 'none' and t ~= 'string' then return " value " end\n" \
+"local zt = redis.call('type', KEYS[2])['ok']\n" \
+"if zt ~= 'none' and zt ~= 'zset' then return " value " end\n" \
+"local avail = 0\n" \
+"if t == 'string' then\n" \
+"  local v = redis.call('get', KEYS[1])\n" \
+"  if not string.match(v, '^%-?%d+$') or #v > 15 then return " value " end\n" \
+"  avail = tonumber(v)\n" \
+"end\n" \
+"local expired = redis.call('zrangebyscore', KEYS[2], 0, " now ")\n" \
+"if #expired > 0 then\n" \
+"  for _, m in ipairs(expired) do redis.call('zrem', KEYS[2], m) end\n" \
+"  avail = redis.call('incrby', KEYS[1], #expired)\n" \
+"  if avail > 0 then redis.call('publish', KEYS[3], avail) end\n" \
+"end\n"
+#define SEM_PRELUDE(now) \
+SEM_PRELUDE_AS(now, "redis.error_reply('RLOCKKIND lock')", \
+			   "redis.error_reply('RLOCKKIND value')")
+
+/*
+ * Lua: the permits "holder" (an ARGV) holds, "mine": their numbers k of
+ * the ids "<holder>:<k>", ascending.  (Redisson's ids are hex digits
+ * without a ':', never taken for ours.)
+ */
+#define SEM_MINE(holder) \
+"local mine = {}\n" \
+"do\n" \
+"  local pre = " holder " .. ':'\n" \
+"  for _, m in ipairs(redis.call('zrange', KEYS[2], 0, -1)) do\n" \
+"    if string.sub(m, 1, #pre) == pre then\n" \
+"      local k = tonumber(string.sub(m, #pre + 1))\n" \
+"      if k then table.insert(mine, k) end\n" \
+"    end\n" \
+"  end\n" \
+"  table.sort(mine)\n" \
+"end\n"
+
+/*
+ * Lua: give back the "n" highest-numbered permits of "holder" in "mine",
+ * announcing the permits available.
+ */
+#define SEM_GIVE_BACK(holder, n) \
+"do\n" \
+"  local gb = " n "\n" \
+"  if gb > 0 then\n" \
+"    local last = #mine\n" \
+"    for i = last, last - gb + 1, -1 do\n" \
+"      redis.call('zrem', KEYS[2], " holder " .. ':' .. mine[i])\n" \
+"      mine[i] = nil\n" \
+"    end\n" \
+"    avail = redis.call('incrby', KEYS[1], gb)\n" \
+"    redis.call('publish', KEYS[3], avail)\n" \
+"  end\n" \
+"end\n"
+
+/*
+ * semaphore acquire: KEYS as SEM_PRELUDE; ARGV[1] permits, ARGV[2] their
+ * expiry (epoch ms), ARGV[3] holder, ARGV[4] now, ARGV[5] the permits the
+ * holder's session believes it holds.  When Redis has another number of
+ * them (some expired or were taken away: lost), what is left of them is
+ * given back first.  Then takes the permits when enough are available:
+ * {1, permits held now}; else {0, ms until the soonest permit out expires
+ * (-1: none)}, or {3, total} when the semaphore has fewer permits in all;
+ * {2, 'lock'} or {2, 'value'} for a name that is not a semaphore.
+ */
+const char rlock_sem_acquire_body[] =
+SEM_PRELUDE_AS("ARGV[4]", "{2, 'lock'}", "{2, 'value'}")
+SEM_MINE("ARGV[3]")
+"local want = tonumber(ARGV[1])\n"
+"local total = avail + redis.call('zcard', KEYS[2])\n"
+"if want > total then return {3, total} end\n"
+"if avail < want then\n"
+"  local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')\n"
+"  if #first == 0 then return {0, -1} end\n"
+"  return {0, math.max(tonumber(first[2]) - tonumber(ARGV[4]), 0)}\n"
+"end\n"
+"if #mine ~= tonumber(ARGV[5]) then\n"
+SEM_GIVE_BACK("ARGV[3]", "#mine")
+"end\n"
+"local top = mine[#mine] or 0\n"
+"redis.call('decrby', KEYS[1], want)\n"
+"for j = 1, want do\n"
+"  redis.call('zadd', KEYS[2], ARGV[2], ARGV[3] .. ':' .. (top + j))\n"
+"end\n"
+"return {1, #mine + want}\n";
+
+/*
+ * semaphore release: KEYS as SEM_PRELUDE, KEYS[4] the request's unlock
+ * latch; ARGV[1] holder, ARGV[2] permits to give back, ARGV[3] latch TTL
+ * ms, ARGV[4] now.  As a lock's release: nil when the holder has none, 0
+ * when it still holds some, 1 when it has given back its last; a replay
+ * answers from the latch.
+ */
+const char rlock_sem_release_body[] =
+"local lv = redis.call('get', KEYS[4])\n"
+"if lv then return tonumber(lv) end\n"
+SEM_PRELUDE("ARGV[4]")
+SEM_MINE("ARGV[1]")
+"if #mine == 0 then return nil end\n"
+"local n = math.min(tonumber(ARGV[2]), #mine)\n"
+SEM_GIVE_BACK("ARGV[1]", "n")
+"local done = 0\n"
+"if #mine == 0 then done = 1 end\n"
+"redis.call('set', KEYS[4], done, 'px', ARGV[3])\n"
+"return done\n";
+
+/*
+ * semaphore reconcile: KEYS as SEM_PRELUDE; ARGV[1] holder, ARGV[2] the
+ * permits it should hold, ARGV[3] now.  Gives back those beyond; returns
+ * the number found (-1: none).
+ */
+const char rlock_sem_reconcile_body[] =
+SEM_PRELUDE("ARGV[3]")
+SEM_MINE("ARGV[1]")
+"if #mine == 0 then return -1 end\n"
+"local found = #mine\n"
+"local extra = #mine - math.max(tonumber(ARGV[2]), 0)\n"
+SEM_GIVE_BACK("ARGV[1]", "extra")
+"return found\n";
+
+/*
+ * semaphore set permits (trySetPermits): KEYS as SEM_PRELUDE; ARGV[1] the
+ * permits.  Only a semaphore never set (its key absent, no permit out):
+ * returns 1 when set, 0 otherwise.
+ */
+const char rlock_sem_set_permits_body[] =
+SEM_PRELUDE("0")
+"if t ~= 'none' or redis.call('exists', KEYS[2]) == 1 then return 0 end\n"
+"redis.call('publish', KEYS[3], ARGV[1])\n"
+"redis.call('set', KEYS[1], ARGV[1])\n"
+"return 1\n";
+
+/*
+ * semaphore add permits: KEYS as SEM_PRELUDE; ARGV[1] permits to add (may
+ * be negative), ARGV[2] now.  Returns the permits available after it.
+ */
+const char rlock_sem_add_permits_body[] =
+SEM_PRELUDE("ARGV[2]")
+"avail = redis.call('incrby', KEYS[1], ARGV[1])\n"
+"if tonumber(ARGV[1]) > 0 and avail > 0 then redis.call('publish', KEYS[3], avail) end\n"
+"return avail\n";
+
+/*
+ * semaphore available: KEYS as SEM_PRELUDE; ARGV[1] now.  Returns the
+ * permits available (expired ones given back first).
+ */
+const char rlock_sem_available_body[] =
+SEM_PRELUDE("ARGV[1]")
+"return avail\n";

@@ -2,13 +2,15 @@
  *
  * sql_api_sync.c
  *	  SQL entry points of the objects that coordinate batch jobs without
- *	  being locks (SPEC.md section 5.5): the count-down latch.  Argument
- *	  checks, then one call into locks/.
+ *	  being locks (SPEC.md section 5.5): the count-down latch and the
+ *	  semaphore.  Argument checks, then one call into locks/.
  *
  * As for the locks (sql_api.c), everything a user can get wrong is refused
  * here, before any round trip, with an ERROR that names the object: a NULL
  * argument (the functions are not STRICT), a name lockname.c refuses, a
- * negative count, a wait that is negative or longer than a year.
+ * negative count, permits that are not positive (or more than one call
+ * may take), a lease below 1 ms, a wait that is negative or longer than a
+ * year.
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -91,4 +93,180 @@ rlock_latch_await(PG_FUNCTION_ARGS)
 		wait = sql_interval_ms(PG_GETARG_INTERVAL_P(1), "wait", "latch", &ln,
 							   true);
 	PG_RETURN_BOOL(latch_await(&ln, wait, PG_ARGISNULL(1)));
+}
+
+/* The most permits one call takes or gives back (each is one permit id). */
+#define RLOCK_MAX_PERMITS_PER_CALL	10000
+
+static void
+sem_name_arg(FunctionCallInfo fcinfo, int argno, LockName *ln)
+{
+	lockname_init_as(ln, PG_ARGISNULL(argno) ? NULL :
+					 PG_GETARG_TEXT_PP(argno), "semaphore");
+}
+
+/* A permits argument: not NULL; positive and bounded when taken one by one. */
+static int
+permits_arg(FunctionCallInfo fcinfo, int argno, const LockName *ln,
+			bool held)
+{
+	int32		permits;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("permits of semaphore \"%s\" must not be NULL",
+						ln->name)));
+	permits = PG_GETARG_INT32(argno);
+	if (held && permits <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("permits of semaphore \"%s\" must be positive",
+						ln->name),
+				 errdetail("The number given was %d.", permits)));
+	if (held && permits > RLOCK_MAX_PERMITS_PER_CALL)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("too many permits of semaphore \"%s\" in one call",
+						ln->name),
+				 errdetail("One call takes or gives back at most %d permits; %d were asked for.",
+						   RLOCK_MAX_PERMITS_PER_CALL, permits)));
+	return permits;
+}
+
+/* The lease of the permits: 0 for NULL, renewed by the watchdog. */
+static int64
+sem_lease_arg(FunctionCallInfo fcinfo, int argno, const LockName *ln)
+{
+	if (PG_ARGISNULL(argno))
+	{
+		if (!registry_available())
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("permits of semaphore \"%s\" need a lease: automatic renewal is not available",
+							ln->name),
+					 errdetail("A NULL lease asks for renewal by rlock's background worker, which runs only when rlock is preloaded."),
+					 errhint("Add rlock to shared_preload_libraries, or give a lease.")));
+		return 0;
+	}
+	return sql_interval_ms(PG_GETARG_INTERVAL_P(argno), "lease", "semaphore",
+						   ln, false);
+}
+
+PG_FUNCTION_INFO_V1(rlock_semaphore_set_permits);
+Datum
+rlock_semaphore_set_permits(PG_FUNCTION_ARGS)
+{
+	LockName	ln;
+	int			permits;
+
+	sem_name_arg(fcinfo, 0, &ln);
+	permits = permits_arg(fcinfo, 1, &ln, false);
+	if (permits <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("permits of semaphore \"%s\" must be positive",
+						ln.name),
+				 errdetail("The number given was %d.", permits)));
+	PG_RETURN_BOOL(semaphore_set_permits(&ln, permits));
+}
+
+PG_FUNCTION_INFO_V1(rlock_semaphore_add_permits);
+Datum
+rlock_semaphore_add_permits(PG_FUNCTION_ARGS)
+{
+	LockName	ln;
+	int			permits;
+
+	sem_name_arg(fcinfo, 0, &ln);
+	permits = permits_arg(fcinfo, 1, &ln, false);
+	(void) semaphore_add_permits(&ln, permits);
+	PG_RETURN_VOID();
+}
+
+PG_FUNCTION_INFO_V1(rlock_semaphore_available);
+Datum
+rlock_semaphore_available(PG_FUNCTION_ARGS)
+{
+	LockName	ln;
+	int64		avail;
+
+	sem_name_arg(fcinfo, 0, &ln);
+	avail = semaphore_available(&ln);
+	if (avail > PG_INT32_MAX || avail < PG_INT32_MIN)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("permits available of semaphore \"%s\" are out of range for integer",
+						ln.name),
+				 errdetail("Redis holds %lld.", (long long) avail)));
+	PG_RETURN_INT32((int32) avail);
+}
+
+/* The acquire functions: (name, permits, lease[, wait]). */
+static bool
+sem_acquire_sql(FunctionCallInfo fcinfo, RlockScope scope, bool try)
+{
+	LockName	ln;
+	int			permits;
+	int64		lease;
+	int64		wait = -1;
+
+	sem_name_arg(fcinfo, 0, &ln);
+	permits = permits_arg(fcinfo, 1, &ln, true);
+	lease = sem_lease_arg(fcinfo, 2, &ln);
+	if (try)
+	{
+		if (PG_ARGISNULL(3))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("wait of semaphore \"%s\" must not be NULL",
+							ln.name),
+					 errhint("Give '0' for a single attempt, or use rlock_semaphore_acquire to wait without limit.")));
+		wait = sql_interval_ms(PG_GETARG_INTERVAL_P(3), "wait", "semaphore",
+							   &ln, true);
+	}
+	return semaphore_acquire(&ln, scope, permits, lease, wait, !try);
+}
+
+PG_FUNCTION_INFO_V1(rlock_semaphore_acquire);
+Datum
+rlock_semaphore_acquire(PG_FUNCTION_ARGS)
+{
+	sem_acquire_sql(fcinfo, RLOCK_SCOPE_SESSION, false);
+	PG_RETURN_VOID();
+}
+
+PG_FUNCTION_INFO_V1(rlock_semaphore_try_acquire);
+Datum
+rlock_semaphore_try_acquire(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(sem_acquire_sql(fcinfo, RLOCK_SCOPE_SESSION, true));
+}
+
+PG_FUNCTION_INFO_V1(rlock_semaphore_xact_acquire);
+Datum
+rlock_semaphore_xact_acquire(PG_FUNCTION_ARGS)
+{
+	sem_acquire_sql(fcinfo, RLOCK_SCOPE_XACT, false);
+	PG_RETURN_VOID();
+}
+
+PG_FUNCTION_INFO_V1(rlock_semaphore_xact_try_acquire);
+Datum
+rlock_semaphore_xact_try_acquire(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(sem_acquire_sql(fcinfo, RLOCK_SCOPE_XACT, true));
+}
+
+/* Give back permits this session holds at session level. */
+PG_FUNCTION_INFO_V1(rlock_semaphore_release);
+Datum
+rlock_semaphore_release(PG_FUNCTION_ARGS)
+{
+	LockName	ln;
+	int			permits;
+
+	sem_name_arg(fcinfo, 0, &ln);
+	permits = permits_arg(fcinfo, 1, &ln, true);
+	PG_RETURN_BOOL(semaphore_release(&ln, permits));
 }

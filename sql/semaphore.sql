@@ -1,0 +1,182 @@
+-- Semaphores (SPEC.md 5.5, Redisson's RPermitExpirableSemaphore): the
+-- permits available in a string key, the permits out in {name}:timeout
+-- (ids scored by expiry), redisson_sc:{name} announcing permits that come
+-- back.  The permits a session takes are held like locks.  A Java client
+-- is played by redis-cli.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS rlock;
+RESET client_min_messages;
+\set VERBOSITY default
+\set SHOW_CONTEXT never
+SELECT current_setting('rlock.redis_url') AS redis_url \gset
+\setenv RLOCK_REDIS_URL :redis_url
+\! redis-cli -u "$RLOCK_REDIS_URL" DEL sm_a '{sm_a}:timeout' sm_b '{sm_b}:timeout' sm_j '{sm_j}:timeout' sm_lock sm_str > /dev/null
+
+-- permits are set once (trySetPermits), added to or taken away
+SELECT rlock_semaphore_available('sm_a');
+SELECT rlock_semaphore_set_permits('sm_a', 3);
+SELECT rlock_semaphore_set_permits('sm_a', 5) AS set_again_refused;
+\! redis-cli -u "$RLOCK_REDIS_URL" GET sm_a
+SELECT rlock_semaphore_add_permits('sm_a', 2);
+SELECT rlock_semaphore_available('sm_a');
+SELECT rlock_semaphore_add_permits('sm_a', -2);
+SELECT rlock_semaphore_available('sm_a');
+
+-- taking permits: each is a permit id <holder>:<k> scored by its expiry
+SELECT rlock_semaphore_try_acquire('sm_a');
+SELECT rlock_semaphore_try_acquire('sm_a', 2, '1 minute') AS two_more;
+SELECT rlock_semaphore_available('sm_a');
+SELECT rlock_semaphore_try_acquire('sm_a') AS none_left;
+SELECT rlock_semaphore_try_acquire('sm_a', 1, NULL, '50 ms') AS none_after_wait;
+\! redis-cli -u "$RLOCK_REDIS_URL" ZRANGE '{sm_a}:timeout' 0 -1 | sed 's/^[^:]*:[^:]*:/<holder>:/'
+SELECT kind, scope, hold_count, state FROM rlock_locks WHERE name = 'sm_a';
+-- more than the semaphore has in all is an error, not a wait
+SELECT rlock_semaphore_try_acquire('sm_a', 4);
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_semaphore_acquire('sm_a', 4);
+\echo :LAST_ERROR_SQLSTATE
+
+-- giving permits back: the highest-numbered first
+SELECT rlock_semaphore_release('sm_a');
+\! redis-cli -u "$RLOCK_REDIS_URL" ZRANGE '{sm_a}:timeout' 0 -1 | sed 's/^[^:]*:[^:]*:/<holder>:/'
+SELECT rlock_semaphore_available('sm_a');
+SELECT rlock_semaphore_release('sm_a', 3) AS more_than_held;
+SELECT rlock_semaphore_release('sm_a', 2);
+SELECT rlock_semaphore_available('sm_a');
+SELECT rlock_semaphore_release('sm_a') AS not_held;
+SELECT count(*) FROM rlock_locks WHERE name = 'sm_a';
+\! redis-cli -u "$RLOCK_REDIS_URL" EXISTS '{sm_a}:timeout'
+
+-- transaction permits: given back at COMMIT, at ROLLBACK, and those taken
+-- after a savepoint at ROLLBACK TO it; they cannot be released by hand
+BEGIN;
+SELECT rlock_semaphore_xact_acquire('sm_a', 2);
+SELECT rlock_semaphore_available('sm_a');
+SELECT kind, scope, hold_count FROM rlock_locks WHERE name = 'sm_a';
+SELECT rlock_semaphore_release('sm_a') AS xact_not_released_by_hand;
+COMMIT;
+SELECT rlock_semaphore_available('sm_a');
+BEGIN;
+SELECT rlock_semaphore_xact_try_acquire('sm_a');
+SAVEPOINT sp;
+SELECT rlock_semaphore_xact_try_acquire('sm_a', 2, '1 minute');
+SELECT rlock_semaphore_available('sm_a');
+ROLLBACK TO sp;
+SELECT rlock_semaphore_available('sm_a'), hold_count FROM rlock_locks WHERE name = 'sm_a';
+ROLLBACK;
+SELECT rlock_semaphore_available('sm_a');
+-- session permits survive ROLLBACK; session and transaction permits stack
+BEGIN;
+SELECT rlock_semaphore_acquire('sm_a');
+SELECT rlock_semaphore_xact_acquire('sm_a');
+SELECT hold_count FROM rlock_locks WHERE name = 'sm_a';
+ROLLBACK;
+SELECT rlock_semaphore_available('sm_a'), hold_count FROM rlock_locks WHERE name = 'sm_a';
+SELECT rlock_release_all();
+SELECT rlock_semaphore_available('sm_a');
+
+-- a Java client's permit whose lease ran out comes back to the semaphore
+-- when someone next looks; one that has not stays out
+\! redis-cli -u "$RLOCK_REDIS_URL" SET sm_j 1 > /dev/null
+\! redis-cli -u "$RLOCK_REDIS_URL" ZADD '{sm_j}:timeout' 1000 0123456789abcdef0123456789abcdef 99999999999999 fedcba9876543210fedcba9876543210 > /dev/null
+SELECT rlock_semaphore_available('sm_j');
+\! redis-cli -u "$RLOCK_REDIS_URL" ZRANGE '{sm_j}:timeout' 0 -1
+SELECT rlock_semaphore_try_acquire('sm_j', 2, '1 minute');
+SELECT rlock_semaphore_try_acquire('sm_j', 3, '1 minute') AS three_of_three_refused;
+SELECT rlock_semaphore_try_acquire('sm_j', 4, '1 minute');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_semaphore_release('sm_j', 2);
+
+-- permits taken without a lease are renewed by the watchdog
+-- (rlock.watchdog_timeout is 2 s in this suite) ...
+CREATE FUNCTION sem_renewed(n text) RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+  before timestamptz;
+BEGIN
+  SELECT coalesce(max(renewed_at), '-infinity') INTO before
+    FROM rlock_locks WHERE name = n AND pid = pg_backend_pid();
+  FOR i IN 1 .. 600 LOOP
+    PERFORM pg_sleep(0.05);
+    IF EXISTS (SELECT FROM rlock_locks WHERE name = n AND pid = pg_backend_pid()
+               AND renewed_at > before) THEN
+      RETURN true;
+    END IF;
+  END LOOP;
+  RETURN false;
+END $$;
+SELECT rlock_semaphore_acquire('sm_a', 2);
+SELECT sem_renewed('sm_a') AS renewed, pg_sleep(2.5);
+SELECT kind, hold_count, state, lease FROM rlock_locks WHERE name = 'sm_a';
+SELECT rlock_semaphore_available('sm_a') AS still_out;
+\! redis-cli -u "$RLOCK_REDIS_URL" ZCARD '{sm_a}:timeout'
+-- ... and reported lost when Redis no longer has them
+\! redis-cli -u "$RLOCK_REDIS_URL" DEL '{sm_a}:timeout' > /dev/null
+\! redis-cli -u "$RLOCK_REDIS_URL" INCRBY sm_a 2 > /dev/null
+DO $$
+BEGIN
+  FOR i IN 1 .. 600 LOOP
+    EXIT WHEN EXISTS (SELECT FROM rlock_locks WHERE name = 'sm_a' AND state = 'lost');
+    PERFORM pg_sleep(0.05);
+  END LOOP;
+END $$;
+SELECT kind, hold_count, state FROM rlock_locks WHERE name = 'sm_a';
+SELECT rlock_semaphore_release('sm_a', 2) AS release_of_lost;
+SELECT count(*) FROM rlock_locks WHERE name = 'sm_a';
+SELECT rlock_semaphore_available('sm_a');
+
+-- bad arguments: clear errors naming the semaphore
+SELECT rlock_semaphore_try_acquire('sm_b', 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_semaphore_try_acquire('sm_b', -1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_semaphore_try_acquire('sm_b', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_semaphore_try_acquire('sm_b', 20000);
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_semaphore_try_acquire('sm_b', 1, '0.5 ms');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_semaphore_try_acquire('sm_b', 1, '0');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_semaphore_try_acquire('sm_b', 1, NULL, NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_semaphore_acquire(NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_semaphore_release('sm_b', 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_semaphore_set_permits('sm_b', 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_semaphore_set_permits('sm_b', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_semaphore_add_permits('', 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_semaphore_available('redisson_sc:{sm_b}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_semaphore_available('{sm_b}:timeout');
+\echo :LAST_ERROR_SQLSTATE
+\! redis-cli -u "$RLOCK_REDIS_URL" EXISTS sm_b
+
+-- a name is one kind: a semaphore call on a lock, a lock call on a
+-- semaphore, and other Redis values, which no call changes
+SELECT rlock_acquire('sm_lock', '1 minute');
+SELECT rlock_semaphore_try_acquire('sm_lock');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_semaphore_add_permits('sm_lock', 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_semaphore_available('sm_lock');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_release('sm_lock');
+SELECT rlock_try_acquire('sm_a', '1 minute');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_semaphore_try_acquire('sm_a');
+SELECT rlock_try_acquire('sm_a', '1 minute');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_semaphore_release('sm_a');
+\! redis-cli -u "$RLOCK_REDIS_URL" SET sm_str 'not permits' > /dev/null
+SELECT rlock_semaphore_try_acquire('sm_str');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_semaphore_set_permits('sm_str', 1);
+\echo :LAST_ERROR_SQLSTATE
+\! redis-cli -u "$RLOCK_REDIS_URL" GET sm_str
+-- the session holds nothing after all of that
+SELECT count(*) FROM rlock_locks WHERE pid = pg_backend_pid();
+\! redis-cli -u "$RLOCK_REDIS_URL" DEL sm_a '{sm_a}:timeout' sm_b sm_j '{sm_j}:timeout' sm_lock sm_str > /dev/null

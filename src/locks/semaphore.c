@@ -1,0 +1,223 @@
+/*-------------------------------------------------------------------------
+ *
+ * semaphore.c
+ *	  The semaphore, on Redisson's RPermitExpirableSemaphore layout: a
+ *	  string key at the semaphore's name holding the permits available,
+ *	  the sorted set {name}:timeout of the permits out (permit ids scored
+ *	  by expiry, epoch ms), the permits available published on
+ *	  redisson_sc:{name} when permits come back.
+ *
+ * What rlock adds is that permits are held like locks: a permit this
+ * session takes is a leased permit id, "<holder>:<k>", recorded in the
+ * held-lock table as one hold of kind RLOCK_KIND_SEMAPHORE (its k-th
+ * hold), in session or transaction scope.  So the table's machinery
+ * applies to permits as to locks: given back at the end of their scope
+ * (savepoint rollback included), renewed by the watchdog while their lease
+ * is NULL (the renew script's "s" mode), shown in rlock_locks, reported
+ * lost when Redis no longer has them, and expired (never leaked) when the
+ * session or the server dies.  A blocked acquisition waits on the channel
+ * (lock_wait.c), never sleeping past the soonest expiry of a permit out.
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/timestamp.h"
+
+#include "redis/redis.h"
+#include "holds/holds.h"
+#include "locks/locks.h"
+#include "base/base.h"
+
+#define SEM_CHANNEL		"redisson_sc"
+
+static int64
+epoch_ms(void)
+{
+	return GetCurrentTimestamp() / 1000 +
+		(int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000;
+}
+
+/* Start cmd as the script id on the semaphore at key (its three keys). */
+static void
+sem_script(RedisCmd *cmd, RlockScriptId id, int nkeys, const char *key)
+{
+	rcmd_script(cmd, id, nkeys);
+	rcmd_str(cmd, key);
+	rcmd_str(cmd, lockname_suffixed(key, "timeout"));
+	rcmd_str(cmd, lockname_derive(key, SEM_CHANNEL));
+}
+
+/* The name is another kind of object (what: "lock" or "value"). */
+static void
+sem_wrong_kind(const LockName *ln, const char *what)
+{
+	if (what != NULL && strncmp(what, "lock", 4) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("semaphore \"%s\" is a lock, not a semaphore",
+						ln->name),
+				 errhint("Use the lock functions for it, or another name.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+			 errmsg("Redis key of semaphore \"%s\" is not a semaphore",
+					ln->name),
+			 errdetail("Another kind of Redis value already uses that key (or \"%s\"); a semaphore's is a decimal number of permits.",
+					   lockname_suffixed(ln->key, "timeout")),
+			 errhint("Choose another semaphore name, or set rlock.key_prefix.")));
+}
+
+static const char *
+sem_build_release(RedisCmd *cmd, RlockKind kind, const char *key,
+				  const char *holder, int levels, int64 keep_lease_ms)
+{
+	char	   *latch = lockname_unlock_latch(key);
+
+	sem_script(cmd, RLOCK_SCRIPT_SEM_RELEASE, 4, key);
+	rcmd_str(cmd, latch);
+	rcmd_str(cmd, holder);
+	rcmd_int(cmd, levels);
+	rcmd_int(cmd, lockname_latch_ttl_ms());
+	rcmd_int(cmd, epoch_ms());
+	return latch;
+}
+
+static void
+sem_build_reconcile(RedisCmd *cmd, RlockKind kind, const char *key,
+					const char *holder, int target)
+{
+	sem_script(cmd, RLOCK_SCRIPT_SEM_RECONCILE, 3, key);
+	rcmd_str(cmd, holder);
+	rcmd_int(cmd, target);
+	rcmd_int(cmd, epoch_ms());
+}
+
+const RlockKindOps semaphore_ops = {
+	.build_release = sem_build_release,
+	.build_reconcile = sem_build_reconcile,
+};
+
+/* What an attempt needs, for the waiting loop (lock_wait.c). */
+typedef struct SemAttempt
+{
+	const LockName *ln;
+	HoldRequest req;
+	const char *holder;
+} SemAttempt;
+
+/*
+ * One attempt: true when the permits were taken; otherwise *pttl is how
+ * long until the soonest permit out expires (-1: none out).
+ */
+static bool
+sem_try(void *arg, int64 *pttl)
+{
+	SemAttempt *a = arg;
+	const LockName *ln = a->ln;
+	HeldLock   *h = holds_find(ln->key, RLOCK_KIND_SEMAPHORE);
+	int64		now = epoch_ms();
+	RedisCmd	cmd;
+	AcquireResult res;
+
+	sem_script(&cmd, RLOCK_SCRIPT_SEM_ACQUIRE, 3, ln->key);
+	rcmd_int(&cmd, a->req.levels);
+	rcmd_int(&cmd, now + a->req.lease_ms);
+	rcmd_str(&cmd, a->holder);
+	rcmd_int(&cmd, now);
+	rcmd_int(&cmd, h != NULL ? holds_total(h) : 0);
+	res = holds_run_acquire(ln, RLOCK_KIND_SEMAPHORE, &a->req, &cmd);
+
+	switch (res.status)
+	{
+		case 1:
+			return true;
+		case 0:
+			*pttl = res.value;
+			return false;
+		case 3:
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("semaphore \"%s\" has fewer permits than %d in all",
+							ln->name, a->req.levels),
+					 errdetail("It has %lld permits, available and taken together.",
+							   (long long) res.value),
+					 errhint("Set its permits with rlock_semaphore_set_permits or rlock_semaphore_add_permits.")));
+			break;
+		default:
+			sem_wrong_kind(ln, res.word);
+	}
+	return false;				/* keep compiler quiet */
+}
+
+bool
+semaphore_acquire(const LockName *ln, RlockScope scope, int permits,
+				  int64 lease_ms, int64 wait_ms, bool honour_lock_timeout)
+{
+	int64		pttl;
+	SemAttempt	attempt;
+
+	attempt.holder = holds_prepare_acquire(ln, RLOCK_KIND_SEMAPHORE, scope,
+										   lease_ms, NULL, &attempt.req);
+	attempt.req.levels = permits;
+	attempt.ln = ln;
+	if (sem_try(&attempt, &pttl))
+		return true;
+	if (wait_ms == 0)
+	{
+		stats_count(RLOCK_STAT_FAILED);
+		return false;
+	}
+	/* shared: once this one has its permits, the next waiter looks too */
+	return lock_wait(ln, lockname_derive(ln->key, SEM_CHANNEL), wait_ms,
+					 honour_lock_timeout, true, sem_try, NULL, &attempt);
+}
+
+bool
+semaphore_release(const LockName *ln, int permits)
+{
+	return holds_release_levels(ln, RLOCK_KIND_SEMAPHORE, permits);
+}
+
+/* Run one of the semaphore's scripts without holds; its integer answer. */
+static int64
+sem_run(const LockName *ln, RlockScriptId id, bool with_arg, int64 arg)
+{
+	RedisCmd	cmd;
+	RReply	   *r;
+
+	sem_script(&cmd, id, 3, ln->key);
+	if (with_arg)
+		rcmd_int(&cmd, arg);
+	if (id != RLOCK_SCRIPT_SEM_SET_PERMITS)
+		rcmd_int(&cmd, epoch_ms());
+	r = route_run1(route_backend(), &cmd, ln->name);
+	if (rconn_reply_is(r, "RLOCKKIND"))
+		sem_wrong_kind(ln, r->str + strlen("RLOCKKIND "));
+	if (r->type == RREPLY_ERROR)
+		rconn_reply_error(r, ERROR, ln->name);
+	if (r->type != RREPLY_INTEGER)
+		rconn_unexpected_reply(r, ln->name);
+	return r->integer;
+}
+
+/* trySetPermits: only a semaphore never set; false otherwise. */
+bool
+semaphore_set_permits(const LockName *ln, int permits)
+{
+	return sem_run(ln, RLOCK_SCRIPT_SEM_SET_PERMITS, true, permits) == 1;
+}
+
+/* addPermits (negative: fewer); returns the permits available after. */
+int64
+semaphore_add_permits(const LockName *ln, int permits)
+{
+	return sem_run(ln, RLOCK_SCRIPT_SEM_ADD_PERMITS, true, permits);
+}
+
+int64
+semaphore_available(const LockName *ln)
+{
+	return sem_run(ln, RLOCK_SCRIPT_SEM_AVAILABLE, false, 0);
+}
