@@ -123,6 +123,22 @@ SELECT kind, hold_count, state FROM rlock_locks WHERE name = 'sm_a';
 SELECT rlock_semaphore_release('sm_a', 2) AS release_of_lost;
 SELECT count(*) FROM rlock_locks WHERE name = 'sm_a';
 SELECT rlock_semaphore_available('sm_a');
+-- ... also when only one of them is gone
+SELECT rlock_holder_id() AS hid \gset
+\setenv RLOCK_HID :hid
+SELECT rlock_semaphore_acquire('sm_a', 2);
+\! redis-cli -u "$RLOCK_REDIS_URL" ZREM '{sm_a}:timeout' "$RLOCK_HID:2"
+\! redis-cli -u "$RLOCK_REDIS_URL" INCRBY sm_a 1 > /dev/null
+DO $$
+BEGIN
+  FOR i IN 1 .. 600 LOOP
+    EXIT WHEN EXISTS (SELECT FROM rlock_locks WHERE name = 'sm_a' AND state = 'lost');
+    PERFORM pg_sleep(0.05);
+  END LOOP;
+END $$;
+SELECT kind, hold_count, state FROM rlock_locks WHERE name = 'sm_a';
+SELECT rlock_semaphore_release('sm_a', 2) AS release_of_lost;
+SELECT rlock_semaphore_available('sm_a') AS the_other_given_back;
 
 -- bad arguments: clear errors naming the semaphore
 SELECT rlock_semaphore_try_acquire('sm_b', 0);

@@ -128,6 +128,7 @@ typedef struct RenewItem
 	int64		renew_lease_ms; /* 0: a fixed lease, only checked */
 	TimestampTz expires_at;
 	uint32		release_seq;	/* the entry's release_seq when copied */
+	int			holds;			/* its holds (a semaphore's: its permits) */
 	char	   *key;			/* palloc'd copy */
 } RenewItem;
 

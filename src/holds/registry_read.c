@@ -116,6 +116,7 @@ registry_renewal_snapshot(RenewItem **items)
 		out[n].renew_lease_ms = e->renew_lease_ms;
 		out[n].expires_at = e->expires_at;
 		out[n].release_seq = pg_atomic_read_u32(&e->release_seq);
+		out[n].holds = e->session_count + e->xact_count;
 		out[n].key = pstrdup(e->key);
 		n++;
 	}

@@ -242,6 +242,14 @@ renew_cycle(RedisConn *conn, int elevel, TimestampTz *next_due, bool *asked)
 				bool		held = (r->element[2 * j]->type == RREPLY_INTEGER &&
 									r->element[2 * j]->integer > 0);
 
+				/*
+				 * A semaphore's permits are held one by one: one that
+				 * Redis no longer has is lost, though others remain.
+				 */
+				if (held && items[i].kind == RLOCK_KIND_SEMAPHORE &&
+					r->element[2 * j]->integer < items[i].holds)
+					held = false;
+
 				outcome[i] = held ? RENEW_HELD : RENEW_GONE;
 				if (held && r->element[2 * j + 1]->type == RREPLY_INTEGER)
 					ttl_ms[i] = r->element[2 * j + 1]->integer;
