@@ -41,7 +41,7 @@ holds_add(HeldLock *h, const HoldRequest *req, int redis_count,
 
 /*
  * An acquisition fewer replicas acknowledged than rlock.replica_acks asks:
- * give the hold back in Redis (one level: what was held before stays), keep
+ * give the hold back in Redis (its levels: what was held before stays), keep
  * nothing in the session, and fail.  If the release itself fails, the
  * entry stays uncertain and is reconciled with Redis later.
  */
@@ -55,7 +55,7 @@ undo_unacknowledged(const LockName *ln, RlockKind kind, HoldRequest *req,
 	const char *latch;
 
 	latch = holds_kind_ops(kind)->build_release(&cmd, kind, ln->key,
-												 req->holder, 1,
+												 req->holder, req->levels,
 												 h ? holds_keep_lease(h) : 0);
 	r = route_run1(conn, &cmd, ln->name);
 	if (r->type == RREPLY_ERROR)
