@@ -10,7 +10,7 @@ RESET client_min_messages;
 \set SHOW_CONTEXT never
 SELECT current_setting('rlock.redis_url') AS redis_url \gset
 \setenv RLOCK_REDIS_URL :redis_url
-\! redis-cli -u "$RLOCK_REDIS_URL" DEL sm_a '{sm_a}:timeout' sm_b '{sm_b}:timeout' sm_j '{sm_j}:timeout' sm_lock sm_str > /dev/null
+\! redis-cli -u "$RLOCK_REDIS_URL" DEL sm_a '{sm_a}:timeout' sm_b '{sm_b}:timeout' sm_j '{sm_j}:timeout' sm_lock sm_str sm_q '{sm_q}:timeout' sm_q_done > /dev/null
 
 -- permits are set once (trySetPermits), added to or taken away
 SELECT rlock_semaphore_available('sm_a');
@@ -140,6 +140,49 @@ SELECT kind, hold_count, state FROM rlock_locks WHERE name = 'sm_a';
 SELECT rlock_semaphore_release('sm_a', 2) AS release_of_lost;
 SELECT rlock_semaphore_available('sm_a') AS the_other_given_back;
 
+-- a waiter that wants more permits than came back lets the next waiter,
+-- which asks for fewer, look at once (two other sessions, the first asking
+-- for 2, the second for 1; the permits out have an hour's lease, so no
+-- waiter looks on its own for 5 s)
+CREATE FUNCTION sem_waiters(n int) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+  c bigint;
+BEGIN
+  FOR i IN 1 .. 3000 LOOP
+    SELECT count(*) INTO c FROM pg_stat_activity
+     WHERE application_name LIKE 'rlock_sm_%' AND wait_event_type = 'Extension';
+    EXIT WHEN c >= n;
+    PERFORM pg_sleep(0.01);
+    PERFORM pg_stat_clear_snapshot();	-- (read anew each time)
+  END LOOP;
+  RETURN c;
+END $$;
+SELECT current_database() AS db \gset
+\setenv RLOCK_DB :db
+SELECT rlock_semaphore_set_permits('sm_q', 2), rlock_latch_set_count('sm_q_done', 1);
+SELECT rlock_semaphore_try_acquire('sm_q', 2, '1 hour');
+\! PGAPPNAME=rlock_sm_big psql -X -q -d "$RLOCK_DB" -c "SELECT rlock_semaphore_try_acquire('sm_q', 2, '1 hour', '30 s')" > /dev/null 2>&1 &
+SELECT sem_waiters(1) AS first_waits;
+\! PGAPPNAME=rlock_sm_small psql -X -q -d "$RLOCK_DB" -c "SELECT rlock_semaphore_try_acquire('sm_q', 1, '1 hour', '30 s') AND rlock_latch_count_down('sm_q_done') >= 0" > /dev/null 2>&1 &
+SELECT sem_waiters(2) AS both_wait;
+-- (both subscribed, and a second more for their attempts after subscribing)
+\! for i in $(seq 400); do [ "$(redis-cli -u "$RLOCK_REDIS_URL" PUBSUB NUMSUB 'redisson_sc:{sm_q}' | tail -1)" -ge 2 ] && break; sleep 0.05; done
+SELECT pg_sleep(1);
+SELECT rlock_semaphore_release('sm_q');
+SELECT rlock_latch_await('sm_q_done', '2.5 s') AS second_took_the_one;
+SELECT rlock_semaphore_release('sm_q');
+-- (the first takes its 2 once the second has ended; then it ends too)
+DO $$
+BEGIN
+  FOR i IN 1 .. 3000 LOOP
+    EXIT WHEN rlock_semaphore_available('sm_q') = 2 AND NOT EXISTS
+      (SELECT FROM pg_stat_activity WHERE application_name LIKE 'rlock_sm_%');
+    PERFORM pg_sleep(0.01);
+    PERFORM pg_stat_clear_snapshot();
+  END LOOP;
+END $$;
+SELECT rlock_semaphore_available('sm_q') AS all_back;
+
 -- bad arguments: clear errors naming the semaphore
 SELECT rlock_semaphore_try_acquire('sm_b', 0);
 \echo :LAST_ERROR_SQLSTATE
@@ -195,4 +238,4 @@ SELECT rlock_semaphore_set_permits('sm_str', 1);
 \! redis-cli -u "$RLOCK_REDIS_URL" GET sm_str
 -- the session holds nothing after all of that
 SELECT count(*) FROM rlock_locks WHERE pid = pg_backend_pid();
-\! redis-cli -u "$RLOCK_REDIS_URL" DEL sm_a '{sm_a}:timeout' sm_b sm_j '{sm_j}:timeout' sm_lock sm_str > /dev/null
+\! redis-cli -u "$RLOCK_REDIS_URL" DEL sm_a '{sm_a}:timeout' sm_b sm_j '{sm_j}:timeout' sm_lock sm_str sm_q '{sm_q}:timeout' sm_q_done > /dev/null

@@ -91,10 +91,11 @@ waiting_context(void *arg)
  */
 static bool
 wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
-		  TimestampTz start, TimestampTz deadline, LockTryFn try_fn,
-		  void *arg)
+		  TimestampTz start, TimestampTz deadline, int share,
+		  LockTryFn try_fn, void *arg)
 {
 	bool		attempt_now = true;
+	bool		by_message = false; /* the attempt follows a message */
 	bool		resubscribe = false;
 	TimestampTz until = 0;
 
@@ -118,6 +119,18 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 		{
 			if (try_fn(arg, &pttl))
 				return true;
+			if (by_message && share == LOCK_WAIT_PERMITS)
+			{
+				/*
+				 * The permits that came back were too few for us: the next
+				 * waiter may ask for fewer.  Let it look (once: it passes
+				 * the turn on only when a message woke it), and queue
+				 * again behind it.
+				 */
+				waitqueue_leave(true);
+				waitqueue_join(channel);
+			}
+			by_message = false;
 			now = GetCurrentTimestamp();
 			if (now >= deadline)
 				return false;
@@ -176,23 +189,26 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 		else if (rc == 0)
 			attempt_now = true;	/* the lease ran out, or time to look */
 		else
+		{
 			attempt_now = waitqueue_is_first(); /* a release, or our turn */
+			by_message = (rc == 1 && attempt_now);
+		}
 	}
 }
 
 bool
 lock_wait(const LockName *ln, const char *channel, int64 wait_ms,
-		  bool honour_lock_timeout, bool shared, LockTryFn try_fn,
+		  bool honour_lock_timeout, int share, LockTryFn try_fn,
 		  LockGiveUpFn give_up_fn, void *arg)
 {
 	return lock_wait_on(route_backend_subscriber(), ln, channel, wait_ms,
-						honour_lock_timeout, shared, try_fn, give_up_fn, arg);
+						honour_lock_timeout, share, try_fn, give_up_fn, arg);
 }
 
 /* lock_wait, listening on the subscriber connection sub. */
 bool
 lock_wait_on(RedisConn *sub, const LockName *ln, const char *channel,
-			 int64 wait_ms, bool honour_lock_timeout, bool shared,
+			 int64 wait_ms, bool honour_lock_timeout, int share,
 			 LockTryFn try_fn, LockGiveUpFn give_up_fn, void *arg)
 {
 	TimestampTz start = GetCurrentTimestamp();
@@ -217,7 +233,8 @@ lock_wait_on(RedisConn *sub, const LockName *ln, const char *channel,
 			armed = true;
 		}
 
-		acquired = wait_loop(sub, ln, channel, start, deadline, try_fn, arg);
+		acquired = wait_loop(sub, ln, channel, start, deadline, share,
+							 try_fn, arg);
 	}
 	PG_CATCH();
 	{
@@ -240,7 +257,7 @@ lock_wait_on(RedisConn *sub, const LockName *ln, const char *channel,
 		disable_timeout(LOCK_TIMEOUT, false);
 	leave_channel();
 	/* pass the turn on unless we took the lock for ourselves */
-	waitqueue_leave(!acquired || shared);
+	waitqueue_leave(!acquired || share != 0);
 	if (!acquired && give_up_fn != NULL)
 		give_up_fn(arg);
 	error_context_stack = errcb.previous;

@@ -98,17 +98,24 @@ typedef void (*LockGiveUpFn) (void *arg);
 /*
  * Wait for a lock whose releases are announced on "channel": subscribe,
  * then alternate attempts and sleeps until one attempt succeeds.  wait_ms
- * -1 waits without limit.  shared: the lock may be held by several waiters
- * at once (a read lock), so the next one tries as soon as this one has it.
- * Returns false when the wait is over.
+ * -1 waits without limit.  share: 0 (false) for a lock one waiter takes;
+ * LOCK_WAIT_SHARED (true) when the lock may be held by several waiters at
+ * once (a read lock), so the next one tries as soon as this one has it;
+ * LOCK_WAIT_PERMITS for a semaphore's permits: besides, a waiter that a
+ * release message woke first and that could not take what it asks for
+ * lets the next waiter look (it may ask for fewer), and queues again
+ * behind it.  Returns false when the wait is over.
  */
+#define LOCK_WAIT_SHARED	1
+#define LOCK_WAIT_PERMITS	2
+
 extern bool lock_wait(const LockName *ln, const char *channel, int64 wait_ms,
-					  bool honour_lock_timeout, bool shared,
+					  bool honour_lock_timeout, int share,
 					  LockTryFn try_fn, LockGiveUpFn give_up_fn, void *arg);
 
 extern bool lock_wait_on(RedisConn *sub, const LockName *ln,
 						 const char *channel, int64 wait_ms,
-						 bool honour_lock_timeout, bool shared,
+						 bool honour_lock_timeout, int share,
 						 LockTryFn try_fn, LockGiveUpFn give_up_fn,
 						 void *arg);
 extern void lock_wait_retarget(RedisConn *sub, const char *channel);

@@ -169,9 +169,13 @@ semaphore_acquire(const LockName *ln, RlockScope scope, int permits,
 		stats_count(RLOCK_STAT_FAILED);
 		return false;
 	}
-	/* shared: once this one has its permits, the next waiter looks too */
+	/*
+	 * Once this one has its permits, the next waiter looks too; and one
+	 * that cannot take what it asks for lets the next one look.
+	 */
 	return lock_wait(ln, lockname_derive(ln->key, SEM_CHANNEL), wait_ms,
-					 honour_lock_timeout, true, sem_try, NULL, &attempt);
+					 honour_lock_timeout, LOCK_WAIT_PERMITS, sem_try, NULL,
+					 &attempt);
 }
 
 bool
