@@ -88,7 +88,7 @@ run_batch_elsewhere(BatchItem *items, int n, int elevel)
 		{
 			if (!registry_is_lost(h->key, h->kind))
 				stats_count(RLOCK_STAT_LOCKS_LOST);
-			holds_report_lost(h->key, "Fewer than a majority of its servers still had it when this session released it.");
+			holds_report_lost(h->kind, h->key, "Fewer than a majority of its servers still had it when this session released it.");
 			holds_forget(h);
 			continue;
 		}
@@ -277,7 +277,7 @@ holds_run_local_batch(BatchItem *items, int n, int elevel)
 		{
 			if (!registry_is_lost(h->key, h->kind))
 				stats_count(RLOCK_STAT_LOCKS_LOST);
-			holds_report_lost(h->key, "It expired or was released by someone else while this session held it.");
+			holds_report_lost(h->kind, h->key, "It expired or was released by someone else while this session held it.");
 			holds_forget(h);
 			continue;
 		}
@@ -404,7 +404,7 @@ holds_release_all_session(void)
 			continue;
 		if (registry_is_lost(h->key, h->kind))
 		{
-			holds_report_lost(h->key, "It expired, was force-released, Redis restarted, or it could not be renewed in time.");
+			holds_report_lost(h->kind, h->key, "It expired, was force-released, Redis restarted, or it could not be renewed in time.");
 			h->session_count = 0;
 			holds_set_uncertain(h, true);
 			holds_batch_add(items, &n, h, 0, false);

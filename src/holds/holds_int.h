@@ -62,7 +62,8 @@ extern bool holds_count_hold(HeldLock *h, const HoldRequest *req,
 extern void holds_take_back(HeldLock *h, RlockScope scope, int levels);
 extern void holds_registry_full(const char *name);
 extern void holds_held_as_other_kind(const LockName *ln, HeldLock *other);
-extern void holds_report_lost(const char *name, const char *detail);
+extern void holds_report_lost(RlockKind kind, const char *name,
+							  const char *detail);
 extern int64 holds_keep_lease(HeldLock *h);
 
 /* Does some entry have transaction-level holds? */

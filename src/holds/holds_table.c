@@ -256,12 +256,18 @@ holds_forget_and_reconcile(HeldLock *h)
 }
 
 void
-holds_report_lost(const char *name, const char *detail)
+holds_report_lost(RlockKind kind, const char *name, const char *detail)
 {
-	ereport(WARNING,
-			(errmsg("lock \"%s\" was lost before this session released it",
-					name),
-			 errdetail("%s", detail)));
+	if (kind == RLOCK_KIND_SEMAPHORE)
+		ereport(WARNING,
+				(errmsg("permits of semaphore \"%s\" were lost before this session gave them back",
+						name),
+				 errdetail("%s", detail)));
+	else
+		ereport(WARNING,
+				(errmsg("lock \"%s\" was lost before this session released it",
+						name),
+				 errdetail("%s", detail)));
 }
 
 /* Take back the hold holds_count_hold just counted (scope as given). */
@@ -299,7 +305,7 @@ holds_count_hold(HeldLock *h, const HoldRequest *req, int redis_count,
 		/* Redis had forgotten our earlier holds: they were lost. */
 		if (!registry_is_lost(h->key, h->kind))
 			stats_count(RLOCK_STAT_LOCKS_LOST);
-		holds_report_lost(name, psprintf("Redis no longer knew %d earlier hold(s); it expired or was released by someone else.",
+		holds_report_lost(h->kind, name, psprintf("Redis no longer knew %d earlier hold(s); it expired or was released by someone else.",
 								   holds_total(h)));
 		holds_clear_xact(h);
 		h->session_count = 0;
@@ -382,7 +388,7 @@ holds_check_lost(HeldLock *h, const char *name)
 {
 	if (holds_total(h) == 0 || !registry_is_lost(h->key, h->kind))
 		return false;
-	holds_report_lost(name, "It expired, was force-released, Redis restarted, or it could not be renewed in time.");
+	holds_report_lost(h->kind, name, "It expired, was force-released, Redis restarted, or it could not be renewed in time.");
 	holds_forget_and_reconcile(h);
 	return true;
 }
@@ -428,6 +434,9 @@ holds_held_as_other_kind(const LockName *ln, HeldLock *other)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+			 other->kind == RLOCK_KIND_SEMAPHORE ?
+			 errmsg("\"%s\" is a semaphore this session holds permits of",
+					ln->name) :
 			 errmsg("lock \"%s\" is held by this session in %s mode",
 					ln->name, rlock_kind_name(other->kind))));
 }
