@@ -215,7 +215,11 @@ registry_renewed(RenewItem *items, const RenewOutcome *outcome,
 		if (!report[i])
 			continue;
 		ereport(LOG,
-				(errmsg("rlock watchdog: lock \"%s\" held by %s:%d (pid %d) was lost",
+				(items[i].kind == RLOCK_KIND_SEMAPHORE ?
+				 errmsg("rlock watchdog: permits of semaphore \"%s\" held by %s:%d (pid %d) were lost",
+						items[i].key, rlock_shared->instance_uuid,
+						items[i].pid, items[i].pid) :
+				 errmsg("rlock watchdog: lock \"%s\" held by %s:%d (pid %d) was lost",
 						items[i].key, rlock_shared->instance_uuid,
 						items[i].pid, items[i].pid),
 				 errdetail("%s", lost_detail(outcome[i])),

@@ -87,6 +87,23 @@ note sprintf('%.2f s after the kill (which restarted the server)', time() - $t0)
 is(q1($c, "SELECT rlock_semaphore_release('exports', 3)"), 't', 'and given back');
 is($redis->cli('GET', 'exports'), '3', 'three permits available again');
 
+# ---- permits Redis dropped: the LOG line, the WARNING ----
+
+my $log_offset = -s $node->logfile;
+q1($c, "SELECT rlock_semaphore_set_permits('dropped', 2)");
+q1($c, "SELECT rlock_semaphore_acquire('dropped', 2)");
+$redis->cli('DEL', '{dropped}:timeout');
+ok( RlockTest::wait_until(sub {
+		RlockTest::log_has($node, $log_offset,
+			qr/rlock watchdog: permits of semaphore "dropped" held by [^ ]+ \(pid \d+\) were lost/) }, 20),
+	'the watchdog logs the permits Redis dropped as lost');
+is(q1($c, "SELECT state FROM rlock_locks WHERE name = 'dropped'"), 'lost',
+	'rlock_locks shows them lost');
+($got, $kerr) = RlockTest::query_err($c, "SELECT rlock_semaphore_release('dropped', 2)");
+is($got, 'f', 'the release returns false');
+like($kerr, qr/WARNING:  permits of semaphore "dropped" were lost before this session gave them back/,
+	'with a WARNING');
+
 # ---- a latch shared with a Java client ----
 
 $b->quit;
