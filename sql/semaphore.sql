@@ -139,6 +139,16 @@ END $$;
 SELECT kind, hold_count, state FROM rlock_locks WHERE name = 'sm_a';
 SELECT rlock_semaphore_release('sm_a', 2) AS release_of_lost;
 SELECT rlock_semaphore_available('sm_a') AS the_other_given_back;
+-- ... and COMMIT is refused when transaction permits were lost (checked
+-- in Redis before COMMIT, whether or not the watchdog saw it yet)
+BEGIN;
+SELECT rlock_semaphore_xact_acquire('sm_a', 2, '1 hour');
+\! redis-cli -u "$RLOCK_REDIS_URL" ZREM '{sm_a}:timeout' "$RLOCK_HID:1" > /dev/null
+\! redis-cli -u "$RLOCK_REDIS_URL" INCRBY sm_a 1 > /dev/null
+COMMIT;
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM rlock_locks WHERE name = 'sm_a';
+SELECT rlock_semaphore_available('sm_a') AS all_back_after_rollback;
 
 -- a waiter that wants more permits than came back lets the next waiter,
 -- which asks for fewer, look at once (two other sessions, the first asking

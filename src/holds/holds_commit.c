@@ -65,12 +65,16 @@ static void
 holds_lost_at_commit(HeldLock *h, const char *why)
 {
 	char	   *key = pstrdup(h->key);
+	bool		permits = (h->kind == RLOCK_KIND_SEMAPHORE);
 
 	if (!registry_is_lost(h->key, h->kind))
 		stats_count(RLOCK_STAT_LOCKS_LOST);
 	holds_forget_and_reconcile(h);
 	ereport(ERROR,
 			(errcode(ERRCODE_TRANSACTION_ROLLBACK),
+			 permits ?
+			 errmsg("cannot commit: permits of semaphore \"%s\" held by this transaction were lost",
+					key) :
 			 errmsg("cannot commit: lock \"%s\" held by this transaction was lost",
 					key),
 			 errdetail("%s", why),
