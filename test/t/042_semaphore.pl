@@ -4,7 +4,8 @@
 # (Redisson's RPermitExpirableSemaphore and RCountDownLatch, played at the
 # protocol level with redis-cli: what its scripts write and publish).  A
 # session killed with SIGKILL while holding permits loses them within their
-# lease (rlock.watchdog_timeout is 2 s here), never for good.
+# lease (rlock.watchdog_timeout is 2 s here), never for good; so does a
+# whole server stopped (immediate) while sessions hold permits.
 use strict;
 use warnings;
 
@@ -104,9 +105,25 @@ is($got, 'f', 'the release returns false');
 like($kerr, qr/WARNING:  permits of semaphore "dropped" were lost before this session gave them back/,
 	'with a WARNING');
 
+# ---- the whole server stopped while holding permits ----
+
+q1($c, "SELECT rlock_semaphore_acquire('exports', 2)");
+q1($c, "BEGIN; SELECT rlock_semaphore_xact_acquire('exports', 1)");
+is($redis->cli('GET', 'exports'), '0', 'all three permits out (two session, one transaction)');
+$b->quit;
+$c->quit;
+$t0 = time();
+$node->stop('immediate');
+$node->start;
+$c = $node->background_psql('postgres', on_error_stop => 0);
+($got, $kerr) = RlockTest::query_err($c,
+	"SET lock_timeout = '10s'; SELECT rlock_semaphore_acquire('exports', 3, '1 minute'); RESET lock_timeout;");
+is("$got/$kerr", '/', 'after an immediate stop and a start, the permits come back within their lease');
+note sprintf('%.2f s after the stop began (the stop and start included)', time() - $t0);
+is(q1($c, "SELECT rlock_semaphore_release('exports', 3)"), 't', 'and are given back');
+
 # ---- a latch shared with a Java client ----
 
-$b->quit;
 $b = $node->background_psql('postgres', on_error_stop => 0);
 is(q1($c, "SELECT rlock_latch_set_count('loads', 2)"), 't', 'a latch of 2');
 RlockTest::start_bg($b, "SELECT rlock_latch_await('loads', '30 s')");
