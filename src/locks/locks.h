@@ -17,6 +17,8 @@
  *	  lock_multi.c		the multi-lock: a set of exclusive locks, all or none
  *	  lock_redlock.c	the Redlock: the exclusive lock on a majority of masters
  *	  lock_kinds.c		locks_init: the kinds register with the held-lock table
+ *	  locks_int.h		waiting, the waiters' queue, the exclusive lock's pieces:
+ *						for this folder
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -66,49 +68,11 @@ extern int	rcmd_renew_calls(const RenewArg *args, int n, int maxper,
 extern void locks_init(void);
 
 /*
- * lock_wait: How a blocked acquisition waits, for every lock kind.
- */
-
-/*
- * One attempt of a lock kind: returns true when the lock was acquired;
- * otherwise sets *pttl to how long the current holder's lease still runs
- * (ms; -1 when unknown), the longest the waiter sleeps before trying again.
- */
-typedef bool (*LockTryFn) (void *arg, int64 *pttl);
-
-/*
- * Called when a wait ends without the lock (timed out, cancelled, an
- * ERROR), with interrupts held; must not throw.  May be NULL.
- */
-typedef void (*LockGiveUpFn) (void *arg);
-
-/*
- * Wait for a lock whose releases are announced on "channel": subscribe,
- * then alternate attempts and sleeps until one attempt succeeds.  wait_ms
- * -1 waits without limit.  shared: the lock may be held by several waiters
- * at once (a read lock), so the next one tries as soon as this one has it.
- * Returns false when the wait is over.
- */
-extern bool lock_wait(const LockName *ln, const char *channel, int64 wait_ms,
-					  bool honour_lock_timeout, bool shared,
-					  LockTryFn try_fn, LockGiveUpFn give_up_fn, void *arg);
-
-extern bool lock_wait_on(RedisConn *sub, const LockName *ln,
-						 const char *channel, int64 wait_ms,
-						 bool honour_lock_timeout, bool shared,
-						 LockTryFn try_fn, LockGiveUpFn give_up_fn,
-						 void *arg);
-extern void lock_wait_retarget(RedisConn *sub, const char *channel);
-
-/*
  * waitqueue: Which of this server's sessions waiting for one lock tries next.
  */
 
 extern void waitqueue_install_hooks(void);
 
-extern void waitqueue_join(const char *channel);
-extern bool waitqueue_is_first(void);
-extern void waitqueue_leave(bool pass_on);
 
 /*
  * lock_exclusive: The exclusive reentrant lock (Redisson RLock) and its fenced variant
@@ -129,13 +93,6 @@ extern bool exclusive_acquire(const LockName *ln, RlockScope scope,
 							  int64 lease_ms, int64 wait_ms,
 							  const char *owner, bool honour_lock_timeout,
 							  int64 *token);
-extern void exclusive_build_acquire(RedisCmd *cmd, const LockName *ln,
-									int64 lease_ms, const char *holder,
-									bool fenced);
-extern void exclusive_refused(const LockName *ln, const AcquireResult *res);
-extern void exclusive_build_reconcile(RedisCmd *cmd, RlockKind kind,
-									  const char *key, const char *holder,
-									  int target);
 extern bool exclusive_token(const LockName *ln, int64 *token);
 extern bool exclusive_force_release(const LockName *ln);
 
