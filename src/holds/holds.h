@@ -150,16 +150,6 @@ extern void registry_require(const char *what);
 extern const char *rlock_backend_holder(void);
 extern const char *registry_instance_uuid(void);
 
-/* Backends: their own entries. */
-extern bool registry_sync(const char *key, RlockKind kind, int session_count,
-						  int xact_count, int64 lease_ms,
-						  int64 renew_lease_ms, TimestampTz expires_at);
-extern void registry_remove(const char *key, RlockKind kind);
-extern void registry_releasing(const char *key, RlockKind kind,
-							   int remaining);
-extern void registry_remove_backend(void);
-extern bool registry_is_lost(const char *key, RlockKind kind);
-
 /* Readers (rlock_locks). */
 extern int	registry_snapshot(RegistryRow **rows);
 
@@ -283,11 +273,8 @@ extern void holds_register_kind(RlockKind kind, const RlockKindOps *ops);
 extern void holds_register_renew_calls(HoldsRenewCallsFn fn);
 extern const RlockKindOps *holds_kind_ops(RlockKind kind);
 extern const char *rlock_kind_name(RlockKind kind);
-extern bool rlock_kinds_compatible(RlockKind a, RlockKind b);
 extern void holds_renew_arg(RenewArg *arg, const char *key, RlockKind kind,
 							const char *holder, int64 renew_lease_ms);
-extern int	holds_renew_calls(const RenewArg *args, int n, int maxper,
-							  RedisCmd **cmds, int **order, int **starts);
 
 /* Does the kind live on rlock.redis_url? */
 static inline bool
@@ -335,9 +322,6 @@ typedef struct AcquireResult
 
 /* holds_table.c: the table */
 extern HeldLock *holds_find(const char *key, RlockKind kind);
-extern HeldLock *holds_find_conflicting(const char *key, RlockKind kind);
-extern HeldLock *holds_enter(const char *key, RlockKind kind);
-extern bool holds_check_lost(HeldLock *h, const char *name);
 extern void holds_forget(HeldLock *h);
 
 /* holds_batch.c: reconcile what is uncertain; rlock_release_all */
@@ -352,8 +336,6 @@ extern const char *holds_prepare_acquire(const LockName *ln, RlockKind kind,
 extern AcquireResult holds_run_acquire(const LockName *ln, RlockKind kind,
 									   HoldRequest *req, RedisCmd *cmd);
 extern bool holds_parse_acquire(RReply *r, AcquireResult *res);
-extern void holds_acks_refused(const char *name, RedisConn *conn, int wanted,
-							   int64 acked, const char *ack_error);
 
 /* holds_release.c: one release */
 extern bool holds_release(const LockName *ln, RlockKind kind,

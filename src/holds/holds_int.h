@@ -85,4 +85,24 @@ extern HeldLock *holds_session_hold(const LockName *ln, RlockKind kind);
 /* holds_commit.c */
 extern void holds_verify_xact(void);
 
+/* registry.c: a backend's own entries (kept in step by the table) */
+extern bool registry_sync(const char *key, RlockKind kind, int session_count,
+						  int xact_count, int64 lease_ms,
+						  int64 renew_lease_ms, TimestampTz expires_at);
+extern void registry_remove(const char *key, RlockKind kind);
+extern void registry_releasing(const char *key, RlockKind kind,
+							   int remaining);
+extern void registry_remove_backend(void);
+extern bool registry_is_lost(const char *key, RlockKind kind);
+
+/* Of the kinds, the table and acquisitions, used inside this folder only. */
+extern bool rlock_kinds_compatible(RlockKind a, RlockKind b);
+extern int	holds_renew_calls(const RenewArg *args, int n, int maxper,
+							  RedisCmd **cmds, int **order, int **starts);
+extern HeldLock *holds_find_conflicting(const char *key, RlockKind kind);
+extern HeldLock *holds_enter(const char *key, RlockKind kind);
+extern bool holds_check_lost(HeldLock *h, const char *name);
+extern void holds_acks_refused(const char *name, RedisConn *conn, int wanted,
+							   int64 acked, const char *ack_error);
+
 #endif							/* RLOCK_HOLDS_INT_H */

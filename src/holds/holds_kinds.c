@@ -24,6 +24,7 @@
 #include "postgres.h"
 
 #include "holds/holds.h"
+#include "holds/holds_int.h"
 #include "base/base.h"
 
 /* As rlock_locks shows them. */

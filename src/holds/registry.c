@@ -37,6 +37,7 @@
 #include "utils/timestamp.h"
 
 #include "holds/holds.h"
+#include "holds/holds_int.h"
 #include "holds/registry_int.h"
 #include "base/base.h"
 

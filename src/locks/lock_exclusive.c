@@ -28,6 +28,7 @@
 #include "redis/redis.h"
 #include "holds/holds.h"
 #include "locks/locks.h"
+#include "locks/locks_int.h"
 #include "base/base.h"
 
 /* Message published on the lock's channel when it is released. */

@@ -33,6 +33,7 @@
 #include "redis/redis.h"
 #include "holds/holds.h"
 #include "locks/locks.h"
+#include "locks/locks_int.h"
 #include "base/base.h"
 
 /*

@@ -28,6 +28,7 @@
 
 #include "holds/holds.h"
 #include "locks/locks.h"
+#include "locks/locks_int.h"
 #include "base/base.h"
 
 /* What the attempts of one multi-lock acquisition share. */

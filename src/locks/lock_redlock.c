@@ -41,6 +41,7 @@
 
 #include "holds/holds.h"
 #include "locks/locks.h"
+#include "locks/locks_int.h"
 #include "route/route.h"
 #include "base/base.h"
 

@@ -24,6 +24,7 @@
 
 #include "holds/holds.h"
 #include "locks/locks.h"
+#include "locks/locks_int.h"
 #include "base/base.h"
 
 static char *

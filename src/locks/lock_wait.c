@@ -38,6 +38,7 @@
 #include "redis/redis.h"
 #include "holds/holds.h"
 #include "locks/locks.h"
+#include "locks/locks_int.h"
 #include "base/base.h"
 
 /* Longest single sleep of a waiter between two attempts, in ms. */

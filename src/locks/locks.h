@@ -21,6 +21,8 @@
  *	  semaphore.c		the semaphore (Redisson RPermitExpirableSemaphore),
  *						its permits held like locks
  *	  lock_kinds.c		locks_init: the kinds register with the held-lock table
+ *	  locks_int.h		waiting, the waiters' queue, the exclusive lock's pieces:
+ *						for this folder
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -79,72 +81,11 @@ extern int	rcmd_renew_calls(const RenewArg *args, int n, int maxper,
 extern void locks_init(void);
 
 /*
- * lock_wait: How a blocked acquisition waits, for every lock kind.
- */
-
-/*
- * One attempt of a lock kind: returns true when the lock was acquired;
- * otherwise sets *pttl to how long the current holder's lease still runs
- * (ms; -1 when unknown), the longest the waiter sleeps before trying again.
- */
-typedef bool (*LockTryFn) (void *arg, int64 *pttl);
-
-/*
- * Called when a wait ends without the lock (timed out, cancelled, an
- * ERROR), with interrupts held; must not throw.  May be NULL.
- */
-typedef void (*LockGiveUpFn) (void *arg);
-
-/*
- * Wait for a lock whose releases are announced on "channel": subscribe,
- * then alternate attempts and sleeps until one attempt succeeds.  wait_ms
- * -1 waits without limit.  share: 0 (false) for a lock one waiter takes;
- * LOCK_WAIT_SHARED (true) when the lock may be held by several waiters at
- * once (a read lock), so the next one tries as soon as this one has it;
- * LOCK_WAIT_PERMITS for a semaphore's permits: besides, a waiter that a
- * release message woke first and that could not take what it asks for
- * lets the next waiter look (it may ask for fewer), and queues again
- * behind it.  Returns false when the wait is over.
- */
-#define LOCK_WAIT_SHARED	1
-#define LOCK_WAIT_PERMITS	2
-
-extern bool lock_wait(const LockName *ln, const char *channel, int64 wait_ms,
-					  bool honour_lock_timeout, int share,
-					  LockTryFn try_fn, LockGiveUpFn give_up_fn, void *arg);
-
-extern bool lock_wait_on(RedisConn *sub, const LockName *ln,
-						 const char *channel, int64 wait_ms,
-						 bool honour_lock_timeout, int share,
-						 LockTryFn try_fn, LockGiveUpFn give_up_fn,
-						 void *arg);
-extern void lock_wait_retarget(RedisConn *sub, const char *channel);
-
-/*
- * Wait for an event announced on "channel" (a latch reaching zero):
- * check_fn is called first with message NULL (look in Redis), then after
- * each message with its text (it may decide from it alone), and with NULL
- * again whenever the wait looks without a message (every few seconds, or
- * after the connection broke).  Every waiter of this server wakes on each
- * message.  what names the object in the error context ("latch").
- * wait_ms -1 waits without limit.  Returns false when the wait is over.
- */
-typedef bool (*EventCheckFn) (void *arg, const char *message);
-
-extern bool event_wait(const LockName *ln, const char *what,
-					   const char *channel, int64 wait_ms,
-					   bool honour_lock_timeout, EventCheckFn check_fn,
-					   void *arg);
-
-/*
  * waitqueue: Which of this server's sessions waiting for one lock tries next.
  */
 
 extern void waitqueue_install_hooks(void);
 
-extern void waitqueue_join(const char *channel);
-extern bool waitqueue_is_first(void);
-extern void waitqueue_leave(bool pass_on);
 
 /*
  * lock_exclusive: The exclusive reentrant lock (Redisson RLock) and its fenced variant
@@ -165,13 +106,6 @@ extern bool exclusive_acquire(const LockName *ln, RlockScope scope,
 							  int64 lease_ms, int64 wait_ms,
 							  const char *owner, bool honour_lock_timeout,
 							  int64 *token);
-extern void exclusive_build_acquire(RedisCmd *cmd, const LockName *ln,
-									int64 lease_ms, const char *holder,
-									bool fenced);
-extern void exclusive_refused(const LockName *ln, const AcquireResult *res);
-extern void exclusive_build_reconcile(RedisCmd *cmd, RlockKind kind,
-									  const char *key, const char *holder,
-									  int target);
 extern bool exclusive_token(const LockName *ln, int64 *token);
 extern bool exclusive_force_release(const LockName *ln);
 

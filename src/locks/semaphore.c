@@ -29,6 +29,7 @@
 #include "redis/redis.h"
 #include "holds/holds.h"
 #include "locks/locks.h"
+#include "locks/locks_int.h"
 #include "base/base.h"
 
 #define SEM_CHANNEL		"redisson_sc"

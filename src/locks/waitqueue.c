@@ -36,6 +36,7 @@
 
 #include "base/base.h"
 #include "locks/locks.h"
+#include "locks/locks_int.h"
 
 typedef struct WaitSlot
 {

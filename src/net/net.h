@@ -11,6 +11,7 @@
  *	  digest.c			SHA-1 and SHA-256 (libcrypto)
  *	  transport_tls.c	TLS over a socket (OpenSSL), rlock.tls_*
  *	  transport.c		the non-blocking socket (TCP or Unix), TLS on top
+ *	  transport_int.h	the TLS sessions, shared by the two transport files
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -92,9 +93,6 @@ typedef struct RedisUrlConf
 extern const RedisUrlConf *rlock_redis_conf;
 
 extern bool rconn_parse_url(const char *url, RedisUrl *out, char **errmsg);
-extern bool rconn_parse_deployment(const char *url, RedisUrl *out,
-								   RedisHostAddr *hosts,
-								   int *nhosts, char **errmsg);
 
 /* GUC hooks of rlock.redis_url. */
 extern bool rlock_check_redis_url(char **newval, void **extra,
@@ -173,7 +171,6 @@ extern Transport *transport_open(TransportKind kind, const char *addr,
 								 int port, const char *server_name,
 								 TransportError *err);
 extern int	transport_socket(const Transport *t);
-extern bool transport_is_tls(const Transport *t);
 
 /* Go on connecting (TCP, then the TLS handshake) until TS_DONE. */
 extern TransportStatus transport_connect_step(Transport *t,
@@ -201,23 +198,6 @@ extern bool transport_tls_unanswered(const Transport *t);
 
 /* Close (no I/O: safe in commit and exit callbacks). */
 extern void transport_close(Transport *t);
-
-/* transport_tls.c: TLS sessions over a connected socket. */
-typedef struct TlsSession TlsSession;
-
-extern TlsSession *tls_session_start(int fd, const char *server_name,
-									 TransportError *err);
-extern TransportStatus tls_session_handshake(TlsSession *s,
-											 TransportError *err);
-extern TransportStatus tls_session_write(TlsSession *s, const char *buf,
-										 size_t len, size_t *nbytes,
-										 TransportError *err);
-extern TransportStatus tls_session_read(TlsSession *s, char *buf,
-										size_t len, size_t *nbytes,
-										TransportError *err);
-extern bool tls_session_pending(const TlsSession *s);
-extern bool tls_session_unanswered(const TlsSession *s);
-extern void tls_session_free(TlsSession *s);
 
 /*
  * Bumped whenever a setting that says how to reach Redis changes

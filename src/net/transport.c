@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "net/net.h"
+#include "net/transport_int.h"
 
 struct Transport
 {
@@ -137,12 +138,6 @@ int
 transport_socket(const Transport *t)
 {
 	return t->fd;
-}
-
-bool
-transport_is_tls(const Transport *t)
-{
-	return t->kind == TRANSPORT_TLS;
 }
 
 TransportStatus

@@ -31,6 +31,7 @@
 
 #include "base/base.h"
 #include "net/net.h"
+#include "net/transport_int.h"
 
 struct TlsSession
 {

@@ -394,7 +394,7 @@ parse_multi_host(const char *url, bool cluster, RedisUrl *out,
  * deployment (then *nhosts > 0 and out is its master) or a Cluster (then
  * out->kind is NODE_CLUSTER and the hosts are its seeds).
  */
-bool
+static bool
 rconn_parse_deployment(const char *url, RedisUrl *out,
 					   RedisHostAddr *hosts, int *nhosts,
 					   char **errmsg)

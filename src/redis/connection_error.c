@@ -30,6 +30,10 @@
 #include "redis/redis_int.h"
 #include "base/base.h"
 
+static void rconn_report_failure(RconnFailure failure, const char *addr,
+								 const char *detail, int elevel,
+								 const char *what);
+
 /* ----------------------------------------------------------------
  * A connection's failure: kept, read, reported
  * ----------------------------------------------------------------
@@ -109,7 +113,7 @@ for_lock(const char *what)
 	return what ? psprintf(" for lock \"%s\"", what) : "";
 }
 
-void
+static void
 rconn_report_failure(RconnFailure failure, const char *addr,
 					 const char *detail, int elevel, const char *what)
 {

@@ -156,7 +156,6 @@ extern void rcmd_wait(RedisCmd *cmd, int replicas, int timeout_ms);
  * handle the route layer runs round trips for, never connected here.
  */
 extern RedisConn *rconn_get(const RedisUrl *node, RconnRole role);
-extern void rconn_discard(RedisConn *conn);
 extern bool rconn_ensure(RedisConn *conn);
 extern void rconn_ready(RedisConn *conn, const char *what);
 extern void rconn_close_idle(bool all);
@@ -178,7 +177,6 @@ extern void rconn_set_target(RedisConn *conn, RedisConn *target);
 /* Bounds (connection_bounds.c). */
 extern bool rconn_uninterruptible(void);
 extern int	rconn_command_timeout_ms(void);
-extern int	rconn_connect_timeout_ms(void);
 extern void rconn_set_progress_deadlines(RedisConn *conn, bool on);
 extern void rconn_set_deadline_cap(RedisConn *conn, TimestampTz cap);
 extern void rconn_set_impatient(RedisConn *conn, bool on);
@@ -215,9 +213,6 @@ extern bool rconn_failed_before_sending(RedisConn *conn);
 extern void rconn_reply_error(RReply *reply, int elevel, const char *what);
 extern void rconn_unexpected_reply(RReply *reply, const char *what);
 extern bool rconn_reply_is(const RReply *reply, const char *code);
-extern void rconn_report_failure(RconnFailure failure, const char *addr,
-								 const char *detail, int elevel,
-								 const char *what);
 
 /* Publish/subscribe on one node (connection_pubsub.c). */
 typedef enum RconnSubResult

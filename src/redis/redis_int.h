@@ -198,4 +198,8 @@ extern bool rconn_wait(RedisConn *conn, uint32 events, TimestampTz deadline,
 extern redisReader *rconn_reader_create(RedisConn *conn);
 extern bool rconn_get_reply(RedisConn *conn, void **reply);
 
+/* Of the pool and the bounds, used inside this folder only. */
+extern void rconn_discard(RedisConn *conn);
+extern int	rconn_connect_timeout_ms(void);
+
 #endif							/* RLOCK_CONNECTION_INT_H */

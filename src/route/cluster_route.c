@@ -184,6 +184,294 @@ pause_before_retry(void)
 		CHECK_FOR_INTERRUPTS();
 }
 
+/* One routed round trip in the making: the call's state, kept across rounds. */
+typedef struct ClusterCall
+{
+	RedisConn  *conn;			/* the routed connection */
+	RedisCmd   *cmds;
+	int			ncmds;
+	RReply	  **out;			/* the replies, in conn's reply context */
+	Unit	   *units;
+	int			nunits;
+	TimestampTz deadline;
+	bool		ok;
+	RedisConn  *failed;			/* whose failure the call reports */
+} ClusterCall;
+
+/* One round of it: each node's pipeline. */
+typedef struct ClusterRound
+{
+	int		   *opof;			/* node index -> its op, or -1 */
+	RconnOp    *ops;
+	RedisCmd  **opcmds;
+	int		  **opunits;		/* each op's units, in pipeline order */
+	int		   *opn;
+	int			nops;
+	int			npending;
+	bool		direct;			/* ops[0] is the caller's commands as they are */
+	bool		retry_later;
+	bool		unreachable;
+} ClusterRound;
+
+/* Cut the commands into units: a command with a key and the keyless ones behind it. */
+static void
+split_units(ClusterCall *call)
+{
+	call->units = palloc(Max(call->ncmds, 1) * sizeof(Unit));
+	call->nunits = 0;
+	for (int i = 0; i < call->ncmds; i++)
+	{
+		const char *key;
+		size_t		len;
+		Unit	   *un = &call->units[call->nunits];
+
+		if (command_key(&call->cmds[i], &key, &len))
+			un->slot = cluster_slot_of(key, len);
+		else if (call->nunits > 0)
+		{
+			call->units[call->nunits - 1].ncmds++;
+			continue;
+		}
+		else
+			un->slot = -1;
+		un->first = i;
+		un->ncmds = 1;
+		un->asking = false;
+		un->pending = true;
+		un->redirects = 0;
+		call->nunits++;
+	}
+}
+
+/* A unit that fails the call: the call reports why. */
+static void
+fail_unit(ClusterCall *call, Unit *un, RconnFailure f, char *detail)
+{
+	rconn_set_failure(call->conn, f, detail);
+	un->pending = false;
+	call->ok = false;
+	call->failed = call->conn;
+}
+
+/*
+ * Plan a round: each pending unit to the node that serves its slot now (or
+ * the one an ASK named), one pipeline per node.  A slot nobody serves is
+ * retried later, until the deadline.
+ */
+static void
+plan_round(ClusterCall *call, ClusterRound *r)
+{
+	Unit	   *units = call->units;
+	int			nunits = call->nunits;
+	int			nnodes;
+	int			o1;
+
+	memset(r, 0, sizeof(*r));
+	cluster_refresh_if_stale(call->conn);
+	nnodes = cluster_nnodes();
+	r->opof = palloc(nnodes * sizeof(int) + sizeof(int));
+	for (int k = 0; k < nnodes; k++)
+		r->opof[k] = -1;
+	r->ops = palloc(Max(nunits, 1) * sizeof(RconnOp));
+	r->opcmds = palloc(Max(nunits, 1) * sizeof(RedisCmd *));
+	r->opunits = palloc(Max(nunits, 1) * sizeof(int *));
+	r->opn = palloc0(Max(nunits, 1) * sizeof(int));
+
+	/*
+	 * The common case, a lock's commands all for one node that owns its
+	 * slot: that node's pipeline is the caller's commands as they are.
+	 */
+	if (single_node(units, nunits, &o1))
+	{
+		r->ops[0].conn = cluster_node(o1, RCONN_COMMANDS);
+		rconn_inherit_bounds(r->ops[0].conn, call->conn);
+		r->ops[0].cmds = call->cmds;
+		r->ops[0].ncmds = call->ncmds;
+		r->opunits[0] = palloc(nunits * sizeof(int));
+		for (int u = 0; u < nunits; u++)
+		{
+			units[u].node = o1;
+			r->opunits[0][u] = u;
+		}
+		r->opn[0] = nunits;
+		r->nops = 1;
+		r->npending = nunits;
+		r->direct = true;
+		return;
+	}
+	for (int u = 0; u < nunits; u++)
+	{
+		Unit	   *un = &units[u];
+		int			o;
+
+		if (!un->pending)
+			continue;
+		r->npending++;
+		if (!un->asking)
+		{
+			int			s = un->slot >= 0 ? un->slot : 0;
+
+			un->node = cluster_owner(s);
+			if (un->node < 0)
+			{
+				/* nobody serves the slot now: a failover under way */
+				if (GetCurrentTimestamp() >= call->deadline ||
+					rconn_is_impatient(call->conn))
+				{
+					fail_unit(call, un, RF_CLUSTER,
+							  psprintf("No node serves hash slot %d (the cluster is down).", s));
+					r->npending--;
+					continue;
+				}
+				cluster_map_stale();
+				r->retry_later = true;
+				continue;
+			}
+		}
+		if (r->opof[un->node] < 0)
+		{
+			o = r->nops++;
+			r->opof[un->node] = o;
+			r->ops[o].conn = cluster_node(un->node, RCONN_COMMANDS);
+			rconn_inherit_bounds(r->ops[o].conn, call->conn);
+			r->opcmds[o] = palloc((call->ncmds * 2) * sizeof(RedisCmd));
+			r->opunits[o] = palloc(nunits * sizeof(int));
+			r->ops[o].ncmds = 0;
+			r->ops[o].cmds = r->opcmds[o];
+		}
+		o = r->opof[un->node];
+		r->opunits[o][r->opn[o]++] = u;
+		if (un->asking)
+		{
+			rcmd_init(&r->opcmds[o][r->ops[o].ncmds]);
+			rcmd_str(&r->opcmds[o][r->ops[o].ncmds], "ASKING");
+			r->ops[o].ncmds++;
+		}
+		for (int c = 0; c < un->ncmds; c++)
+			r->opcmds[o][r->ops[o].ncmds++] = call->cmds[un->first + c];
+	}
+}
+
+/*
+ * Take one answered unit's replies (from pos in its node's replies; returns
+ * the position after them): a redirection is followed next round, TRYAGAIN
+ * and its kin retried until the deadline, anything else is its answer.
+ */
+static int
+take_unit(ClusterCall *call, ClusterRound *r, Unit *un, RReply **replies,
+		  int pos)
+{
+	RReply	   *lead;
+
+	if (un->asking)
+		pos++;					/* ASKING's answer */
+	lead = replies[pos];
+	if (lead->type == RREPLY_ERROR &&
+		(strncmp(lead->str, "MOVED ", 6) == 0 ||
+		 strncmp(lead->str, "ASK ", 4) == 0))
+	{
+		bool		ask = lead->str[1] == 'S';
+		ClusterRedirect to;
+		int			slot;
+		int			node;
+
+		un->asking = false;
+		if (!cluster_parse_redirect(lead->str, &to))
+			fail_unit(call, un, RF_PROTOCOL,
+					  psprintf("A redirection for hash slot %d makes no sense: %.200s",
+							   un->slot, lead->str));
+		else if (++un->redirects > MAX_REDIRECTS)
+			fail_unit(call, un, RF_CLUSTER,
+					  psprintf("Hash slot %d was redirected more than %d times (last: %s).",
+							   un->slot, MAX_REDIRECTS, lead->str));
+		else if (ask && cluster_redirect_target(lead->str, &slot, &node))
+		{
+			un->asking = true;
+			un->node = node;
+			stats_count(RLOCK_STAT_REDIRECTIONS);
+		}
+		else
+			cluster_note_moved(lead->str);
+		return pos + un->ncmds;
+	}
+	un->asking = false;
+	if (is_retry_later(lead) && !rconn_is_impatient(call->conn) &&
+		GetCurrentTimestamp() < call->deadline)
+	{
+		/*
+		 * A slot split by a migration answers TRYAGAIN to a script over keys
+		 * on both sides, and ASK again when asked anew: that is waiting,
+		 * bounded by the deadline, not a redirection loop.
+		 */
+		un->redirects = 0;
+		r->retry_later = true;
+		return pos + un->ncmds;
+	}
+	for (int c = 0; c < un->ncmds; c++)
+		call->out[un->first + c] = copy_reply(replies[pos + c],
+											  rconn_reply_context(call->conn));
+	un->pending = false;
+	return pos + un->ncmds;
+}
+
+/*
+ * Take a round's answers.  A node that could not be reached before our
+ * commands were sent may have failed over: its units go where the map,
+ * read again, says (until the deadline); any other failure fails them.
+ */
+static void
+take_round(ClusterCall *call, ClusterRound *r)
+{
+	for (int o = 0; o < r->nops; o++)
+	{
+		int			pos = 0;
+
+		if (!r->ops[o].ok)
+		{
+			RedisConn  *nc = r->ops[o].conn;
+
+			/* it may have failed over: read the map again */
+			cluster_map_stale();
+			if (failed_before_sending(rconn_failure(nc)) &&
+				!rconn_is_impatient(call->conn) &&
+				GetCurrentTimestamp() < call->deadline)
+			{
+				r->unreachable = true;
+				for (int k = 0; k < r->opn[o]; k++)
+					call->units[r->opunits[o][k]].asking = false;
+				continue;		/* retried where the new map says */
+			}
+			for (int k = 0; k < r->opn[o]; k++)
+				call->units[r->opunits[o][k]].pending = false;
+			call->ok = false;
+			call->failed = nc;
+			continue;
+		}
+		for (int k = 0; k < r->opn[o]; k++)
+			pos = take_unit(call, r, &call->units[r->opunits[o][k]],
+							r->ops[o].replies, pos);
+	}
+}
+
+/* The deadline passed with units still pending: they fail the call. */
+static void
+give_up_pending(ClusterCall *call)
+{
+	for (int u = 0; u < call->nunits; u++)
+		if (call->units[u].pending)
+		{
+			call->units[u].pending = false;
+			call->ok = false;
+			if (call->failed == NULL)
+			{
+				rconn_set_failure(call->conn, RF_CLUSTER,
+								  psprintf("Hash slot %d could not be served within rlock.command_timeout (%d ms).",
+										   call->units[u].slot, rconn_command_timeout_ms()));
+				call->failed = call->conn;
+			}
+		}
+}
+
 /*
  * route_run on a routed connection.  On failure (reported at elevel), when
  * elevel < ERROR, *replies still holds the replies that arrived, NULL for
@@ -193,18 +481,12 @@ bool
 cluster_run(RedisConn *conn, RedisCmd *cmds, int ncmds, RReply ***replies,
 			int elevel, const char *what)
 {
-	Unit	   *units;
-	int			nnodes;
-	int			nunits = 0;
-	RReply	  **out;
-	TimestampTz deadline;
-	RedisConn  *failed = NULL;
-	bool		ok = true;
+	ClusterCall call = {.conn = conn,.cmds = cmds,.ncmds = ncmds,.ok = true};
 
 	MemoryContextReset(rconn_reply_context(conn));
-	out = MemoryContextAllocZero(rconn_reply_context(conn),
-								 Max(ncmds, 1) * sizeof(RReply *));
-	*replies = out;
+	call.out = MemoryContextAllocZero(rconn_reply_context(conn),
+									  Max(ncmds, 1) * sizeof(RReply *));
+	*replies = call.out;
 	last_rounds = 0;
 	if (!cluster_ensure(conn))
 	{
@@ -212,277 +494,47 @@ cluster_run(RedisConn *conn, RedisCmd *cmds, int ncmds, RReply ***replies,
 		return false;
 	}
 	/* within the caller's cap (the watchdog: the first fail-closed moment) */
-	deadline = rconn_round_trip_deadline(conn, rconn_command_timeout_ms());
-
-	units = palloc(Max(ncmds, 1) * sizeof(Unit));
-	for (int i = 0; i < ncmds; i++)
-	{
-		const char *key;
-		size_t		len;
-
-		if (command_key(&cmds[i], &key, &len))
-		{
-			units[nunits].first = i;
-			units[nunits].ncmds = 1;
-			units[nunits].slot = cluster_slot_of(key, len);
-			units[nunits].asking = false;
-			units[nunits].pending = true;
-			units[nunits].redirects = 0;
-			nunits++;
-		}
-		else if (nunits > 0)
-			units[nunits - 1].ncmds++;
-		else
-		{
-			units[nunits].first = i;
-			units[nunits].ncmds = 1;
-			units[nunits].slot = -1;
-			units[nunits].asking = false;
-			units[nunits].pending = true;
-			units[nunits].redirects = 0;
-			nunits++;
-		}
-	}
+	call.deadline = rconn_round_trip_deadline(conn, rconn_command_timeout_ms());
+	split_units(&call);
 
 	for (;;)
 	{
-		int			npending = 0;
-		int		   *opof;
-		RconnOp    *ops;
-		RedisCmd  **opcmds;
-		int		  **opunits;
-		int		   *opn;
-		int			nops = 0;
-		int			o1;
-		bool		direct = false;
-		bool		retry_later = false;
-		bool		unreachable = false;
+		ClusterRound r;
 
-		/* route what is left */
-		cluster_refresh_if_stale(conn);
-		nnodes = cluster_nnodes();
-		opof = palloc(nnodes * sizeof(int) + sizeof(int));
-		for (int k = 0; k < nnodes; k++)
-			opof[k] = -1;
-		ops = palloc(Max(nunits, 1) * sizeof(RconnOp));
-		opcmds = palloc(Max(nunits, 1) * sizeof(RedisCmd *));
-		opunits = palloc(Max(nunits, 1) * sizeof(int *));
-		opn = palloc0(Max(nunits, 1) * sizeof(int));
-		/*
-		 * The common case, a lock's commands all for one node that owns its
-		 * slot: that node's pipeline is the caller's commands as they are.
-		 */
-		if (single_node(units, nunits, &o1))
-		{
-			ops[0].conn = cluster_node(o1, RCONN_COMMANDS);
-			rconn_inherit_bounds(ops[0].conn, conn);
-			ops[0].cmds = cmds;
-			ops[0].ncmds = ncmds;
-			opunits[0] = palloc(nunits * sizeof(int));
-			for (int u = 0; u < nunits; u++)
-			{
-				units[u].node = o1;
-				opunits[0][u] = u;
-			}
-			opn[0] = nunits;
-			nops = 1;
-			npending = nunits;
-			direct = true;
-		}
-		for (int u = 0; u < nunits && !direct; u++)
-		{
-			Unit	   *un = &units[u];
-			int			o;
-
-			if (!un->pending)
-				continue;
-			npending++;
-			if (!un->asking)
-			{
-				int			s = un->slot >= 0 ? un->slot : 0;
-
-				un->node = cluster_owner(s);
-				if (un->node < 0)
-				{
-					/* nobody serves the slot now: a failover under way */
-					if (GetCurrentTimestamp() >= deadline ||
-						rconn_is_impatient(conn))
-					{
-						rconn_set_failure(conn, RF_CLUSTER,
-										  psprintf("No node serves hash slot %d (the cluster is down).", s));
-						un->pending = false;
-						ok = false;
-						failed = conn;
-						npending--;
-						continue;
-					}
-					cluster_map_stale();
-					retry_later = true;
-					continue;
-				}
-			}
-			if (opof[un->node] < 0)
-			{
-				o = nops++;
-				opof[un->node] = o;
-				ops[o].conn = cluster_node(un->node, RCONN_COMMANDS);
-				rconn_inherit_bounds(ops[o].conn, conn);
-				opcmds[o] = palloc((ncmds * 2) * sizeof(RedisCmd));
-				opunits[o] = palloc(nunits * sizeof(int));
-				ops[o].ncmds = 0;
-				ops[o].cmds = opcmds[o];
-			}
-			o = opof[un->node];
-			opunits[o][opn[o]++] = u;
-			if (un->asking)
-			{
-				rcmd_init(&opcmds[o][ops[o].ncmds]);
-				rcmd_str(&opcmds[o][ops[o].ncmds], "ASKING");
-				ops[o].ncmds++;
-			}
-			for (int c = 0; c < un->ncmds; c++)
-				opcmds[o][ops[o].ncmds++] = cmds[un->first + c];
-		}
-		if (npending == 0)
+		plan_round(&call, &r);
+		if (r.npending == 0)
 			break;
-
-		if (nops > 0)
+		if (r.nops > 0)
 		{
-			rconn_run_parallel(ops, nops);
+			rconn_run_parallel(r.ops, r.nops);
 			last_rounds++;
 		}
-
 		/* one node answered everything, no redirection: its replies as are */
-		if (direct && ops[0].ok && !any_redirected(ops[0].replies, units, nunits))
+		if (r.direct && r.ops[0].ok &&
+			!any_redirected(r.ops[0].replies, call.units, call.nunits))
 		{
-			*replies = ops[0].replies;
-			pfree(units);
+			*replies = r.ops[0].replies;
+			pfree(call.units);
 			return true;
 		}
-
-		for (int o = 0; o < nops; o++)
+		take_round(&call, &r);
+		pfree(r.opof);
+		pfree(r.ops);
+		if (r.retry_later || r.unreachable)
 		{
-			int			pos = 0;
-
-			if (!ops[o].ok)
+			if (GetCurrentTimestamp() >= call.deadline)
 			{
-				RedisConn  *nc = ops[o].conn;
-
-				/* it may have failed over: read the map again */
-				cluster_map_stale();
-				if (failed_before_sending(rconn_failure(nc)) &&
-					!rconn_is_impatient(conn) &&
-					GetCurrentTimestamp() < deadline)
-				{
-					unreachable = true;
-					for (int k = 0; k < opn[o]; k++)
-						units[opunits[o][k]].asking = false;
-					continue;	/* retried where the new map says */
-				}
-				for (int k = 0; k < opn[o]; k++)
-					units[opunits[o][k]].pending = false;
-				ok = false;
-				failed = nc;
-				continue;
-			}
-			for (int k = 0; k < opn[o]; k++)
-			{
-				Unit	   *un = &units[opunits[o][k]];
-				RReply	   *lead;
-				int			slot;
-				int			node;
-
-				if (un->asking)
-					pos++;		/* ASKING's answer */
-				lead = ops[o].replies[pos];
-				if (lead->type == RREPLY_ERROR &&
-					(strncmp(lead->str, "MOVED ", 6) == 0 ||
-					 strncmp(lead->str, "ASK ", 4) == 0))
-				{
-					bool		ask = lead->str[1] == 'S';
-					ClusterRedirect to;
-
-					un->asking = false;
-					if (!cluster_parse_redirect(lead->str, &to))
-					{
-						rconn_set_failure(conn, RF_PROTOCOL,
-										  psprintf("A redirection for hash slot %d makes no sense: %.200s",
-												   un->slot, lead->str));
-						un->pending = false;
-						ok = false;
-						failed = conn;
-					}
-					else if (++un->redirects > MAX_REDIRECTS)
-					{
-						rconn_set_failure(conn, RF_CLUSTER,
-										  psprintf("Hash slot %d was redirected more than %d times (last: %s).",
-												   un->slot, MAX_REDIRECTS, lead->str));
-						un->pending = false;
-						ok = false;
-						failed = conn;
-					}
-					else if (ask && cluster_redirect_target(lead->str, &slot, &node))
-					{
-						un->asking = true;
-						un->node = node;
-						stats_count(RLOCK_STAT_REDIRECTIONS);
-					}
-					else
-						cluster_note_moved(lead->str);
-					pos += un->ncmds;
-					continue;
-				}
-				un->asking = false;
-				if (is_retry_later(lead) && !rconn_is_impatient(conn) &&
-					GetCurrentTimestamp() < deadline)
-				{
-					/*
-					 * A slot split by a migration answers TRYAGAIN to a
-					 * script over keys on both sides, and ASK again when
-					 * asked anew: that is waiting, bounded by the deadline,
-					 * not a redirection loop.
-					 */
-					un->redirects = 0;
-					retry_later = true;
-					pos += un->ncmds;
-					continue;
-				}
-				for (int c = 0; c < un->ncmds; c++)
-					out[un->first + c] = copy_reply(ops[o].replies[pos + c],
-													rconn_reply_context(conn));
-				pos += un->ncmds;
-				un->pending = false;
-			}
-		}
-		pfree(opof);
-		pfree(ops);
-		if (retry_later || unreachable)
-		{
-			if (GetCurrentTimestamp() >= deadline)
-			{
-				for (int u = 0; u < nunits; u++)
-					if (units[u].pending)
-					{
-						units[u].pending = false;
-						ok = false;
-						if (failed == NULL)
-						{
-							rconn_set_failure(conn, RF_CLUSTER,
-											  psprintf("Hash slot %d could not be served within rlock.command_timeout (%d ms).",
-													   units[u].slot, rconn_command_timeout_ms()));
-							failed = conn;
-						}
-					}
+				give_up_pending(&call);
 				break;
 			}
 			pause_before_retry();
 		}
 	}
-	pfree(units);
-	if (ok)
+	pfree(call.units);
+	if (call.ok)
 		return true;
-	if (failed != conn)
-		rconn_adopt_failure(conn, failed);
+	if (call.failed != conn)
+		rconn_adopt_failure(conn, call.failed);
 	rconn_report(conn, elevel, what);
 	return false;
 }

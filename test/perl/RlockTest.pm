@@ -426,8 +426,12 @@ sub start_bg
 {
 	my ($sess, $sql) = @_;
 	$sess->{stdout} = $sess->{stderr} = '';
-	$sess->query_until(qr/started\n/,
+	my $out = $sess->query_until(qr/started\n/,
 		"\\echo started\n$sql;\n\\echo sqlstate=:SQLSTATE\n");
+	# query_until empties stdout once "started" is in it; a statement that
+	# ended at once may have written its result in the same read: keep it
+	# for bg_done, or the end would never be seen.
+	$sess->{stdout} = $1 . $sess->{stdout} if $out =~ /started\n(.*)\z/s;
 	return;
 }
 

@@ -1,0 +1,90 @@
+/*-------------------------------------------------------------------------
+ *
+ * locks_int.h
+ *	  What the files of src/locks/ share among themselves and nothing
+ *	  outside sees: how a blocked acquisition waits (lock_wait.c), this
+ *	  server's queue of waiters (waitqueue.c), and the exclusive lock's
+ *	  pieces the multi-lock and the Redlock build on.
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RLOCK_LOCKS_INT_H
+#define RLOCK_LOCKS_INT_H
+
+#include "locks/locks.h"
+
+/*
+ * lock_wait: How a blocked acquisition waits, for every lock kind.
+ */
+
+/*
+ * One attempt of a lock kind: returns true when the lock was acquired;
+ * otherwise sets *pttl to how long the current holder's lease still runs
+ * (ms; -1 when unknown), the longest the waiter sleeps before trying again.
+ */
+typedef bool (*LockTryFn) (void *arg, int64 *pttl);
+
+/*
+ * Called when a wait ends without the lock (timed out, cancelled, an
+ * ERROR), with interrupts held; must not throw.  May be NULL.
+ */
+typedef void (*LockGiveUpFn) (void *arg);
+
+/*
+ * Wait for a lock whose releases are announced on "channel": subscribe,
+ * then alternate attempts and sleeps until one attempt succeeds.  wait_ms
+ * -1 waits without limit.  share: 0 (false) for a lock one waiter takes;
+ * LOCK_WAIT_SHARED (true) when the lock may be held by several waiters at
+ * once (a read lock), so the next one tries as soon as this one has it;
+ * LOCK_WAIT_PERMITS for a semaphore's permits: besides, a waiter that a
+ * release message woke first and that could not take what it asks for
+ * lets the next waiter look (it may ask for fewer), and queues again
+ * behind it.  Returns false when the wait is over.
+ */
+#define LOCK_WAIT_SHARED	1
+#define LOCK_WAIT_PERMITS	2
+
+extern bool lock_wait(const LockName *ln, const char *channel, int64 wait_ms,
+					  bool honour_lock_timeout, int share,
+					  LockTryFn try_fn, LockGiveUpFn give_up_fn, void *arg);
+
+extern bool lock_wait_on(RedisConn *sub, const LockName *ln,
+						 const char *channel, int64 wait_ms,
+						 bool honour_lock_timeout, int share,
+						 LockTryFn try_fn, LockGiveUpFn give_up_fn,
+						 void *arg);
+extern void lock_wait_retarget(RedisConn *sub, const char *channel);
+
+/*
+ * Wait for an event announced on "channel" (a latch reaching zero):
+ * check_fn is called first with message NULL (look in Redis), then after
+ * each message with its text (it may decide from it alone), and with NULL
+ * again whenever the wait looks without a message (every few seconds, or
+ * after the connection broke).  Every waiter of this server wakes on each
+ * message.  what names the object in the error context ("latch").
+ * wait_ms -1 waits without limit.  Returns false when the wait is over.
+ */
+typedef bool (*EventCheckFn) (void *arg, const char *message);
+
+extern bool event_wait(const LockName *ln, const char *what,
+					   const char *channel, int64 wait_ms,
+					   bool honour_lock_timeout, EventCheckFn check_fn,
+					   void *arg);
+
+/* waitqueue.c: taking turns among this server's waiters */
+extern void waitqueue_join(const char *channel);
+extern bool waitqueue_is_first(void);
+extern void waitqueue_leave(bool pass_on);
+
+/* lock_exclusive.c: what the multi-lock and the Redlock build on */
+extern void exclusive_build_acquire(RedisCmd *cmd, const LockName *ln,
+									int64 lease_ms, const char *holder,
+									bool fenced);
+extern void exclusive_refused(const LockName *ln, const AcquireResult *res);
+extern void exclusive_build_reconcile(RedisCmd *cmd, RlockKind kind,
+									  const char *key, const char *holder,
+									  int target);
+
+#endif							/* RLOCK_LOCKS_INT_H */
