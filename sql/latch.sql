@@ -1,5 +1,5 @@
 -- Count-down latches (SPEC.md 5.5, Redisson's RCountDownLatch): a count in a
--- string key, "1" and "0" on redisson_countdownlatch__channel:{name}.  Java
+-- string key, "1" and "0" on redisson_countdownlatch__channel__{name}.  Java
 -- clients are played by redis-cli.
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS rlock;
@@ -64,10 +64,10 @@ SELECT rlock_latch_set_count('lt_java', 2);
 -- Java client is played by redis-cli, which publishes once the waiter has
 -- subscribed.
 \! redis-cli -u "$RLOCK_REDIS_URL" SET lt_m 2 > /dev/null
-\! (for i in $(seq 400); do [ "$(redis-cli -u "$RLOCK_REDIS_URL" PUBSUB NUMSUB 'redisson_countdownlatch__channel:{lt_m}' | tail -1)" -ge 1 ] && break; sleep 0.05; done; redis-cli -u "$RLOCK_REDIS_URL" PUBLISH 'redisson_countdownlatch__channel:{lt_m}' 0 > /dev/null) &
+\! (for i in $(seq 400); do [ "$(redis-cli -u "$RLOCK_REDIS_URL" PUBSUB NUMSUB 'redisson_countdownlatch__channel__{lt_m}' | tail -1)" -ge 1 ] && break; sleep 0.05; done; redis-cli -u "$RLOCK_REDIS_URL" PUBLISH 'redisson_countdownlatch__channel__{lt_m}' 0 > /dev/null) &
 SELECT rlock_latch_await('lt_m', '20 s') AS woken_by_zero, rlock_latch_count('lt_m');
 -- (the count dropped to zero without a message; "1" makes the waiter look)
-\! (for i in $(seq 400); do [ "$(redis-cli -u "$RLOCK_REDIS_URL" PUBSUB NUMSUB 'redisson_countdownlatch__channel:{lt_m}' | tail -1)" -ge 1 ] && break; sleep 0.05; done; redis-cli -u "$RLOCK_REDIS_URL" DEL lt_m > /dev/null; redis-cli -u "$RLOCK_REDIS_URL" PUBLISH 'redisson_countdownlatch__channel:{lt_m}' 1 > /dev/null) &
+\! (for i in $(seq 400); do [ "$(redis-cli -u "$RLOCK_REDIS_URL" PUBSUB NUMSUB 'redisson_countdownlatch__channel__{lt_m}' | tail -1)" -ge 1 ] && break; sleep 0.05; done; redis-cli -u "$RLOCK_REDIS_URL" DEL lt_m > /dev/null; redis-cli -u "$RLOCK_REDIS_URL" PUBLISH 'redisson_countdownlatch__channel__{lt_m}' 1 > /dev/null) &
 SELECT rlock_latch_await('lt_m', '3 s') AS woken_by_new_count, rlock_latch_count('lt_m');
 
 -- every waiter wakes on the one count-down to zero: two other sessions
@@ -112,13 +112,13 @@ SELECT rlock_latch_await('lt_b', '2 years');
 SELECT rlock_latch_count(repeat('x', 2000));
 \echo :LAST_ERROR_SQLSTATE
 -- derived keys are refused as names, of latches as of locks
-SELECT rlock_latch_set_count('redisson_countdownlatch__channel:{lt_b}', 1);
+SELECT rlock_latch_set_count('redisson_countdownlatch__channel__{lt_b}', 1);
 \echo :LAST_ERROR_SQLSTATE
 SELECT rlock_latch_count('redisson_sc:{lt_b}');
 \echo :LAST_ERROR_SQLSTATE
 SELECT rlock_latch_count('{lt_b}:timeout');
 \echo :LAST_ERROR_SQLSTATE
-SELECT rlock_try_acquire('redisson_countdownlatch__channel:{lt_b}', '1s');
+SELECT rlock_try_acquire('redisson_countdownlatch__channel__{lt_b}', '1s');
 \echo :LAST_ERROR_SQLSTATE
 \! redis-cli -u "$RLOCK_REDIS_URL" EXISTS lt_b
 

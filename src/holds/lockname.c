@@ -34,7 +34,7 @@ static const char *const derived_prefixes[] = {
 	"redisson_lock_timeout:",
 	"redisson_rwlock:",
 	"redisson_sc:",				/* a semaphore's channel */
-	"redisson_countdownlatch__channel:",	/* a latch's channel */
+	"redisson_countdownlatch__channel__",	/* a latch's channel */
 };
 
 /*
@@ -63,7 +63,7 @@ check_derived_collision(const LockName *ln, const char *noun)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s name \"%s\" collides with the keys rlock derives from lock names",
 						noun, ln->name),
-				 errdetail("Keys starting with redisson_lock__channel:, redisson_lock_token:, redisson_unlock_latch:, redisson_lock_queue:, redisson_lock_timeout:, redisson_rwlock:, redisson_sc: or redisson_countdownlatch__channel:, keys containing :rwlock_timeout:, and keys with a '{' that end in :timeout belong to other locks, semaphores and latches."),
+				 errdetail("Keys starting with redisson_lock__channel:, redisson_lock_token:, redisson_unlock_latch:, redisson_lock_queue:, redisson_lock_timeout:, redisson_rwlock:, redisson_sc: or redisson_countdownlatch__channel__, keys containing :rwlock_timeout:, and keys with a '{' that end in :timeout belong to other locks, semaphores and latches."),
 				 errhint("Choose another %s name.", noun)));
 }
 

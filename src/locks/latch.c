@@ -4,7 +4,7 @@
  *	  The count-down latch, on Redisson's RCountDownLatch layout: a string
  *	  key at the latch's name holding its count (absent: zero), the
  *	  messages "1" (a new count was set) and "0" (zero was reached) on
- *	  redisson_countdownlatch__channel:{name}.
+ *	  redisson_countdownlatch__channel__{name}.
  *
  * A latch has no holders, so nothing of it enters the held-lock table:
  * setting a count, counting down and reading it are one script each
@@ -31,7 +31,16 @@
 #include "locks/locks_int.h"
 #include "base/base.h"
 
-#define LATCH_CHANNEL		"redisson_countdownlatch__channel"
+/*
+ * The latch's channel: Redisson names it "redisson_countdownlatch__channel__"
+ * followed by the name in braces, whether or not the name has a hash tag of
+ * its own (not the prefixName rule of the locks' channels).
+ */
+static char *
+latch_channel(const char *key)
+{
+	return psprintf("redisson_countdownlatch__channel__{%s}", key);
+}
 #define ZERO_MESSAGE		"0"
 
 /* A latch script refused the name: it is another kind of object. */
@@ -72,7 +81,7 @@ latch_run(const LockName *ln, RlockScriptId id, int64 count)
 
 	rcmd_script(&cmd, id, 3);
 	rcmd_arg(&cmd, ln->key, ln->keylen);
-	rcmd_str(&cmd, lockname_derive(ln->key, LATCH_CHANNEL));
+	rcmd_str(&cmd, latch_channel(ln->key));
 	rcmd_str(&cmd, lockname_suffixed(ln->key, "timeout"));
 	if (id == RLOCK_SCRIPT_LATCH_SET_COUNT)
 		rcmd_int(&cmd, count);
@@ -142,7 +151,7 @@ latch_await(const LockName *ln, int64 wait_ms, bool honour_lock_timeout)
 		return true;
 	if (wait_ms == 0)
 		return false;
-	return event_wait(ln, "latch", lockname_derive(ln->key, LATCH_CHANNEL),
+	return event_wait(ln, "latch", latch_channel(ln->key),
 					  wait_ms, honour_lock_timeout, latch_reached_zero,
 					  (void *) ln);
 }

@@ -49,6 +49,13 @@ static bool channel_pending = false;
 /* ... on this connection */
 static RedisConn *waiting_sub = NULL;
 
+/*
+ * What the attempt just made says of the permits left (lock_wait_permits):
+ * none left for the next waiter, or some left but too few for this one.
+ */
+static bool permits_none_left = false;
+static bool permits_too_few = false;
+
 /* Where the attempt just made asks the wait to move (lock_wait_retarget). */
 static RedisConn *retarget_sub = NULL;
 static char *retarget_channel = NULL;
@@ -78,6 +85,21 @@ lock_wait_retarget(RedisConn *sub, const char *channel)
 	if (retarget_channel != NULL)
 		pfree(retarget_channel);
 	retarget_channel = MemoryContextStrdup(TopMemoryContext, channel);
+}
+
+/*
+ * Called by an attempt on a semaphore's permits (LOCK_WAIT_PERMITS) with
+ * the permits available after it: when it took its permits and none are
+ * left, the next waiter of this server is not woken (a release wakes only
+ * as many waiters as permits appeared); when it could not take what it
+ * asks for although some are available, the next waiter (who may ask for
+ * fewer) looks.
+ */
+void
+lock_wait_permits(bool took, int64 available)
+{
+	permits_none_left = took && available <= 0;
+	permits_too_few = !took && available > 0;
 }
 
 static void
@@ -118,15 +140,17 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 
 		if (attempt_now)
 		{
+			permits_none_left = permits_too_few = false;
 			if (try_fn(arg, &pttl))
 				return true;
-			if (by_message && share == LOCK_WAIT_PERMITS)
+			if (by_message && share == LOCK_WAIT_PERMITS && permits_too_few)
 			{
 				/*
 				 * The permits that came back were too few for us: the next
 				 * waiter may ask for fewer.  Let it look (once: it passes
 				 * the turn on only when a message woke it), and queue
-				 * again behind it.
+				 * again behind it.  When none came back to us (another
+				 * server's waiter took them), we keep our place.
 				 */
 				waitqueue_leave(true);
 				waitqueue_join(channel);
@@ -257,8 +281,11 @@ lock_wait_on(RedisConn *sub, const LockName *ln, const char *channel,
 	if (armed)
 		disable_timeout(LOCK_TIMEOUT, false);
 	leave_channel();
-	/* pass the turn on unless we took the lock for ourselves */
-	waitqueue_leave(!acquired || share != 0);
+	/*
+	 * Pass the turn on unless we took the lock for ourselves, or the last
+	 * of a semaphore's free permits.
+	 */
+	waitqueue_leave(!acquired || (share != 0 && !permits_none_left));
 	if (!acquired && give_up_fn != NULL)
 		give_up_fn(arg);
 	error_context_stack = errcb.previous;

@@ -56,6 +56,7 @@ extern bool lock_wait_on(RedisConn *sub, const LockName *ln,
 						 LockTryFn try_fn, LockGiveUpFn give_up_fn,
 						 void *arg);
 extern void lock_wait_retarget(RedisConn *sub, const char *channel);
+extern void lock_wait_permits(bool took, int64 available);
 
 /*
  * Wait for an event announced on "channel" (a latch reaching zero):

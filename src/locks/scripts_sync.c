@@ -6,7 +6,7 @@
  *	  their digests and sends them.
  *
  * A latch is a string key holding its count (absent: zero); setting a
- * count publishes "1" on redisson_countdownlatch__channel:{N}, and the
+ * count publishes "1" on redisson_countdownlatch__channel__{N}, and the
  * count-down that reaches zero deletes the key and publishes "0" there
  * (PROTOCOL.md, as extended in the project's notes).  A name is one kind
  * of object: every latch script refuses a lock's hash, and a name whose
@@ -169,8 +169,9 @@ SEM_PRELUDE_AS(now, "redis.error_reply('RLOCKKIND lock')", \
  * holder's session believes it holds.  When Redis has another number of
  * them (some expired or were taken away: lost), what is left of them is
  * given back first.  Then takes the permits when enough are available:
- * {1, permits held now}; else {0, ms until the soonest permit out expires
- * (-1: none)}, or {3, total} when the semaphore has fewer permits in all;
+ * {1, permits held now, permits available after}; else {0, ms until the
+ * soonest permit out expires (-1: none), permits available}, or
+ * {3, total} when the semaphore has fewer permits in all;
  * {2, 'lock'} or {2, 'value'} for a name that is not a semaphore.
  */
 const char rlock_sem_acquire_body[] =
@@ -181,18 +182,18 @@ SEM_MINE("ARGV[3]")
 "if want > total then return {3, total} end\n"
 "if avail < want then\n"
 "  local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')\n"
-"  if #first == 0 then return {0, -1} end\n"
-"  return {0, math.max(tonumber(first[2]) - tonumber(ARGV[4]), 0)}\n"
+"  if #first == 0 then return {0, -1, avail} end\n"
+"  return {0, math.max(tonumber(first[2]) - tonumber(ARGV[4]), 0), avail}\n"
 "end\n"
 "if #mine ~= tonumber(ARGV[5]) then\n"
 SEM_GIVE_BACK("ARGV[3]", "#mine")
 "end\n"
 "local top = mine[#mine] or 0\n"
-"redis.call('decrby', KEYS[1], want)\n"
+"avail = redis.call('decrby', KEYS[1], want)\n"
 "for j = 1, want do\n"
 "  redis.call('zadd', KEYS[2], ARGV[2], ARGV[3] .. ':' .. (top + j))\n"
 "end\n"
-"return {1, #mine + want}\n";
+"return {1, #mine + want, avail}\n";
 
 /*
  * semaphore release: KEYS as SEM_PRELUDE, KEYS[4] the request's unlock

@@ -133,8 +133,10 @@ sem_try(void *arg, int64 *pttl)
 	switch (res.status)
 	{
 		case 1:
+			lock_wait_permits(true, res.has_extra ? res.extra : 0);
 			return true;
 		case 0:
+			lock_wait_permits(false, res.has_extra ? res.extra : 0);
 			*pttl = res.value;
 			return false;
 		case 3:
@@ -171,8 +173,9 @@ semaphore_acquire(const LockName *ln, RlockScope scope, int permits,
 		return false;
 	}
 	/*
-	 * Once this one has its permits, the next waiter looks too; and one
-	 * that cannot take what it asks for lets the next one look.
+	 * Once this one has its permits, the next waiter looks too while some
+	 * are left; and one that cannot take what it asks for, although some
+	 * are free, lets the next one look.
 	 */
 	return lock_wait(ln, lockname_derive(ln->key, SEM_CHANNEL), wait_ms,
 					 honour_lock_timeout, LOCK_WAIT_PERMITS, sem_try, NULL,

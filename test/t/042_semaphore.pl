@@ -128,26 +128,26 @@ $b = $node->background_psql('postgres', on_error_stop => 0);
 is(q1($c, "SELECT rlock_latch_set_count('loads', 2)"), 't', 'a latch of 2');
 RlockTest::start_bg($b, "SELECT rlock_latch_await('loads', '30 s')");
 ok(RlockTest::wait_until(sub {
-		$redis->cli('PUBSUB', 'NUMSUB', 'redisson_countdownlatch__channel:{loads}') =~ /\n1$/ }, 20),
+		$redis->cli('PUBSUB', 'NUMSUB', 'redisson_countdownlatch__channel__{loads}') =~ /\n1$/ }, 20),
 	'the awaiting session listens on the latch channel');
 is(q1($c, "SELECT rlock_latch_count_down('loads')"), '1', 'counted down once from SQL');
 # the Java client counts down the last one (its countDown's effect)
 is($redis->cli('DECR', 'loads'), '0', 'and once from Java');
 $redis->cli('DEL', 'loads');
-$redis->cli('PUBLISH', 'redisson_countdownlatch__channel:{loads}', '0');
+$redis->cli('PUBLISH', 'redisson_countdownlatch__channel__{loads}', '0');
 ok(RlockTest::wait_until(sub { RlockTest::bg_done($b) }, 20),
 	'the Java count-down to zero wakes the await');
 ($out, $err, $st) = RlockTest::bg_result($b);
 is("$out/$st", 't/00000', 'which returns true') or diag($err);
 
 # and the other way: Java's await (subscribed) is told "0" by SQL
-my ($sub, $subout) = $redis->cli_bg('SUBSCRIBE', 'redisson_countdownlatch__channel:{loads}');
+my ($sub, $subout) = $redis->cli_bg('SUBSCRIBE', 'redisson_countdownlatch__channel__{loads}');
 ok(RlockTest::wait_until(sub { $sub->pump_nb; $$subout =~ /subscribe/ }, 10),
 	'a Java waiter subscribed');
 q1($c, "SELECT rlock_latch_set_count('loads', 1)");
 q1($c, "SELECT rlock_latch_count_down('loads')");
 ok(RlockTest::wait_until(sub { $sub->pump_nb;
-		$$subout =~ /message\nredisson_countdownlatch__channel:\{loads\}\n1\n.*message\nredisson_countdownlatch__channel:\{loads\}\n0\n/s }, 10),
+		$$subout =~ /message\nredisson_countdownlatch__channel__\{loads\}\n1\n.*message\nredisson_countdownlatch__channel__\{loads\}\n0\n/s }, 10),
 	'it hears "1" (a new count) and then "0" (zero reached)')
   or diag($$subout);
 $sub->kill_kill;
