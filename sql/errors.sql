@@ -1,5 +1,7 @@
 -- Bad input gets a clear ERROR with its SQLSTATE (SPEC.md 7).
+SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS rlock;
+RESET client_min_messages;
 \set SHOW_CONTEXT never
 
 -- names: NULL, empty, too long (1024 bytes with the prefix is the limit)

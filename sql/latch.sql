@@ -159,5 +159,10 @@ SELECT rlock_latch_count_down('lt_list');
 
 -- the session is fine after all of that
 SELECT rlock_latch_set_count('lt_a', 1), rlock_latch_count_down('lt_a');
+-- introspection: a latch is a count, never locked or held
+SELECT rlock_latch_set_count('lt_i', 3);
+SELECT rlock_is_locked('lt_i'), rlock_is_held('lt_i'), rlock_hold_count('lt_i'),
+       rlock_remaining_lease('lt_i'), (SELECT count(*) FROM rlock_status('lt_i'));
+\! redis-cli -u "$RLOCK_REDIS_URL" DEL lt_i > /dev/null
 -- a latch is never held: nothing of it in rlock_locks
 SELECT count(*) FROM rlock_locks WHERE pid = pg_backend_pid();

@@ -10,7 +10,7 @@ RESET client_min_messages;
 \set SHOW_CONTEXT never
 SELECT current_setting('rlock.redis_url') AS redis_url \gset
 \setenv RLOCK_REDIS_URL :redis_url
-\! redis-cli -u "$RLOCK_REDIS_URL" DEL sm_a '{sm_a}:timeout' sm_b '{sm_b}:timeout' sm_j '{sm_j}:timeout' sm_lock sm_str sm_q '{sm_q}:timeout' sm_q_done > /dev/null
+\! redis-cli -u "$RLOCK_REDIS_URL" DEL sm_a '{sm_a}:timeout' sm_b '{sm_b}:timeout' sm_j '{sm_j}:timeout' sm_lock sm_str sm_q '{sm_q}:timeout' sm_q_done sm_i '{sm_i}:timeout' > /dev/null
 
 -- permits are set once (trySetPermits), added to or taken away
 SELECT rlock_semaphore_available('sm_a');
@@ -246,6 +246,33 @@ SELECT rlock_semaphore_try_acquire('sm_str');
 SELECT rlock_semaphore_set_permits('sm_str', 1);
 \echo :LAST_ERROR_SQLSTATE
 \! redis-cli -u "$RLOCK_REDIS_URL" GET sm_str
+-- introspection understands a semaphore: who holds how many permits (a
+-- Java client's permit id in hex, masked as an owner token is), this
+-- session's permits, the lease left of the permit that expires first; a
+-- semaphore with no permit out is not locked
+SELECT rlock_semaphore_set_permits('sm_i', 4);
+SELECT rlock_semaphore_acquire('sm_i', 2, '10 min');
+\! redis-cli -u "$RLOCK_REDIS_URL" ZADD '{sm_i}:timeout' 922337203685477 "$(printf 'java\001permit\377id')" > /dev/null
+\! redis-cli -u "$RLOCK_REDIS_URL" DECR sm_i > /dev/null
+SELECT rlock_is_locked('sm_i'), rlock_is_held('sm_i'), rlock_hold_count('sm_i'),
+       rlock_remaining_lease('sm_i') BETWEEN '9 min' AND '10 min';
+SELECT kind, holder = rlock_holder_id() AS mine, hold_count,
+       remaining_lease BETWEEN '9 min' AND '10 min' AS lease_ok
+  FROM rlock_status('sm_i') ORDER BY mine;
+CREATE ROLE regress_sem_plain;
+SET ROLE regress_sem_plain;
+SELECT kind, holder, hold_count FROM rlock_status('sm_i') WHERE holder <> rlock_holder_id();
+RESET ROLE;
+DROP ROLE regress_sem_plain;
+SELECT rlock_semaphore_release('sm_i', 2);
+SELECT rlock_is_locked('sm_i'), rlock_is_held('sm_i'), rlock_hold_count('sm_i'),
+       rlock_remaining_lease('sm_i');
+SELECT kind, hold_count, remaining_lease FROM rlock_status('sm_i');
+\! redis-cli -u "$RLOCK_REDIS_URL" DEL '{sm_i}:timeout' > /dev/null
+SELECT rlock_is_locked('sm_i'), rlock_hold_count('sm_i'), count(*) FROM rlock_status('sm_i');
+-- a lock call that would change the semaphore is still refused
+SELECT rlock_force_release('sm_i');
+\echo :LAST_ERROR_SQLSTATE
 -- the session holds nothing after all of that
 SELECT count(*) FROM rlock_locks WHERE pid = pg_backend_pid();
-\! redis-cli -u "$RLOCK_REDIS_URL" DEL sm_a '{sm_a}:timeout' sm_b sm_j '{sm_j}:timeout' sm_lock sm_str sm_q '{sm_q}:timeout' sm_q_done > /dev/null
+\! redis-cli -u "$RLOCK_REDIS_URL" DEL sm_a '{sm_a}:timeout' sm_b sm_j '{sm_j}:timeout' sm_lock sm_str sm_q '{sm_q}:timeout' sm_q_done sm_i '{sm_i}:timeout' > /dev/null

@@ -190,19 +190,66 @@ static const char force_release_body[] =
 "return 1\n";
 
 /*
- * status: KEYS[1] lock, KEYS[2] its fair queue.  Returns {pttl, queued,
- * field, value, ...}, queued being 1 when fair waiters are queued; {-2, 0}
- * when the key does not exist; WRONGTYPE when it is not a hash.
+ * status: KEYS[1] lock, KEYS[2] its fair queue, KEYS[3] the permits out of
+ * a semaphore of that name ({N}:timeout); ARGV[1] this session's holder.
+ * Returns {pttl, what, own, field, value, ...}: for a lock's hash, what is
+ * 1 when fair waiters are queued (else 0), own this session's holds (its
+ * field plus its write field), the pairs the hash's fields.  For a
+ * semaphore with permits out, what is 2, pttl the lease left of the one
+ * that expires first (by Redis's clock; -1 when all are Redisson's permits
+ * without a lease), own this session's permits, the
+ * pairs each holder with its permits: rlock's ids "<holder>:<k>" by holder,
+ * any other id (a Java client's: 16 raw bytes, or 32 hex digits before
+ * Redisson 3.17) alone, in hex.  {-2, 3, 0} for a count (a latch, or a
+ * semaphore with no permit out), {-2, 0, 0} when nothing is there;
+ * WRONGTYPE for any other value.
  */
 static const char status_body[] =
 "local t = redis.call('type', KEYS[1])['ok']\n"
-"if t == 'none' then return {-2, 0} end\n"
-"if t ~= 'hash' then\n"
-"  return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')\n"
+"local wrong = 'WRONGTYPE Operation against a key holding the wrong kind of value'\n"
+"if t == 'hash' then\n"
+"  local own = 0\n"
+"  for _, f in ipairs({ARGV[1], ARGV[1] .. ':write'}) do\n"
+"    own = own + (tonumber(redis.call('hget', KEYS[1], f)) or 0)\n"
+"  end\n"
+"  local r = redis.call('hgetall', KEYS[1])\n"
+"  table.insert(r, 1, own)\n"
+"  table.insert(r, 1, redis.call('exists', KEYS[2]))\n"
+"  table.insert(r, 1, redis.call('pttl', KEYS[1]))\n"
+"  return r\n"
 "end\n"
-"local r = redis.call('hgetall', KEYS[1])\n"
-"table.insert(r, 1, redis.call('exists', KEYS[2]))\n"
-"table.insert(r, 1, redis.call('pttl', KEYS[1]))\n"
+"if t ~= 'none' and t ~= 'string' then return redis.error_reply(wrong) end\n"
+"if t == 'string' and not string.match(redis.call('get', KEYS[1]), '^%-?%d+$') then\n"
+"  return redis.error_reply(wrong)\n"
+"end\n"
+"if redis.call('type', KEYS[3])['ok'] ~= 'zset' then\n"
+"  if t == 'none' then return {-2, 0, 0} end\n"
+"  return {-2, 3, 0}\n"
+"end\n"
+"local tm = redis.call('time')\n"
+"local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
+"local zs = redis.call('zrange', KEYS[3], 0, -1, 'withscores')\n"
+"local order, count, least, forever = {}, {}, -2, false\n"
+"for j = 1, #zs, 2 do\n"
+"  local sc = tonumber(zs[j + 1])\n"
+"  if sc > now then\n"
+"    local m = zs[j]\n"
+"    local h = string.match(m, '^(%x+%-%x+%-%x+%-%x+%-%x+:.+):%d+$')\n"
+"    if not h then\n"
+"      h = m\n"
+"      if not (#m == 32 and string.match(m, '^%x+$')) then\n"
+"        h = string.gsub(m, '.', function(c) return string.format('%02x', string.byte(c)) end)\n"
+"      end\n"
+"    end\n"
+"    if not count[h] then table.insert(order, h); count[h] = 0 end\n"
+"    count[h] = count[h] + 1\n"
+"    if sc >= 922337203685477 then forever = true\n"
+"    elseif least < 0 or sc - now < least then least = sc - now end\n"
+"  end\n"
+"end\n"
+"if least < 0 and forever then least = -1 end\n"
+"local r = {least, 2, count[ARGV[1]] or 0}\n"
+"for _, h in ipairs(order) do table.insert(r, h); table.insert(r, count[h]) end\n"
 "return r\n";
 
 /*

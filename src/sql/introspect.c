@@ -65,61 +65,46 @@ ms_interval(int64 ms)
 
 /*
  * Run the status script: returns the reply (owned by the connection) with
- * element[0] = PTTL (-2: no such lock), element[1] = 1 when fair waiters
- * are queued, and then field/value pairs.
+ * element[0] = PTTL (-2: nothing held), element[1] = what the name is (0 a
+ * lock, 1 a fair lock with waiters queued, 2 a semaphore with permits out,
+ * 3 a count: a latch, or a semaphore without permits out), element[2] =
+ * this session's holds (a semaphore's: permits), and then holder/count
+ * pairs (a lock's: its hash's fields and values).
  */
+#define STATUS_SEMAPHORE	2
+
 static RReply *
 lock_status(const LockName *ln)
 {
 	RedisCmd	cmd;
 	RReply *r;
 
-	rcmd_script(&cmd, RLOCK_SCRIPT_STATUS, 2);
+	rcmd_script(&cmd, RLOCK_SCRIPT_STATUS, 3);
 	rcmd_arg(&cmd, ln->key, ln->keylen);
 	rcmd_str(&cmd, lockname_derive(ln->key, "redisson_lock_queue"));
+	rcmd_str(&cmd, lockname_suffixed(ln->key, "timeout"));
+	rcmd_str(&cmd, rlock_backend_holder());
 	r = route_run1(route_backend(), &cmd, ln->name);
 	if (r->type == RREPLY_ERROR)
 		rconn_reply_error(r, ERROR, ln->name);
-	if (r->type != RREPLY_ARRAY || r->elements < 2 ||
+	if (r->type != RREPLY_ARRAY || r->elements < 3 ||
 		r->element[0]->type != RREPLY_INTEGER ||
 		r->element[1]->type != RREPLY_INTEGER ||
-		r->elements % 2 != 0)
+		r->element[2]->type != RREPLY_INTEGER ||
+		r->elements % 2 != 1)
 		rconn_unexpected_reply(r, ln->name);
 	return r;
 }
 
 /*
  * This session's holds of a lock, as Redis counts them: its exclusive (or
- * read) field plus its write field ("<holder>:write", read/write locks).
+ * read) field plus its write field ("<holder>:write", read/write locks);
+ * of a semaphore, its permits.
  */
 static int64
 own_hold_count(const LockName *ln)
 {
-	RedisCmd	cmd;
-	RReply *r;
-	const char *holder = rlock_backend_holder();
-	int64		count = 0;
-
-	rcmd_init(&cmd);
-	rcmd_str(&cmd, "HMGET");
-	rcmd_arg(&cmd, ln->key, ln->keylen);
-	rcmd_str(&cmd, holder);
-	rcmd_str(&cmd, lockname_holder_field(RLOCK_KIND_WRITE, holder));
-	r = route_run1(route_backend(), &cmd, ln->name);
-	if (r->type == RREPLY_ERROR)
-		rconn_reply_error(r, ERROR, ln->name);
-	if (r->type != RREPLY_ARRAY || r->elements != 2)
-		rconn_unexpected_reply(r, ln->name);
-	for (int i = 0; i < 2; i++)
-	{
-		RReply *e = r->element[i];
-
-		if (e->type == RREPLY_STRING)
-			count += strtoll(e->str, NULL, 10);
-		else if (e->type != RREPLY_NIL)
-			rconn_unexpected_reply(r, ln->name);
-	}
-	return count;
+	return lock_status(ln)->element[2]->integer;
 }
 
 /*
@@ -203,6 +188,7 @@ rlock_status(PG_FUNCTION_ARGS)
 	int64		pttl;
 	const char *mode = NULL;
 	bool		queued;
+	bool		semaphore;
 	bool		privileged = sees_owner_tokens();
 	int			nfields;
 	char	  **fields;
@@ -217,19 +203,22 @@ rlock_status(PG_FUNCTION_ARGS)
 
 	/* copy the reply out before building tuples (which may ERROR) */
 	queued = (r->element[1]->integer == 1);
-	nfields = (r->elements - 2) / 2;
+	semaphore = (r->element[1]->integer == STATUS_SEMAPHORE);
+	nfields = (r->elements - 3) / 2;
 	fields = palloc(nfields * sizeof(char *));
 	values = palloc(nfields * sizeof(char *));
 	for (int i = 0; i < nfields; i++)
 	{
-		RReply *f = r->element[2 + 2 * i];
-		RReply *v = r->element[3 + 2 * i];
+		RReply *f = r->element[3 + 2 * i];
+		RReply *v = r->element[4 + 2 * i];
 
-		if (f->type != RREPLY_STRING || v->type != RREPLY_STRING)
+		if (f->type != RREPLY_STRING ||
+			v->type != (semaphore ? RREPLY_INTEGER : RREPLY_STRING))
 			rconn_unexpected_reply(r, ln.name);
 		fields[i] = pnstrdup(f->str, f->len);
-		values[i] = pnstrdup(v->str, v->len);
-		if (strcmp(fields[i], "mode") == 0)
+		values[i] = semaphore ? psprintf(INT64_FORMAT, v->integer) :
+			pnstrdup(v->str, v->len);
+		if (!semaphore && strcmp(fields[i], "mode") == 0)
 			mode = values[i];
 	}
 
@@ -242,10 +231,12 @@ rlock_status(PG_FUNCTION_ARGS)
 		char	   *holder = fields[i];
 		int64		count;
 
-		if (strcmp(holder, "mode") == 0)
+		if (mode != NULL && strcmp(holder, "mode") == 0)
 			continue;
 		own = holds_find(ln.key, RLOCK_KIND_FAIR);
-		if (queued ||
+		if (semaphore)
+			kind = "semaphore";
+		else if (queued ||
 			(own != NULL && holds_total(own) > 0 &&
 			 strcmp(holder, rlock_backend_holder()) == 0))
 			kind = "fair";
