@@ -239,6 +239,9 @@ CREATE FUNCTION rlock_semaphore_add_permits(name text, permits integer)
 RETURNS void
 AS 'MODULE_PATHNAME', 'rlock_semaphore_add_permits'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
+-- adding permits frees room others' permits take: a semaphore's owner's
+-- call, as rlock_force_release is a lock's (SPEC 8); not for PUBLIC
+REVOKE ALL ON FUNCTION rlock_semaphore_add_permits(text, integer) FROM PUBLIC;
 
 CREATE FUNCTION rlock_semaphore_acquire(name text, permits integer DEFAULT 1,
                                         lease interval DEFAULT NULL)

@@ -36,6 +36,8 @@ SELECT rlock_force_release('pv_any');
 \echo :LAST_ERROR_SQLSTATE
 SELECT rlock_stats_reset();
 \echo :LAST_ERROR_SQLSTATE
+SELECT rlock_semaphore_add_permits('pv_sem', 100);
+\echo :LAST_ERROR_SQLSTATE
 -- where locks live and their prefix are not its to see or change (the
 -- wording of the SHOW error differs between versions: only the SQLSTATE)
 \set VERBOSITY sqlstate

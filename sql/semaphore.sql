@@ -273,6 +273,37 @@ SELECT rlock_is_locked('sm_i'), rlock_hold_count('sm_i'), count(*) FROM rlock_st
 -- a lock call that would change the semaphore is still refused
 SELECT rlock_force_release('sm_i');
 \echo :LAST_ERROR_SQLSTATE
+-- all of a session's permits expire together, at the latest lease it was
+-- promised: a second, shorter lease does not leave a permit to run out
+-- while the session still counts it
+SELECT rlock_semaphore_set_permits('sm_e', 3);
+SELECT rlock_semaphore_acquire('sm_e', 1, '1 hour');
+SELECT rlock_semaphore_acquire('sm_e', 1, '2 seconds');
+\! redis-cli -u "$RLOCK_REDIS_URL" ZRANGE '{sm_e}:timeout' 0 -1 WITHSCORES | awk 'NR % 2 == 0' | sort -u | wc -l
+SELECT rlock_hold_count('sm_e'), rlock_remaining_lease('sm_e') > '59 min';
+-- asking for more than the semaphore has beside this session's own
+-- permits would wait for them: an ERROR at once
+SET statement_timeout = '5s';
+SELECT rlock_semaphore_acquire('sm_e', 2);
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_semaphore_try_acquire('sm_e', 2, wait => '1 min');
+\echo :LAST_ERROR_SQLSTATE
+RESET statement_timeout;
+-- a try that does not wait just fails
+SELECT rlock_semaphore_try_acquire('sm_e', 2);
+-- a release finds one of its permits gone (taken away in Redis): lost,
+-- reported, and what is left of them given back
+\! redis-cli -u "$RLOCK_REDIS_URL" ZRANGE '{sm_e}:timeout' 0 0 | xargs redis-cli -u "$RLOCK_REDIS_URL" ZREM '{sm_e}:timeout' > /dev/null
+SELECT rlock_semaphore_release('sm_e', 1);
+SELECT rlock_hold_count('sm_e'), rlock_semaphore_available('sm_e');
+\! redis-cli -u "$RLOCK_REDIS_URL" ZCARD '{sm_e}:timeout'
+-- permits stay below 10^15 (exact in Lua): an add beyond is refused
+\! redis-cli -u "$RLOCK_REDIS_URL" SET sm_e 999999999999000 > /dev/null
+SELECT rlock_semaphore_add_permits('sm_e', 2147483647);
+\echo :LAST_ERROR_SQLSTATE
+\! redis-cli -u "$RLOCK_REDIS_URL" GET sm_e
+SELECT rlock_semaphore_add_permits('sm_e', -999999999);
+\! redis-cli -u "$RLOCK_REDIS_URL" DEL sm_e '{sm_e}:timeout' > /dev/null
 -- the session holds nothing after all of that
 SELECT count(*) FROM rlock_locks WHERE pid = pg_backend_pid();
 \! redis-cli -u "$RLOCK_REDIS_URL" DEL sm_a '{sm_a}:timeout' sm_b sm_j '{sm_j}:timeout' sm_lock sm_str sm_q '{sm_q}:timeout' sm_q_done sm_i '{sm_i}:timeout' > /dev/null

@@ -186,7 +186,7 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 			}
 
 			/* sleep until a release message, or the lease runs out */
-			sleep_ms = (pttl >= 0) ? Min(pttl + 1, WAIT_RECHECK_MS)
+			sleep_ms = (pttl >= 0) ? Min(pttl, WAIT_RECHECK_MS - 1) + 1
 				: WAIT_RECHECK_MS;
 			until = TimestampTzPlusMilliseconds(now, sleep_ms);
 			if (until > deadline)

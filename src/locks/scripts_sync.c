@@ -99,13 +99,17 @@ PUBLISH_OR_REFUSE("KEYS[2]", "'0'")
  * Lua, for the semaphore's scripts: KEYS[1] the available permits (a
  * string, absent: 0), KEYS[2] {N}:timeout (the permits out: a sorted set
  * of permit ids scored by expiry, epoch ms), KEYS[3] the channel
- * redisson_sc:{N}; "now" the client's clock (epoch ms).  Refuses a lock's
- * hash ("RLOCKKIND lock", or what "lock" says for SEM_PRELUDE_AS) and any
- * other value ("RLOCKKIND value", or "value") before writing, then gives back the permits whose lease ran out (as Redisson's
- * scripts do), announcing the permits available on the channel.  Sets
- * "avail" to the permits available.
+ * redisson_sc:{N}.  "now" is Redis's clock (TIME), the clock the watchdog's
+ * renewals and the check before COMMIT use too (renew in scripts.c), so
+ * that rlock's permits expire by one clock.  Refuses a lock's hash
+ * ("RLOCKKIND lock", or what "lock" says for SEM_PRELUDE_AS) and any other
+ * value ("RLOCKKIND value", or "value") before writing; then, when reclaim
+ * is true, gives back the permits whose lease ran out (as Redisson's
+ * scripts do), announcing the permits available on the channel before it
+ * writes (a PUBLISH refused changes nothing).  Sets "avail" to the permits
+ * available.  Counts are kept below 10^15: exact in a Lua number.
  */
-#define SEM_PRELUDE_AS(now, lock, value) \
+#define SEM_PRELUDE_AS(reclaim, lock, value) \
 "local t = redis.call('type', KEYS[1])['ok']\n" \
 "if t == 'hash' then return " lock " end\n" \
 "if t ~= 'none' and t ~= 'string' then return " value " end\n" \
@@ -117,29 +121,42 @@ PUBLISH_OR_REFUSE("KEYS[2]", "'0'")
 "  if not string.match(v, '^%-?%d+$') or #v > 15 then return " value " end\n" \
 "  avail = tonumber(v)\n" \
 "end\n" \
-"local expired = redis.call('zrangebyscore', KEYS[2], 0, " now ")\n" \
-"if #expired > 0 then\n" \
-"  for _, m in ipairs(expired) do redis.call('zrem', KEYS[2], m) end\n" \
-"  avail = redis.call('incrby', KEYS[1], #expired)\n" \
-"  if avail > 0 then redis.call('publish', KEYS[3], avail) end\n" \
+"local tm = redis.call('time')\n" \
+"local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n" \
+"if " reclaim " then\n" \
+"  local expired = redis.call('zrangebyscore', KEYS[2], 0, now)\n" \
+"  if #expired > 0 then\n" \
+"    if avail + #expired > 0 then\n" \
+PUBLISH_OR_REFUSE("KEYS[3]", "avail + #expired") \
+"    end\n" \
+"    for _, m in ipairs(expired) do redis.call('zrem', KEYS[2], m) end\n" \
+"    avail = redis.call('incrby', KEYS[1], #expired)\n" \
+"  end\n" \
 "end\n"
-#define SEM_PRELUDE(now) \
-SEM_PRELUDE_AS(now, "redis.error_reply('RLOCKKIND lock')", \
+#define SEM_PRELUDE(reclaim) \
+SEM_PRELUDE_AS(reclaim, "redis.error_reply('RLOCKKIND lock')", \
 			   "redis.error_reply('RLOCKKIND value')")
 
 /*
  * Lua: the permits "holder" (an ARGV) holds, "mine": their numbers k of
- * the ids "<holder>:<k>", ascending.  (Redisson's ids are hex digits
- * without a ':', never taken for ours.)
+ * the ids "<holder>:<k>", ascending; "mine_exp" the latest expiry among
+ * them (0: none).  (Redisson's ids are 16 raw bytes, or 32 hex digits,
+ * never taken for ours.)
  */
 #define SEM_MINE(holder) \
 "local mine = {}\n" \
+"local mine_exp = 0\n" \
 "do\n" \
 "  local pre = " holder " .. ':'\n" \
-"  for _, m in ipairs(redis.call('zrange', KEYS[2], 0, -1)) do\n" \
+"  local zs = redis.call('zrange', KEYS[2], 0, -1, 'withscores')\n" \
+"  for j = 1, #zs, 2 do\n" \
+"    local m = zs[j]\n" \
 "    if string.sub(m, 1, #pre) == pre then\n" \
 "      local k = tonumber(string.sub(m, #pre + 1))\n" \
-"      if k then table.insert(mine, k) end\n" \
+"      if k then\n" \
+"        table.insert(mine, k)\n" \
+"        mine_exp = math.max(mine_exp, tonumber(zs[j + 1]))\n" \
+"      end\n" \
 "    end\n" \
 "  end\n" \
 "  table.sort(mine)\n" \
@@ -147,68 +164,88 @@ SEM_PRELUDE_AS(now, "redis.error_reply('RLOCKKIND lock')", \
 
 /*
  * Lua: give back the "n" highest-numbered permits of "holder" in "mine",
- * announcing the permits available.
+ * announcing the permits available first.
  */
 #define SEM_GIVE_BACK(holder, n) \
 "do\n" \
 "  local gb = " n "\n" \
 "  if gb > 0 then\n" \
+PUBLISH_OR_REFUSE("KEYS[3]", "avail + gb") \
 "    local last = #mine\n" \
 "    for i = last, last - gb + 1, -1 do\n" \
 "      redis.call('zrem', KEYS[2], " holder " .. ':' .. mine[i])\n" \
 "      mine[i] = nil\n" \
 "    end\n" \
 "    avail = redis.call('incrby', KEYS[1], gb)\n" \
-"    redis.call('publish', KEYS[3], avail)\n" \
 "  end\n" \
 "end\n"
 
 /*
- * semaphore acquire: KEYS as SEM_PRELUDE; ARGV[1] permits, ARGV[2] their
- * expiry (epoch ms), ARGV[3] holder, ARGV[4] now, ARGV[5] the permits the
- * holder's session believes it holds.  When Redis has another number of
- * them (some expired or were taken away: lost), what is left of them is
- * given back first.  Then takes the permits when enough are available:
- * {1, permits held now, permits available after}; else {0, ms until the
- * soonest permit out expires (-1: none), permits available}, or
- * {3, total} when the semaphore has fewer permits in all;
- * {2, 'lock'} or {2, 'value'} for a name that is not a semaphore.
+ * semaphore acquire: KEYS as SEM_PRELUDE; ARGV[1] permits, ARGV[2] the
+ * lease ms, ARGV[3] holder, ARGV[4] the permits the holder's session
+ * believes it holds.  When Redis has another number of them (some were
+ * taken away: lost), what is left of them is given back first.  Then takes
+ * the permits when enough are available: all of the holder's permits, old
+ * and new, expire together, at the later of the new lease's end and the
+ * expiry they had (never lowered: the session was promised both), and the
+ * answer is {1, permits held now, permits available after}; else {0, ms
+ * until the soonest permit out expires (-1: none), permits available}, or
+ * {3, total, held} when the semaphore has fewer permits in all than the
+ * session would hold (it would wait for its own);  {2, 'lock'} or
+ * {2, 'value'} for a name that is not a semaphore.
  */
 const char rlock_sem_acquire_body[] =
-SEM_PRELUDE_AS("ARGV[4]", "{2, 'lock'}", "{2, 'value'}")
+SEM_PRELUDE_AS("true", "{2, 'lock'}", "{2, 'value'}")
 SEM_MINE("ARGV[3]")
 "local want = tonumber(ARGV[1])\n"
+"local held = #mine\n"
+"if held ~= tonumber(ARGV[4]) then held = 0 end\n"
 "local total = avail + redis.call('zcard', KEYS[2])\n"
-"if want > total then return {3, total} end\n"
+"if want > total - held then return {3, total, held} end\n"
 "if avail < want then\n"
 "  local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')\n"
 "  if #first == 0 then return {0, -1, avail} end\n"
-"  return {0, math.max(tonumber(first[2]) - tonumber(ARGV[4]), 0), avail}\n"
+"  return {0, math.max(tonumber(first[2]) - now, 0), avail}\n"
 "end\n"
-"if #mine ~= tonumber(ARGV[5]) then\n"
+"if #mine ~= tonumber(ARGV[4]) then\n"
 SEM_GIVE_BACK("ARGV[3]", "#mine")
+"  mine_exp = 0\n"
 "end\n"
+"local exp = math.max(now + tonumber(ARGV[2]), mine_exp)\n"
 "local top = mine[#mine] or 0\n"
 "avail = redis.call('decrby', KEYS[1], want)\n"
+"for _, k in ipairs(mine) do\n"
+"  redis.call('zadd', KEYS[2], 'xx', exp, ARGV[3] .. ':' .. k)\n"
+"end\n"
 "for j = 1, want do\n"
-"  redis.call('zadd', KEYS[2], ARGV[2], ARGV[3] .. ':' .. (top + j))\n"
+"  redis.call('zadd', KEYS[2], exp, ARGV[3] .. ':' .. (top + j))\n"
 "end\n"
 "return {1, #mine + want, avail}\n";
 
 /*
  * semaphore release: KEYS as SEM_PRELUDE, KEYS[4] the request's unlock
  * latch; ARGV[1] holder, ARGV[2] permits to give back, ARGV[3] latch TTL
- * ms, ARGV[4] now.  As a lock's release: nil when the holder has none, 0
- * when it still holds some, 1 when it has given back its last; a replay
- * answers from the latch.
+ * ms, ARGV[4] the permits the session holds after it (-1: unknown).  As a
+ * lock's release: nil when the holder has none, or fewer than the session
+ * counted (lost: what is left of them is given back too), 0 when it still
+ * holds some, 1 when it has given back its last; a replay answers from the
+ * latch.
  */
 const char rlock_sem_release_body[] =
 "local lv = redis.call('get', KEYS[4])\n"
 "if lv then return tonumber(lv) end\n"
-SEM_PRELUDE("ARGV[4]")
+SEM_PRELUDE("false")
 SEM_MINE("ARGV[1]")
 "if #mine == 0 then return nil end\n"
 "local n = math.min(tonumber(ARGV[2]), #mine)\n"
+"local keep = tonumber(ARGV[4])\n"
+"if keep >= 0 then\n"
+"  if #mine < keep + n then\n"
+SEM_GIVE_BACK("ARGV[1]", "#mine")
+"    return nil\n"
+"  end\n"
+"  n = #mine - keep\n"
+"end\n"
 SEM_GIVE_BACK("ARGV[1]", "n")
 "local done = 0\n"
 "if #mine == 0 then done = 1 end\n"
@@ -217,16 +254,17 @@ SEM_GIVE_BACK("ARGV[1]", "n")
 
 /*
  * semaphore reconcile: KEYS as SEM_PRELUDE; ARGV[1] holder, ARGV[2] the
- * permits it should hold, ARGV[3] now.  Gives back those beyond; returns
- * the number found (-1: none).
+ * permits it should hold.  Gives back those beyond, or all of them when
+ * Redis has fewer (they were lost); returns the number found (-1: none).
  */
 const char rlock_sem_reconcile_body[] =
-SEM_PRELUDE("ARGV[3]")
+SEM_PRELUDE("true")
 SEM_MINE("ARGV[1]")
 "if #mine == 0 then return -1 end\n"
 "local found = #mine\n"
-"local extra = #mine - math.max(tonumber(ARGV[2]), 0)\n"
-SEM_GIVE_BACK("ARGV[1]", "extra")
+"local target = math.max(tonumber(ARGV[2]), 0)\n"
+"if found < target then target = 0 end\n"
+SEM_GIVE_BACK("ARGV[1]", "found - target")
 "return found\n";
 
 /*
@@ -235,26 +273,31 @@ SEM_GIVE_BACK("ARGV[1]", "extra")
  * returns 1 when set, 0 otherwise.
  */
 const char rlock_sem_set_permits_body[] =
-SEM_PRELUDE("0")
+SEM_PRELUDE("false")
 "if t ~= 'none' or redis.call('exists', KEYS[2]) == 1 then return 0 end\n"
-"redis.call('publish', KEYS[3], ARGV[1])\n"
+PUBLISH_OR_REFUSE("KEYS[3]", "ARGV[1]")
 "redis.call('set', KEYS[1], ARGV[1])\n"
 "return 1\n";
 
 /*
  * semaphore add permits: KEYS as SEM_PRELUDE; ARGV[1] permits to add (may
- * be negative), ARGV[2] now.  Returns the permits available after it.
+ * be negative).  Returns the permits available after it, or
+ * "RLOCKRANGE" when that would reach 10^15 either way (the count would no
+ * longer be exact, and no script would read it).
  */
 const char rlock_sem_add_permits_body[] =
-SEM_PRELUDE("ARGV[2]")
-"avail = redis.call('incrby', KEYS[1], ARGV[1])\n"
-"if tonumber(ARGV[1]) > 0 and avail > 0 then redis.call('publish', KEYS[3], avail) end\n"
-"return avail\n";
+SEM_PRELUDE("true")
+"local after = avail + tonumber(ARGV[1])\n"
+"if after >= 1e15 or after <= -1e15 then return redis.error_reply('RLOCKRANGE') end\n"
+"if tonumber(ARGV[1]) > 0 and after > 0 then\n"
+PUBLISH_OR_REFUSE("KEYS[3]", "after")
+"end\n"
+"return redis.call('incrby', KEYS[1], ARGV[1])\n";
 
 /*
- * semaphore available: KEYS as SEM_PRELUDE; ARGV[1] now.  Returns the
- * permits available (expired ones given back first).
+ * semaphore available: KEYS as SEM_PRELUDE.  Returns the permits
+ * available (expired ones given back first).
  */
 const char rlock_sem_available_body[] =
-SEM_PRELUDE("ARGV[1]")
+SEM_PRELUDE("true")
 "return avail\n";

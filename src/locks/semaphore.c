@@ -24,8 +24,6 @@
  */
 #include "postgres.h"
 
-#include "utils/timestamp.h"
-
 #include "redis/redis.h"
 #include "holds/holds.h"
 #include "locks/locks.h"
@@ -33,13 +31,6 @@
 #include "base/base.h"
 
 #define SEM_CHANNEL		"redisson_sc"
-
-static int64
-epoch_ms(void)
-{
-	return GetCurrentTimestamp() / 1000 +
-		(int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000;
-}
 
 /* Start cmd as the script id on the semaphore at key (its three keys). */
 static void
@@ -76,12 +67,15 @@ sem_build_release(RedisCmd *cmd, RlockKind kind, const char *key,
 {
 	char	   *latch = lockname_unlock_latch(key);
 
+	HeldLock   *h = holds_find(key, RLOCK_KIND_SEMAPHORE);
+
 	sem_script(cmd, RLOCK_SCRIPT_SEM_RELEASE, 4, key);
 	rcmd_str(cmd, latch);
 	rcmd_str(cmd, holder);
 	rcmd_int(cmd, levels);
 	rcmd_int(cmd, lockname_latch_ttl_ms());
-	rcmd_int(cmd, epoch_ms());
+	/* the permits the table counts after this release (already taken off) */
+	rcmd_int(cmd, h != NULL ? holds_total(h) : -1);
 	return latch;
 }
 
@@ -92,7 +86,6 @@ sem_build_reconcile(RedisCmd *cmd, RlockKind kind, const char *key,
 	sem_script(cmd, RLOCK_SCRIPT_SEM_RECONCILE, 3, key);
 	rcmd_str(cmd, holder);
 	rcmd_int(cmd, target);
-	rcmd_int(cmd, epoch_ms());
 }
 
 const RlockKindOps semaphore_ops = {
@@ -106,6 +99,7 @@ typedef struct SemAttempt
 	const LockName *ln;
 	HoldRequest req;
 	const char *holder;
+	bool		may_wait;		/* the call waits when the permits are out */
 } SemAttempt;
 
 /*
@@ -118,15 +112,13 @@ sem_try(void *arg, int64 *pttl)
 	SemAttempt *a = arg;
 	const LockName *ln = a->ln;
 	HeldLock   *h = holds_find(ln->key, RLOCK_KIND_SEMAPHORE);
-	int64		now = epoch_ms();
 	RedisCmd	cmd;
 	AcquireResult res;
 
 	sem_script(&cmd, RLOCK_SCRIPT_SEM_ACQUIRE, 3, ln->key);
 	rcmd_int(&cmd, a->req.levels);
-	rcmd_int(&cmd, now + a->req.lease_ms);
+	rcmd_int(&cmd, a->req.lease_ms);
 	rcmd_str(&cmd, a->holder);
-	rcmd_int(&cmd, now);
 	rcmd_int(&cmd, h != NULL ? holds_total(h) : 0);
 	res = holds_run_acquire(ln, RLOCK_KIND_SEMAPHORE, &a->req, &cmd);
 
@@ -137,9 +129,28 @@ sem_try(void *arg, int64 *pttl)
 			return true;
 		case 0:
 			lock_wait_permits(false, res.has_extra ? res.extra : 0);
-			*pttl = res.value;
+			/* a sleep bound: whatever the server says, 0 .. a minute */
+			*pttl = Max(0, Min(res.value, 60000));
 			return false;
 		case 3:
+			if (res.has_extra && res.extra > 0 && a->req.levels <= res.value)
+			{
+				/* only its own permits stand in the way: never wait */
+				if (!a->may_wait)
+				{
+					lock_wait_permits(false, 0);
+					*pttl = 0;
+					return false;
+				}
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("semaphore \"%s\" has %lld permits in all, and this session holds %lld of them",
+								ln->name, (long long) res.value,
+								(long long) res.extra),
+						 errdetail("Waiting for %d more would wait for this session's own permits.",
+								   a->req.levels),
+						 errhint("Release some of this session's permits first, or ask for fewer.")));
+			}
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("semaphore \"%s\" has fewer permits than %d in all",
@@ -165,6 +176,7 @@ semaphore_acquire(const LockName *ln, RlockScope scope, int permits,
 										   lease_ms, NULL, &attempt.req);
 	attempt.req.levels = permits;
 	attempt.ln = ln;
+	attempt.may_wait = (wait_ms != 0);
 	if (sem_try(&attempt, &pttl))
 		return true;
 	if (wait_ms == 0)
@@ -198,11 +210,15 @@ sem_run(const LockName *ln, RlockScriptId id, bool with_arg, int64 arg)
 	sem_script(&cmd, id, 3, ln->key);
 	if (with_arg)
 		rcmd_int(&cmd, arg);
-	if (id != RLOCK_SCRIPT_SEM_SET_PERMITS)
-		rcmd_int(&cmd, epoch_ms());
 	r = route_run1(route_backend(), &cmd, ln->name);
 	if (rconn_reply_is(r, "RLOCKKIND"))
 		sem_wrong_kind(ln, r->str + strlen("RLOCKKIND "));
+	if (rconn_reply_is(r, "RLOCKRANGE"))
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("semaphore \"%s\" would have too many permits", ln->name),
+				 errdetail("A semaphore's permits available stay below 10^15 either way."),
+				 errhint("Nothing was changed.")));
 	if (r->type == RREPLY_ERROR)
 		rconn_reply_error(r, ERROR, ln->name);
 	if (r->type != RREPLY_INTEGER)
