@@ -168,7 +168,10 @@ SEM_PRELUDE_AS(now, "redis.error_reply('RLOCKKIND lock')", \
  * expiry (epoch ms), ARGV[3] holder, ARGV[4] now, ARGV[5] the permits the
  * holder's session believes it holds.  When Redis has another number of
  * them (some expired or were taken away: lost), what is left of them is
- * given back first.  Then takes the permits when enough are available:
+ * given back first.  When the session believes it holds none, that is done
+ * before looking at what is available: permits of its own that Redis still
+ * has (a release that a failover lost) are never waited for.  Then takes
+ * the permits when enough are available:
  * {1, permits held now, permits available after}; else {0, ms until the
  * soonest permit out expires (-1: none), permits available}, or
  * {3, total} when the semaphore has fewer permits in all;
@@ -177,6 +180,9 @@ SEM_PRELUDE_AS(now, "redis.error_reply('RLOCKKIND lock')", \
 const char rlock_sem_acquire_body[] =
 SEM_PRELUDE_AS("ARGV[4]", "{2, 'lock'}", "{2, 'value'}")
 SEM_MINE("ARGV[3]")
+"if #mine > 0 and tonumber(ARGV[5]) == 0 then\n"
+SEM_GIVE_BACK("ARGV[3]", "#mine")
+"end\n"
 "local want = tonumber(ARGV[1])\n"
 "local total = avail + redis.call('zcard', KEYS[2])\n"
 "if want > total then return {3, total} end\n"

@@ -7,9 +7,12 @@
 # the other's waiters, Java's answers are bounded by rlock's leases, a
 # Java permit without lease sits beside rlock's renewed ones, and with
 # rlock.cancel_on_lost a statement whose permits Redis dropped is
-# cancelled.  A session killed with SIGKILL while holding permits loses them within their
-# lease (rlock.watchdog_timeout is 2 s here), never for good; so does a
-# whole server stopped (immediate) while sessions hold permits.
+# cancelled.  A permit of the session that Redis still has after the
+# session gave it back (a release lost in a failover) is given back by its
+# next acquisition, never waited for.  A session killed with SIGKILL while
+# holding permits loses them within their lease (rlock.watchdog_timeout is
+# 2 s here), never for good; so does a whole server stopped (immediate)
+# while sessions hold permits.
 use strict;
 use warnings;
 
@@ -278,6 +281,25 @@ is(q1($c, "SELECT state FROM rlock_locks WHERE name = 'dropped'"), 'lost',
 is($got, 'f', 'the release returns false');
 like($kerr, qr/WARNING:  permits of semaphore "dropped" were lost before this session gave them back/,
 	'with a WARNING');
+
+# ---- a release Redis never saw (lost in a failover) ----
+
+# Redis still has a permit of the session that the session gave back (its
+# release went to a master that died before replicating it): the session's
+# next acquisition gives it back first, and never waits for it.
+my $holder_c = RlockTest::holder_of($c);
+q1($c, "SELECT rlock_semaphore_set_permits('stale', 2)");
+$redis->cli('ZADD', '{stale}:timeout', epoch_ms() + 600000, "$holder_c:1");
+$redis->cli('DECRBY', 'stale', 1);
+is(q1($c, "SELECT rlock_semaphore_available('stale')"), '1',
+	'one permit available, the other out under this session\'s holder id');
+($got, $kerr) = RlockTest::query_err($c, "SELECT rlock_semaphore_try_acquire('stale', 2)");
+is("$got/$kerr", 't/', 'a try for both gets them at once, no warning');
+is(q1($c, "SELECT hold_count, state FROM rlock_locks WHERE name = 'stale'"), '2|held',
+	'the session holds two');
+is($redis->cli('GET', 'stale') . '/' . $redis->cli('ZCARD', '{stale}:timeout'), '0/2',
+	'and Redis has exactly those two out');
+is(q1($c, "SELECT rlock_semaphore_release('stale', 2)"), 't', 'given back');
 
 # ---- the whole server stopped while holding permits ----
 
