@@ -184,7 +184,9 @@ PUBLISH_OR_REFUSE("KEYS[3]", "avail + gb") \
  * semaphore acquire: KEYS as SEM_PRELUDE; ARGV[1] permits, ARGV[2] the
  * lease ms, ARGV[3] holder, ARGV[4] the permits the holder's session
  * believes it holds.  When Redis has another number of them (some were
- * taken away: lost), what is left of them is given back first.  Then takes
+ * taken away: lost; or a release that a failover lost left some there),
+ * they are all given back first, before looking at what is available, so
+ * that a session never waits for permits of its own.  Then takes
  * the permits when enough are available: all of the holder's permits, old
  * and new, expire together, at the later of the new lease's end and the
  * expiry they had (never lowered: the session was promised both), and the
@@ -197,19 +199,18 @@ PUBLISH_OR_REFUSE("KEYS[3]", "avail + gb") \
 const char rlock_sem_acquire_body[] =
 SEM_PRELUDE_AS("true", "{2, 'lock'}", "{2, 'value'}")
 SEM_MINE("ARGV[3]")
+"if #mine ~= tonumber(ARGV[4]) then\n"
+SEM_GIVE_BACK("ARGV[3]", "#mine")
+"  mine_exp = 0\n"
+"end\n"
 "local want = tonumber(ARGV[1])\n"
 "local held = #mine\n"
-"if held ~= tonumber(ARGV[4]) then held = 0 end\n"
 "local total = avail + redis.call('zcard', KEYS[2])\n"
 "if want > total - held then return {3, total, held} end\n"
 "if avail < want then\n"
 "  local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')\n"
 "  if #first == 0 then return {0, -1, avail} end\n"
 "  return {0, math.max(tonumber(first[2]) - now, 0), avail}\n"
-"end\n"
-"if #mine ~= tonumber(ARGV[4]) then\n"
-SEM_GIVE_BACK("ARGV[3]", "#mine")
-"  mine_exp = 0\n"
 "end\n"
 "local exp = math.max(now + tonumber(ARGV[2]), mine_exp)\n"
 "local top = mine[#mine] or 0\n"

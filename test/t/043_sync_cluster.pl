@@ -6,6 +6,8 @@
 # where the cluster has it (Redis 7); the watchdog renews permits on every
 # master in its batched cycle; the check before COMMIT, rlock_release_all
 # and the release at session exit span several masters without CROSSSLOT.
+# A Java client (RlockTest::Redisson, publishing with SPUBLISH on Redis 7
+# as Redisson 3.22+ does) shares a semaphore and a latch with SQL.
 use strict;
 use warnings;
 
@@ -89,6 +91,46 @@ foreach my $port (sort keys %$latches)
 	($out, $err, $st) = RlockTest::bg_result($s2);
 	is("$out/$st", 't/00000', "$l: at zero") or diag($err);
 }
+
+# a Java client (RlockTest::Redisson on the cluster: each script on the
+# master of the name's slot; Redisson 3.22+ publishes with SPUBLISH on a
+# Redis 7 cluster, where rlock's waiters listen)
+my $verb = RlockTest::redis_version() >= 70000 ? 'spublish' : 'publish';
+my $jn = $by_master->{ (sort keys %$by_master)[0] }[0];
+my ($ids, $answer) = RlockTest::Redisson::sem_try_acquire($c, $jn, 2, 60000, $verb);
+is("$answer/" . scalar(@$ids), 'OK/2', "Java takes both permits of $jn");
+my @java = @$ids;
+is(sql($s1, "SELECT rlock_semaphore_available('$jn')"), '0', 'SQL sees none left');
+RlockTest::start_bg($s2, "SELECT rlock_semaphore_acquire('$jn', 1, '1 minute')");
+ok(RlockTest::wait_until(sub {
+		$node->safe_psql('postgres',
+			"SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Extension' AND query LIKE '%rlock_semaphore_acquire%'") eq '1' }, 20),
+	'an SQL waiter waits');
+is(RlockTest::Redisson::sem_release($c, $jn, shift(@java), $verb), '1', "Java's release ($verb)");
+ok(RlockTest::wait_until(sub { RlockTest::bg_done($s2) }, 20), 'wakes the SQL waiter');
+($out, $err, $st) = RlockTest::bg_result($s2);
+is($st, '00000', 'which has the permit') or diag($err);
+($ids, $answer) = RlockTest::Redisson::sem_try_acquire($c, $jn, 1, 60000, $verb);
+like($answer, qr/^:\d+$/, "Java's next tryAcquire is refused with ':<score>'");
+is(sql($s2, "SELECT rlock_semaphore_release('$jn')"), 't', 'SQL gives its permit back');
+($ids, $answer) = RlockTest::Redisson::sem_try_acquire($c, $jn, 1, 60000, $verb);
+is($answer, 'OK', 'and Java takes it');
+push @java, @$ids;
+is(RlockTest::Redisson::sem_available($c, $jn, $verb), '0', "Java's availablePermits: 0");
+is(join(',', map { RlockTest::Redisson::sem_release($c, $jn, $_, $verb) } @java), '1,1',
+	'Java gives back its two');
+is(sql($s1, "SELECT rlock_semaphore_available('$jn')"), '2', 'both available to SQL');
+my $jl = $latches->{ (sort keys %$latches)[0] }[0];
+is(RlockTest::Redisson::latch_try_set_count($c, $jl, 1, $verb), '1', "Java's trySetCount on $jl");
+RlockTest::start_bg($s2, "SELECT rlock_latch_await('$jl', '30 s')");
+ok(RlockTest::wait_until(sub {
+		$node->safe_psql('postgres',
+			"SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Extension' AND query LIKE '%rlock_latch_await%'") eq '1' }, 20),
+	'an SQL await waits');
+is(RlockTest::Redisson::latch_count_down($c, $jl, $verb), '0', "Java's countDown to zero ($verb)");
+ok(RlockTest::wait_until(sub { RlockTest::bg_done($s2) }, 20), 'ends the await');
+($out, $err, $st) = RlockTest::bg_result($s2);
+is("$out/$st", 't/00000', 'returning true') or diag($err);
 
 # the release at session exit, across the masters
 is(sql($s2, "SELECT count(*) FROM unnest(ARRAY[$list]) n WHERE rlock_semaphore_try_acquire(n)"),

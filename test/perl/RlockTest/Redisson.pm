@@ -9,6 +9,8 @@ package RlockTest::Redisson;
 use strict;
 use warnings;
 
+use Time::HiRes ();
+
 # RlockTest loads this file; nothing here needs it.
 
 =pod
@@ -39,6 +41,44 @@ name's slot).  $verb is how the release is published: 'publish' (the
 default) or 'spublish' (Redisson 3.22+ against a Redis 7+ cluster: sharded
 pub/sub, which only SSUBSCRIBE clients of the slot's shard receive).
 An error reply comes back as its text, like the cli prints it.
+
+Its RPermitExpirableSemaphore and RCountDownLatch, as Redisson 3.17+ (and
+4.x) script them: the same keys, members, scores and messages, written
+here from what Redisson's scripts do (not copied).  A semaphore "N" is the
+available-permits key N (decimal text), the sorted set of permits out
+"{N}:timeout" ("N:timeout" when N has a "{"), each member a permit id as
+16 raw bytes scored by its expiry (epoch ms; a permit without lease has
+the score 922337203685477, $RlockTest::Redisson::NON_EXPIRABLE), and the
+channel "redisson_sc:{N}" ("redisson_sc:N" when N has a "{"), on which
+the permits available are published.  A latch "N" is a counter key N and
+the channel "redisson_countdownlatch__channel__{N}" (always in braces),
+messages "0" (zero reached) and "1" (a new count).  Permit ids are shown
+as the Java API shows them: 32 lowercase hex digits (the scripts turn
+them into the raw bytes Redis stores, and back).
+
+  my ($ids, $answer) = RlockTest::Redisson::sem_try_acquire($r, $name, $permits, $lease_ms, $verb)
+      # tryAcquire(permits, lease): $answer 'OK' and $ids the new permit
+      # ids (array ref), or $ids [] and $answer ':<score>' (the soonest
+      # expiry of a permit out) or '' (nil: only permits without lease are
+      # out).  $lease_ms undef: a permit without lease.  Expired permits
+      # (at most $permits) come back first, published if any are available.
+  RlockTest::Redisson::sem_release($r, $name, $id, $verb)
+      # tryRelease(id): 1 given back (publishes the permits available),
+      # 0 not out (or it had expired: given back all the same)
+  RlockTest::Redisson::sem_try_set_permits($r, $name, $permits, $verb)  # 1 set (publishes), 0 already set
+  RlockTest::Redisson::sem_add_permits($r, $name, $delta, $verb)        # publishes $delta when > 0
+  RlockTest::Redisson::sem_available($r, $name, $verb)   # availablePermits (expired ones come back first)
+  RlockTest::Redisson::sem_permits($r, $name)            # { id => score } of the permits out: Redisson's
+      # ids as 32 hex digits, any other member (rlock's "<holder>:<k>") as it is
+  RlockTest::Redisson::latch_try_set_count($r, $name, $count, $verb) # 1 set (publishes "1"), 0 counting
+  RlockTest::Redisson::latch_count_down($r, $name, $verb)            # DECR; at 0 deletes, publishes "0"
+  RlockTest::Redisson::latch_count($r, $name)                        # getCount: 0 when absent
+  RlockTest::Redisson::latch_delete($r, $name, $verb)                # 1 deleted (publishes "1"), 0 absent
+  RlockTest::Redisson::sem_keys($name)       # (permits key, "{N}:timeout", channel)
+  RlockTest::Redisson::latch_channel($name)
+
+$verb as for unlock: 'publish' (default) or 'spublish' (3.22+ on a Redis 7
+cluster).
 
 =cut
 
@@ -100,6 +140,244 @@ sub unlock
 	return _eval($target, $release,
 		[ $name, "redisson_lock__channel:{$name}", $latch ],
 		'0', 30000, $holder, $verb, 13500);
+}
+
+sub _verb
+{
+	my ($verb) = @_;
+	$verb //= 'publish';
+	die "RlockTest::Redisson: the verb is publish or spublish, not $verb\n"
+	  unless $verb eq 'publish' || $verb eq 'spublish';
+	return $verb;
+}
+
+# ---- RPermitExpirableSemaphore ----
+
+our $NON_EXPIRABLE = '922337203685477';
+
+sub sem_keys
+{
+	my ($name) = @_;
+	return ($name, "$name:timeout", "redisson_sc:$name") if $name =~ /\{/;
+	return ($name, "{$name}:timeout", "redisson_sc:{$name}");
+}
+
+# hex text <-> the raw bytes Redisson stores
+my $lua_hex = <<'LUA';
+local function raw(h)
+  return (string.gsub(h, '..', function(x) return string.char(tonumber(x, 16)) end))
+end
+local function hex(b)
+  return (string.gsub(b, '.', function(c) return string.format('%02x', string.byte(c)) end))
+end
+LUA
+
+# KEYS: permits, timeout zset, channel.  ARGV: permits, expiry (score),
+# now, the non-expirable score, verb, then one hex id per permit.
+our $sem_try_acquire = $lua_hex . <<'LUA';
+local want = tonumber(ARGV[1])
+local gone = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, want)
+if #gone > 0 then
+  for _, m in ipairs(gone) do redis.call('zrem', KEYS[2], m) end
+  local v = redis.call('incrby', KEYS[1], #gone)
+  if v > 0 then redis.call(ARGV[5], KEYS[3], v) end
+end
+local have = redis.call('get', KEYS[1])
+if have ~= false and tonumber(have) >= want then
+  redis.call('decrby', KEYS[1], want)
+  for i = 6, #ARGV do
+    redis.call('zadd', KEYS[2], ARGV[2], raw(ARGV[i]))
+  end
+  local ttl = redis.call('pttl', KEYS[1])
+  if ttl > 0 then redis.call('pexpire', KEYS[2], ttl) end
+  return 'OK'
+end
+local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')
+if first[1] ~= nil and tonumber(first[2]) ~= tonumber(ARGV[4]) then
+  return ':' .. first[2]
+end
+return nil
+LUA
+
+# KEYS as above.  ARGV: hex id, now, verb.
+our $sem_release = $lua_hex . <<'LUA';
+local id = raw(ARGV[1])
+local expiry = redis.call('zscore', KEYS[2], id)
+if redis.call('zrem', KEYS[2], id) ~= 1 then return 0 end
+local v = redis.call('incrby', KEYS[1], 1)
+redis.call(ARGV[3], KEYS[3], v)
+if tonumber(expiry) <= tonumber(ARGV[2]) then return 0 end
+return 1
+LUA
+
+# ARGV: permits, verb.
+our $sem_try_set_permits = <<'LUA';
+if redis.call('get', KEYS[1]) ~= false then return 0 end
+redis.call('set', KEYS[1], ARGV[1])
+redis.call(ARGV[2], KEYS[3], ARGV[1])
+return 1
+LUA
+
+# ARGV: delta, verb.
+our $sem_add_permits = <<'LUA';
+local cur = redis.call('get', KEYS[1])
+if cur == false then cur = 0 end
+redis.call('set', KEYS[1], tonumber(cur) + tonumber(ARGV[1]))
+if tonumber(ARGV[1]) > 0 then redis.call(ARGV[2], KEYS[3], ARGV[1]) end
+return 1
+LUA
+
+# ARGV: now, verb.
+our $sem_available = <<'LUA';
+local gone = redis.call('zrangebyscore', KEYS[2], 0, ARGV[1])
+if #gone > 0 then
+  for _, m in ipairs(gone) do redis.call('zrem', KEYS[2], m) end
+  local v = redis.call('incrby', KEYS[1], #gone)
+  if v > 0 then redis.call(ARGV[2], KEYS[3], v) end
+  return v
+end
+local cur = redis.call('get', KEYS[1])
+if cur == false then return 0 end
+return tonumber(cur)
+LUA
+
+# the permits out, hex-encoded, and their scores
+our $sem_permits = $lua_hex . <<'LUA';
+local out = {}
+local zs = redis.call('zrange', KEYS[2], 0, -1, 'withscores')
+for j = 1, #zs, 2 do
+  table.insert(out, hex(zs[j]))
+  table.insert(out, zs[j + 1])
+end
+return out
+LUA
+
+sub _now_ms { return int(Time::HiRes::time() * 1000); }
+
+sub _sem_eval
+{
+	my ($target, $script, $name, @args) = @_;
+	return _eval($target, $script, [ sem_keys($name) ], @args);
+}
+
+sub new_permit_id
+{
+	return join('', map { sprintf('%08x', int(rand(4294967296))) } 1 .. 4);
+}
+
+sub sem_try_acquire
+{
+	my ($target, $name, $permits, $lease_ms, $verb) = @_;
+	$verb = _verb($verb);
+	my $now = _now_ms();
+	my $expiry = defined $lease_ms && $lease_ms >= 0 ? $now + $lease_ms : $NON_EXPIRABLE;
+	my @ids = map { new_permit_id() } 1 .. $permits;
+	my $answer = _sem_eval($target, $sem_try_acquire, $name,
+		$permits, $expiry, $now, $NON_EXPIRABLE, $verb, @ids);
+	$answer //= '';
+	return ($answer eq 'OK' ? \@ids : [], $answer);
+}
+
+sub sem_release
+{
+	my ($target, $name, $id, $verb) = @_;
+	$verb = _verb($verb);
+	die "RlockTest::Redisson::sem_release: a permit id is 32 hex digits, not $id\n"
+	  unless $id =~ /^[0-9a-f]{32}$/;
+	return _sem_eval($target, $sem_release, $name, $id, _now_ms(), $verb);
+}
+
+sub sem_try_set_permits
+{
+	my ($target, $name, $permits, $verb) = @_;
+	return _sem_eval($target, $sem_try_set_permits, $name, $permits, _verb($verb));
+}
+
+sub sem_add_permits
+{
+	my ($target, $name, $delta, $verb) = @_;
+	return _sem_eval($target, $sem_add_permits, $name, $delta, _verb($verb));
+}
+
+sub sem_available
+{
+	my ($target, $name, $verb) = @_;
+	return _sem_eval($target, $sem_available, $name, _now_ms(), _verb($verb));
+}
+
+sub sem_permits
+{
+	my ($target, $name) = @_;
+	my @l = split /\n/, (_sem_eval($target, $sem_permits, $name) // '');
+	my %out;
+	while (my ($h, $score) = splice(@l, 0, 2))
+	{
+		my $raw = pack('H*', $h);
+		$out{ length($raw) == 16 ? $h : $raw } = $score;
+	}
+	return \%out;
+}
+
+# ---- RCountDownLatch ----
+
+sub latch_channel { return "redisson_countdownlatch__channel__{$_[0]}"; }
+
+# KEYS: counter, channel.  ARGV: count, verb.
+our $latch_try_set_count = <<'LUA';
+if redis.call('exists', KEYS[1]) ~= 0 then return 0 end
+redis.call('set', KEYS[1], ARGV[1])
+redis.call(ARGV[2], KEYS[2], '1')
+return 1
+LUA
+
+# ARGV: verb.
+our $latch_count_down = <<'LUA';
+local v = redis.call('decr', KEYS[1])
+if v <= 0 then redis.call('del', KEYS[1]) end
+if v == 0 then redis.call(ARGV[1], KEYS[2], '0') end
+return v
+LUA
+
+our $latch_count = <<'LUA';
+local v = redis.call('get', KEYS[1])
+if v == false then return 0 end
+return tonumber(v)
+LUA
+
+sub latch_try_set_count
+{
+	my ($target, $name, $count, $verb) = @_;
+	return _eval($target, $latch_try_set_count, [ $name, latch_channel($name) ],
+		$count, _verb($verb));
+}
+
+sub latch_count_down
+{
+	my ($target, $name, $verb) = @_;
+	return _eval($target, $latch_count_down, [ $name, latch_channel($name) ],
+		_verb($verb));
+}
+
+# ARGV: verb.
+our $latch_delete = <<'LUA';
+if redis.call('del', KEYS[1]) == 1 then
+  redis.call(ARGV[1], KEYS[2], '1')
+  return 1
+end
+return 0
+LUA
+
+sub latch_delete
+{
+	my ($target, $name, $verb) = @_;
+	return _eval($target, $latch_delete, [ $name, latch_channel($name) ],
+		_verb($verb));
+}
+
+sub latch_count
+{
+	my ($target, $name) = @_;
+	return _eval($target, $latch_count, [ $name, latch_channel($name) ]);
 }
 
 our $fair_acquire = <<'LUA';
