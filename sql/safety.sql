@@ -69,6 +69,70 @@ INSERT INTO guarded VALUES (2);
 \! redis-cli -u "$RLOCK_REDIS_URL" PEXPIRE sf_c2 300 > /dev/null
 COMMIT;
 SELECT array_agg(v) AS committed_rows FROM guarded;
+-- a lock still held whose lease is too short is not lost: the rollback gives
+-- back its transaction-level holds, in Redis too, and keeps the session's
+-- (the PEXPIRE plays a lease about to end; the test then gives the key its
+-- hour back: it is still there, PEXPIRE says 1); no lock counts as lost
+SELECT locks_lost AS lost_before FROM rlock_stats \gset
+SELECT rlock_acquire('sf_cs', '1 hour');
+BEGIN;
+SELECT rlock_xact_acquire('sf_cs', '1 hour');
+SELECT rlock_xact_acquire('sf_cs', '1 hour');
+INSERT INTO guarded VALUES (3);
+\! redis-cli -u "$RLOCK_REDIS_URL" PEXPIRE sf_cs 800 > /dev/null
+\set VERBOSITY terse
+COMMIT;
+\set VERBOSITY default
+\! redis-cli -u "$RLOCK_REDIS_URL" PEXPIRE sf_cs 3600000
+SELECT array_agg(v) AS committed_rows FROM guarded;
+SELECT locks_lost - :lost_before AS lost FROM rlock_stats;
+SELECT rlock_hold_count('sf_cs'), rlock_is_held('sf_cs');
+SELECT scope, hold_count, state FROM rlock_locks
+  WHERE pid = pg_backend_pid() AND name = 'sf_cs';
+SELECT kind, holder = rlock_holder_id() AS mine, hold_count
+  FROM rlock_status('sf_cs');
+SELECT rlock_try_acquire('sf_cs', '1 minute', owner => 'job-3') AS other_took_it;
+SELECT rlock_release('sf_cs'), rlock_is_locked('sf_cs');
+-- the same for a fair lock, and for a read hold
+SELECT rlock_fair_acquire('sf_cf', '1 hour');
+BEGIN;
+SELECT rlock_fair_xact_acquire('sf_cf', '1 hour');
+\! redis-cli -u "$RLOCK_REDIS_URL" PEXPIRE sf_cf 800 > /dev/null
+\set VERBOSITY terse
+COMMIT;
+\set VERBOSITY default
+\! redis-cli -u "$RLOCK_REDIS_URL" PEXPIRE sf_cf 3600000
+SELECT rlock_hold_count('sf_cf'), rlock_is_held('sf_cf');
+SELECT kind, holder = rlock_holder_id() AS mine, hold_count
+  FROM rlock_status('sf_cf');
+SELECT rlock_fair_try_acquire('sf_cf', '1 minute', owner => 'job-3') AS other_took_it;
+SELECT rlock_fair_release('sf_cf'), rlock_is_locked('sf_cf');
+SELECT rlock_read_acquire('sf_cr', '1 hour');
+BEGIN;
+SELECT rlock_read_xact_acquire('sf_cr', '1 hour');
+\! redis-cli -u "$RLOCK_REDIS_URL" PEXPIRE sf_cr 800 > /dev/null
+\set VERBOSITY terse
+COMMIT;
+\set VERBOSITY default
+\! redis-cli -u "$RLOCK_REDIS_URL" PEXPIRE sf_cr 3600000
+SELECT rlock_hold_count('sf_cr'), rlock_is_held('sf_cr');
+SELECT kind, holder = rlock_holder_id() AS mine, hold_count
+  FROM rlock_status('sf_cr');
+SELECT rlock_write_try_acquire('sf_cr', '1 minute', owner => 'job-3') AS other_took_it;
+SELECT rlock_read_release('sf_cr'), rlock_is_locked('sf_cr');
+-- a lock really gone (its key deleted) is lost, session-level holds and all
+SELECT rlock_acquire('sf_cg', '1 hour');
+BEGIN;
+SELECT rlock_xact_acquire('sf_cg', '1 hour');
+\! redis-cli -u "$RLOCK_REDIS_URL" DEL sf_cg > /dev/null
+\set VERBOSITY terse
+COMMIT;
+\set VERBOSITY default
+SELECT locks_lost - :lost_before AS lost FROM rlock_stats;
+SELECT rlock_hold_count('sf_cg'), rlock_is_held('sf_cg');
+SELECT count(*) AS registered FROM rlock_locks
+  WHERE pid = pg_backend_pid() AND name = 'sf_cg';
+SELECT rlock_release('sf_cg');
 
 -- ---- DISCARD ALL releases the session's locks, as it does advisory locks ----
 SELECT rlock_acquire('sf_d1', '1 minute'), rlock_acquire('sf_d2'), rlock_read_acquire('sf_d3');

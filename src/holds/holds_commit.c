@@ -15,6 +15,14 @@
  * (holds_kinds.c).  An ERROR here rolls the transaction back, which is
  * what it is for.  holds_xact.c calls it.
  *
+ * Two ways to refuse the COMMIT: a lock that is gone (not in Redis, fewer
+ * holds there than the table counts, not confirmed by a majority of its
+ * servers, found lost by the watchdog, or checked on a node that is no
+ * longer master) is forgotten whole, its session-level holds too, and
+ * reported lost; a lock still held whose lease is too short to cover the
+ * commit is not lost: the rollback gives back its transaction-level holds
+ * (holds_xact.c), and its session-level holds stay.
+ *
  * Copyright (c) 2026, rlock developers
  *
  *-------------------------------------------------------------------------
@@ -57,9 +65,8 @@ holds_xact_snapshot(HeldLock ***hs)
 }
 
 /*
- * The check before COMMIT found h lost, or with too little lease left to
- * cover the commit: forget it (Redis too, at the next reconcile) and
- * refuse the COMMIT.
+ * The check before COMMIT found h lost: forget it whole, its session-level
+ * holds too (Redis too, at the next reconcile), and refuse the COMMIT.
  */
 static void
 holds_lost_at_commit(HeldLock *h, const char *why)
@@ -79,6 +86,24 @@ holds_lost_at_commit(HeldLock *h, const char *why)
 					key),
 			 errdetail("%s", why),
 			 errhint("Writes guarded by a lost lock are never committed (rlock.verify_on_commit).")));
+}
+
+/*
+ * The check before COMMIT found h still held, with left_ms of lease left,
+ * too little to cover the commit: refuse the COMMIT.  h is not lost: the
+ * rollback gives back its transaction-level holds, in Redis too, and keeps
+ * its session-level ones (holds_end_xact).
+ */
+static void
+holds_short_lease_at_commit(HeldLock *h, int64 left_ms)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_TRANSACTION_ROLLBACK),
+			 errmsg("cannot commit: lock \"%s\" held by this transaction has too little lease left to cover the commit",
+					h->key),
+			 errdetail("Its lease had %lld ms left, less than the %d ms a commit is given; the transaction is rolled back, and with it its transaction-level holds of the lock.",
+					   (long long) Max(left_ms, 0), COMMIT_MIN_LEASE_MS),
+			 errhint("Take it with a longer lease, or with a NULL lease (renewed automatically).")));
 }
 
 /* The check before COMMIT extended h's lease. */
@@ -135,10 +160,7 @@ verify_elsewhere(HeldLock **hs, int n)
 				holds_lost_at_commit(of[i],
 									 "Fewer than a majority of its servers could confirm that they still held it; the transaction is rolled back.");
 			if (left[i] >= 0 && left_ms < COMMIT_MIN_LEASE_MS)
-				holds_lost_at_commit(of[i],
-									 psprintf("Its lease had %lld ms left, less than the %d ms a commit is given; the transaction is rolled back.",
-											  (long long) Max(left_ms, 0),
-											  COMMIT_MIN_LEASE_MS));
+				holds_short_lease_at_commit(of[i], left_ms);
 			if (of[i]->renew_lease_ms > 0)
 				holds_renewed_at_commit(of[i],
 										sent_at + of[i]->renew_lease_ms * 1000);
@@ -243,10 +265,7 @@ holds_verify_xact(void)
 			/* what is left for sure: Redis measured it somewhere in the trip */
 			left = t->integer - (now - sent_at) / 1000;
 			if (t->integer >= 0 && left < COMMIT_MIN_LEASE_MS)
-				holds_lost_at_commit(h,
-									 psprintf("Its lease had %lld ms left, less than the %d ms a commit is given; the transaction is rolled back.",
-											  (long long) Max(left, 0),
-											  COMMIT_MIN_LEASE_MS));
+				holds_short_lease_at_commit(h, left);
 			if (h->renew_lease_ms > 0)
 				holds_renewed_at_commit(h, sent_at + h->renew_lease_ms * 1000);
 		}
