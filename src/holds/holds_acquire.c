@@ -66,17 +66,20 @@ undo_unacknowledged(const LockName *ln, RlockKind kind, HoldRequest *req,
 		holds_set_uncertain(h, false);
 		holds_drop_if_unused(h);
 	}
-	holds_acks_refused(ln->name, conn, wanted, acked, ack_error);
+	holds_acks_refused(ln->name, kind, conn, wanted, acked, ack_error);
 }
 
 /* An acquisition was undone for want of replica acknowledgements. */
 void
-holds_acks_refused(const char *name, RedisConn *conn, int wanted,
-				   int64 acked, const char *ack_error)
+holds_acks_refused(const char *name, RlockKind kind, RedisConn *conn,
+				   int wanted, int64 acked, const char *ack_error)
 {
 	stats_count(RLOCK_STAT_ACK_REFUSALS);
 	ereport(ERROR,
 			(errcode(ERRCODE_CONNECTION_FAILURE),
+			 kind == RLOCK_KIND_SEMAPHORE ?
+			 errmsg("permits of semaphore \"%s\" were not acknowledged by enough Redis replicas",
+					name) :
 			 errmsg("lock \"%s\" was not acknowledged by enough Redis replicas",
 					name),
 			 ack_error ?

@@ -230,7 +230,7 @@ holds_run_acquire_set(const LockName *lns, int n, RlockKind kind,
 	if (ngranted > 0)
 		holds_settle();
 	if (short_of >= 0)
-		holds_acks_refused(lns[short_of].name, conn, wanted[short_of], acked,
+		holds_acks_refused(lns[short_of].name, kind, conn, wanted[short_of], acked,
 						   ack_error);
 	if (error != NULL)
 	{

@@ -186,7 +186,7 @@ note 'both replication links stalled';
 my $refusals0 = RlockTest::stat_of($node, 'replica_ack_refusals');
 ($out, $err, $state) = sql($s1, "SELECT rlock_semaphore_try_acquire('jobs', 1, '10 minutes')");
 is($state, '08006', 'no replica acknowledges: the acquisition is refused (08006)');
-like($err, qr/ERROR:  .*"jobs" was not acknowledged by enough Redis replicas/,
+like($err, qr/ERROR:  permits of semaphore "jobs" were not acknowledged by enough Redis replicas/,
 	'the error names the semaphore');
 like($err, qr/0 of the 2 replica acknowledgements/, 'the detail says none of 2 acknowledged');
 is($m->cli('GET', 'jobs') . '/' . zcard($m), '2/1',
