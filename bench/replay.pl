@@ -11,7 +11,10 @@
 # A file holds one command per paragraph, one argument a line.  As rlock
 # does, a release's unlock latch key (redisson_unlock_latch:{name}:<id>)
 # is new each time, and the latches of one release are deleted in front of
-# the next acquire.
+# the next acquire; those of the last release at the end.  The ids start
+# with this process's id and start time: a later replay of the same calls
+# must not find a latch of this one (its release would answer from the
+# latch and leave the lock held until its lease ran out).
 use strict;
 use warnings;
 use IO::Socket::INET;
@@ -65,6 +68,7 @@ my @acq = commands($acq_file);
 my @rel = commands($rel_file);
 my $acq = join '', map { resp(@$_) } @acq;
 my ($seq, $ta, $tr) = (0, 0, 0);
+my $run = sprintf('%08x%08x', $$ & 0xffffffff, time() & 0xffffffff);
 my @latches;
 for my $i (1 - int($iterations / 10) .. $iterations) {    # (a tenth: warm-up)
     my $out = $acq;
@@ -77,7 +81,7 @@ for my $i (1 - int($iterations / 10) .. $iterations) {    # (a tenth: warm-up)
         resp(map {
             my $a = $_;
             push @latches, $a
-                if $a =~ s/^(redisson_unlock_latch:.*:)[0-9a-f]+$/$1 . sprintf('%032x', ++$seq)/e;
+                if $a =~ s/^(redisson_unlock_latch:.*:)[0-9a-f]+$/$1 . $run . sprintf('%016x', ++$seq)/e;
             $a
         } @$_)
     } @rel;
@@ -87,4 +91,5 @@ for my $i (1 - int($iterations / 10) .. $iterations) {    # (a tenth: warm-up)
     $ta += $t1 - $t0;
     $tr += time - $t2;
 }
+round(resp('DEL', @latches)) if @latches;
 printf "%.4f %.4f\n", 1000 * $ta / $iterations, 1000 * $tr / $iterations;

@@ -85,6 +85,42 @@ CREATE TEMP VIEW redlock_best AS
                 ORDER BY b.floor_ms LIMIT 1) f ON true
   GROUP BY r.masters, f.floor_ms, f.select1_ms, f.acquire_ms, f.release_ms;
 
+-- Semaphores and latches (bench/sync.sh): per what (semaphore: acquire +
+-- release of a permit; lock: try + release, for comparison), each round's
+-- latency against the floor of the same round (SELECT 1 from the same
+-- pgbench run, the acquire and release commands replayed one after the
+-- other right after it); the round with the median ratio (of an even
+-- number, the lower middle one) counts: the load of a shared machine
+-- changes from one second to the next, so the lowest figures of each
+-- part, taken from different rounds, need not compare.
+CREATE TEMP VIEW sync_round AS
+  SELECT *, select1_ms + acquire_ms + release_ms AS floor_ms,
+         latency_ms / (select1_ms + acquire_ms + release_ms) AS ratio
+  FROM sync_run;
+
+CREATE TEMP VIEW sync_median AS
+  SELECT a.what, a.rounds, m.round, m.latency_ms, m.floor_ms, m.select1_ms,
+         m.acquire_ms, m.release_ms, m.ratio, a.latency_rounds, a.floor_rounds,
+         a.ratio_rounds
+  FROM (SELECT what, count(*) AS rounds,
+               string_agg(round(latency_ms::numeric, 3)::text, ', ' ORDER BY round)
+                 AS latency_rounds,
+               string_agg(round(floor_ms::numeric, 3)::text, ', ' ORDER BY round)
+                 AS floor_rounds,
+               string_agg(round(ratio::numeric, 2)::text, ', ' ORDER BY round)
+                 AS ratio_rounds
+        FROM sync_round GROUP BY what) a
+  JOIN LATERAL (SELECT * FROM sync_round r WHERE r.what = a.what
+                ORDER BY r.ratio OFFSET (a.rounds - 1) / 2 LIMIT 1) m ON true;
+
+CREATE TEMP VIEW latch_pct AS
+  SELECT count(*) AS n,
+         percentile_cont(0.5) WITHIN GROUP (ORDER BY ms) AS p50,
+         percentile_cont(0.9) WITHIN GROUP (ORDER BY ms) AS p90,
+         percentile_cont(0.99) WITHIN GROUP (ORDER BY ms) AS p99,
+         max(ms) AS max
+  FROM latch_ms HAVING count(*) > 0;
+
 CREATE TEMP VIEW handoff_pct AS
   SELECT kind, count(*) AS n,
          percentile_cont(0.5) WITHIN GROUP (ORDER BY ms) AS p50,
@@ -279,6 +315,76 @@ SELECT 'contended, 8 sessions', 'busiest / idlest session', 'x',
 FROM spread r JOIN spread a ON a.script = 'advisory_contended'
 WHERE r.script = 'rlock_contended';
 
+-- Semaphore, 1 client: a permit taken and given back in one statement,
+-- against SELECT 1 plus the acquire and release script round trips
+-- (replayed), the round with the median ratio; the lock's try+release
+-- against the same kind of floor, for comparison; and the Redis round
+-- trips of one acquire and of one release (bench_attempts).
+INSERT INTO report (section, measure, unit, rlock, floor, target, met)
+SELECT 'semaphore, 1 client',
+       CASE s.what WHEN 'semaphore' THEN 'acquire+release: mean latency'
+         ELSE 'lock try+release, the same floor: mean latency' END, 'ms',
+       s.latency_ms, s.floor_ms,
+       CASE WHEN s.what = 'semaphore' THEN '<= 1.15 x floor' END,
+       CASE WHEN s.what = 'semaphore' THEN s.latency_ms <= 1.15 * s.floor_ms END
+FROM sync_median s
+ORDER BY array_position(ARRAY['semaphore', 'lock'], s.what);
+
+INSERT INTO report (section, measure, unit, rlock, floor)
+SELECT 'semaphore, 1 client', format('Redis round trips per %s', x.op), 'n',
+       x.v, 1
+FROM node_attempt a
+CROSS JOIN LATERAL (VALUES
+  (1, 'acquire', a.acquire_round_trips::float8 / a.calls),
+  (2, 'release', a.release_round_trips::float8 / a.calls)) x(o, op, v)
+WHERE a.what = 'semaphore'
+ORDER BY x.o;
+
+-- Latch: the start of the count-down that reaches zero -> the await
+-- returns.  Floor: the count-down script's round trip (replayed).
+INSERT INTO report (section, measure, unit, rlock, floor, target, met)
+SELECT format('latch wake-up (%s)', l.n), m.measure, 'ms', m.v,
+       f.count_down_ms, m.target, m.met
+FROM latch_pct l CROSS JOIN latch_floor f
+CROSS JOIN LATERAL (VALUES
+  (1, 'p50', l.p50, '<= 1 ms', l.p50 <= 1.0),
+  (2, 'p90', l.p90, NULL, NULL),
+  (3, 'p99', l.p99, NULL, NULL),
+  (4, 'max', l.max, NULL, NULL)) m(o, measure, v, target, met)
+ORDER BY m.o;
+
+-- Semaphore contended: 8 sessions on one semaphore of 3 permits.  Floor of
+-- the rate: the same statements, each session on a semaphore of its own
+-- (what the machine allows without waiting).
+INSERT INTO report (section, measure, unit, rlock, floor)
+SELECT 'semaphore, 8 sessions on 3 permits', 'acquisitions per second', '1/s',
+       r.tps, o.tps
+FROM lat r
+JOIN lat o ON o.script = 'semaphore' AND o.clients = 8
+WHERE r.script = 'semaphore_contended' AND r.clients = 8;
+
+INSERT INTO report (section, measure, unit, rlock, floor)
+SELECT 'semaphore, 8 sessions on 3 permits', m.measure, 'n', m.v, 2
+FROM contended_stats s
+LEFT JOIN script_calls c USING (script)
+CROSS JOIN LATERAL (VALUES
+  (1, 'Redis round trips per acquisition',
+   s.round_trips::float8 / nullif(s.acquisitions, 0)),
+  (2, 'script calls per acquisition (INFO commandstats)',
+   c.calls::float8 / nullif(s.acquisitions, 0))) m(o, measure, v)
+WHERE s.script = 'semaphore_contended'
+ORDER BY m.o;
+
+INSERT INTO report (section, measure, unit, rlock, floor)
+SELECT 'semaphore, 8 sessions on 3 permits', m.measure, m.unit, m.v, 1.0
+FROM spread r
+CROSS JOIN LATERAL (VALUES
+  (1, 'evenness (Jain index)', '0.125..1', r.jain),
+  (2, 'busiest / idlest session', 'x',
+   r.most::float8 / greatest(r.least, 1))) m(o, measure, unit, v)
+WHERE r.script = 'semaphore_contended'
+ORDER BY m.o;
+
 -- Watchdog: renewal of everything held, per cycle.
 INSERT INTO report (section, measure, unit, rlock, floor, target, met)
 SELECT format('watchdog, %s locks', w.locks), m.measure, m.unit, m.v, m.fl,
@@ -367,6 +473,25 @@ SELECT format('cluster: the Cluster adds %s ms to try+release (%s %%), %s ms to 
 FROM cluster_best c JOIN cluster_best s ON s.target = 'standalone'
 WHERE c.target = 'cluster';
 
+SELECT format('sync, %s: %s %s ms, floor %s ms = SELECT 1 %s + acquire %s + release %s ms (replayed one after the other), ratio %s (round %s, the median of %s); per round: %s ms, floors %s ms, ratios %s',
+              what,
+              CASE what WHEN 'lock' THEN 'try+release' ELSE 'acquire+release' END,
+              round(latency_ms::numeric, 3), round(floor_ms::numeric, 3),
+              round(select1_ms::numeric, 3), round(acquire_ms::numeric, 3),
+              round(release_ms::numeric, 3), round(ratio::numeric, 2), round,
+              rounds, latency_rounds, floor_rounds, ratio_rounds) AS " "
+FROM sync_median
+ORDER BY array_position(ARRAY['semaphore', 'lock'], what);
+
+SELECT format('sync: %s semaphore and lock transactions, %s Redis round trips per transaction, %s failed',
+              sum(xacts), round(sum(round_trips)::numeric / nullif(sum(xacts), 0), 3),
+              sum(failed)) AS " "
+FROM sync_stats HAVING count(*) > 0;
+
+SELECT format('latch: floor = set-count %s ms, count-down %s ms (replayed)',
+              round(set_ms::numeric, 3), round(count_down_ms::numeric, 3)) AS " "
+FROM latch_floor;
+
 -- Multi-lock and Redlock, in one list (nothing when neither ran).
 SELECT line AS " " FROM (
   SELECT 1 AS o, names AS k,
@@ -435,6 +560,11 @@ SELECT jsonb_pretty(jsonb_build_object(
     'contended_clients', (SELECT jsonb_agg(to_jsonb(c) ORDER BY script, client)
                           FROM contended_client c),
     'contended_stats', (SELECT jsonb_agg(to_jsonb(c)) FROM contended_stats c),
+    'sync', (SELECT jsonb_agg(to_jsonb(s) ORDER BY round, what) FROM sync_round s),
+    'sync_stats', (SELECT jsonb_agg(to_jsonb(s) ORDER BY round) FROM sync_stats s),
+    'latch', (SELECT to_jsonb(l) FROM latch_pct l),
+    'latch_floor', (SELECT to_jsonb(f) FROM latch_floor f),
+    'script_calls', (SELECT jsonb_agg(to_jsonb(c)) FROM script_calls c),
     'watchdog', (SELECT jsonb_agg(to_jsonb(w)) FROM watchdog_run w),
     'memory', (SELECT jsonb_agg(to_jsonb(m) ORDER BY pairs) FROM memory_sample m
                WHERE pairs >= 0),

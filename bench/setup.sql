@@ -225,3 +225,97 @@ CREATE VIEW handoff_ms AS
                lag(at) OVER w AS prev_at
         FROM handoff_event WINDOW w AS (PARTITION BY kind ORDER BY at)) e
   WHERE event = 'acquired' AND prev_event = 'releasing' AND prev_who <> who;
+
+-- Semaphores and latches (bench/sync.sh).  Per round and what (semaphore:
+-- acquire+release of a permit; lock: try+release, the same floor method
+-- for comparison), its latency in a pgbench run (1 client) of SELECT 1,
+-- the semaphore's and the lock's statements together, and its floor's
+-- parts: SELECT 1 (from the same run) and rlock's acquire and release
+-- commands replayed one after the other by a bare client
+-- (bench/replay.pl) right after it.
+CREATE TABLE sync_run (round int, what text, latency_ms float8, xacts bigint,
+                       select1_ms float8, acquire_ms float8,
+                       release_ms float8);
+-- ... and what rlock_stats says each round's run cost (semaphore and lock
+-- transactions together).
+CREATE TABLE sync_stats (round int, xacts bigint, round_trips bigint,
+                         acquisitions bigint, releases bigint, failed bigint);
+-- The script calls Redis counted (INFO commandstats: EVALSHA and EVAL)
+-- during a pgbench run.
+CREATE TABLE script_calls (script text, calls bigint);
+-- The latch's floor: its set-count and its count-down (the one that
+-- reaches zero and publishes it) replayed by a bare client.
+CREATE TABLE latch_floor (set_ms float8, count_down_ms float8);
+
+-- Latch wake-up events of the two sessions of bench_latch.
+CREATE UNLOGGED TABLE latch_event (seq int, event text, at timestamptz);
+
+-- One of two sessions, n rounds on the latch "bench-latch".  The awaiter
+-- sets its count to 2 and awaits it.  The counter waits for that count,
+-- counts down once (2 -> 1: no message), waits until the awaiter is
+-- blocked (an Extension wait that lasts: a round trip shows as one too),
+-- notes the time and counts down to zero (which publishes "0").  The
+-- awaiter notes when its await returned.
+CREATE PROCEDURE bench_latch(role text, n int)
+LANGUAGE plpgsql AS $$
+DECLARE
+  awaiter_blocked boolean;
+BEGIN
+  PERFORM set_config('application_name', 'bench_latch_' || role, false);
+  FOR i IN 1..n LOOP
+    IF role = 'awaiter' THEN
+      IF NOT rlock_latch_set_count('bench-latch', 2) THEN
+        RAISE EXCEPTION 'round %: the latch was not at zero', i;
+      END IF;
+      IF NOT rlock_latch_await('bench-latch', '10s') THEN
+        RAISE EXCEPTION 'round %: the latch did not reach zero within 10 s', i;
+      END IF;
+      INSERT INTO latch_event VALUES (i, 'returned', clock_timestamp());
+      CONTINUE;
+    END IF;
+
+    FOR j IN 1..40000 LOOP
+      EXIT WHEN rlock_latch_count('bench-latch') = 2;
+      IF j = 40000 THEN
+        RAISE EXCEPTION 'round %: the awaiter did not set the count', i;
+      END IF;
+      PERFORM pg_sleep(0.0005);
+    END LOOP;
+    IF rlock_latch_count_down('bench-latch') <> 1 THEN
+      RAISE EXCEPTION 'round %: the first count-down did not leave 1', i;
+    END IF;
+    PERFORM pg_sleep(0.002);
+    FOR j IN 1..10000 LOOP
+      PERFORM pg_stat_clear_snapshot();
+      awaiter_blocked := EXISTS (SELECT 1 FROM pg_stat_activity
+                                 WHERE application_name = 'bench_latch_awaiter'
+                                   AND wait_event_type = 'Extension');
+      IF awaiter_blocked THEN
+        PERFORM pg_sleep(0.001);
+        PERFORM pg_stat_clear_snapshot();
+        EXIT WHEN EXISTS (SELECT 1 FROM pg_stat_activity
+                          WHERE application_name = 'bench_latch_awaiter'
+                            AND wait_event_type = 'Extension');
+      ELSE
+        PERFORM pg_sleep(0.0005);
+      END IF;
+      IF j = 10000 THEN
+        RAISE EXCEPTION 'round %: the awaiter never blocked', i;
+      END IF;
+    END LOOP;
+    INSERT INTO latch_event VALUES (i, 'counting', clock_timestamp());
+    IF rlock_latch_count_down('bench-latch') <> 0 THEN
+      RAISE EXCEPTION 'round %: the last count-down did not reach zero', i;
+    END IF;
+    -- (give the wake-up its time before polling, so as not to compete
+    -- with it for the CPU)
+    PERFORM pg_sleep(0.001);
+  END LOOP;
+END $$;
+
+-- Latch wake-up latencies (ms): the start of the count-down that reached
+-- zero -> the await returned, per round.
+CREATE VIEW latch_ms AS
+  SELECT c.seq, extract(epoch FROM r.at - c.at) * 1000 AS ms
+  FROM latch_event c JOIN latch_event r USING (seq)
+  WHERE c.event = 'counting' AND r.event = 'returned';
