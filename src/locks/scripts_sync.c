@@ -17,7 +17,8 @@
  * expiry (epoch ms); a release (or an expiry noticed) publishes the
  * permits available on redisson_sc:{N}.  rlock's permit ids are
  * "<holder>:<k>", k = 1, 2, ...: a session's permits are held like a
- * lock's holds, one hold per permit, and its k-th permit is its k-th hold.
+ * lock's holds, one hold per permit, and its k-th permit is its k-th hold;
+ * like a lock's holds they share one expiry, never lowered.
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -164,11 +165,26 @@ SEM_PRELUDE_AS(now, "redis.error_reply('RLOCKKIND lock')", \
 "end\n"
 
 /*
+ * Lua: score every permit of "holder" in "mine" no sooner than "exp"
+ * (epoch ms): a holder's permits share one expiry, as a lock's holds do.
+ */
+#define SEM_RAISE(holder, exp) \
+"for _, k in ipairs(mine) do\n" \
+"  local id = " holder " .. ':' .. k\n" \
+"  if tonumber(redis.call('zscore', KEYS[2], id)) < " exp " then\n" \
+"    redis.call('zadd', KEYS[2], 'xx', " exp ", id)\n" \
+"  end\n" \
+"end\n"
+
+/*
  * semaphore acquire: KEYS as SEM_PRELUDE; ARGV[1] permits, ARGV[2] their
  * expiry (epoch ms), ARGV[3] holder, ARGV[4] now, ARGV[5] the permits the
  * holder's session believes it holds.  When Redis has another number of
  * them (some expired or were taken away: lost), what is left of them is
- * given back first.  Then takes the permits when enough are available:
+ * given back first.  A holder's permits share one expiry, never lowered,
+ * as a lock's holds do (the held-lock table keeps one per lock): the new
+ * ones are scored at the later of ARGV[2] and the holder's others, which
+ * a later ARGV[2] raises.  Then takes the permits when enough are available:
  * {1, permits held now, permits available after}; else {0, ms until the
  * soonest permit out expires (-1: none), permits available}, or
  * {3, total} when the semaphore has fewer permits in all;
@@ -189,18 +205,28 @@ SEM_MINE("ARGV[3]")
 SEM_GIVE_BACK("ARGV[3]", "#mine")
 "end\n"
 "local top = mine[#mine] or 0\n"
+"local exp = tonumber(ARGV[2])\n"
+"for _, k in ipairs(mine) do\n"
+"  local sc = tonumber(redis.call('zscore', KEYS[2], ARGV[3] .. ':' .. k))\n"
+"  if sc > exp then exp = sc end\n"
+"end\n"
+SEM_RAISE("ARGV[3]", "exp")
 "avail = redis.call('decrby', KEYS[1], want)\n"
 "for j = 1, want do\n"
-"  redis.call('zadd', KEYS[2], ARGV[2], ARGV[3] .. ':' .. (top + j))\n"
+"  redis.call('zadd', KEYS[2], exp, ARGV[3] .. ':' .. (top + j))\n"
 "end\n"
 "return {1, #mine + want, avail}\n";
 
 /*
  * semaphore release: KEYS as SEM_PRELUDE, KEYS[4] the request's unlock
  * latch; ARGV[1] holder, ARGV[2] permits to give back, ARGV[3] latch TTL
- * ms, ARGV[4] now.  As a lock's release: nil when the holder has none, 0
- * when it still holds some, 1 when it has given back its last; a replay
- * answers from the latch.
+ * ms, ARGV[4] now, ARGV[5] the permits the holder's session believes it
+ * holds, these included (-1: not known), ARGV[6] the lease of those it
+ * keeps (ms; 0: keep their expiry).  As a lock's release: nil when the
+ * holder has none, 0 when it still holds some, 1 when it has given back
+ * its last; a replay answers from the latch.  When it has fewer than
+ * believed (one expired or was taken away: lost), it gives back the rest
+ * and answers nil too.
  */
 const char rlock_sem_release_body[] =
 "local lv = redis.call('get', KEYS[4])\n"
@@ -208,8 +234,16 @@ const char rlock_sem_release_body[] =
 SEM_PRELUDE("ARGV[4]")
 SEM_MINE("ARGV[1]")
 "if #mine == 0 then return nil end\n"
+"if #mine < tonumber(ARGV[5]) then\n"
+SEM_GIVE_BACK("ARGV[1]", "#mine")
+"  return nil\n"
+"end\n"
 "local n = math.min(tonumber(ARGV[2]), #mine)\n"
 SEM_GIVE_BACK("ARGV[1]", "n")
+"if tonumber(ARGV[6]) > 0 then\n"
+"  local keep = tonumber(ARGV[4]) + tonumber(ARGV[6])\n"
+SEM_RAISE("ARGV[1]", "keep")
+"end\n"
 "local done = 0\n"
 "if #mine == 0 then done = 1 end\n"
 "redis.call('set', KEYS[4], done, 'px', ARGV[3])\n"

@@ -10,7 +10,8 @@
  * What rlock adds is that permits are held like locks: a permit this
  * session takes is a leased permit id, "<holder>:<k>", recorded in the
  * held-lock table as one hold of kind RLOCK_KIND_SEMAPHORE (its k-th
- * hold), in session or transaction scope.  So the table's machinery
+ * hold), in session or transaction scope; its permits share one expiry,
+ * the latest of their leases, as a lock's holds share its TTL.  So the table's machinery
  * applies to permits as to locks: given back at the end of their scope
  * (savepoint rollback included), renewed by the watchdog while their lease
  * is NULL (the renew script's "s" mode), shown in rlock_locks, reported
@@ -70,11 +71,20 @@ sem_wrong_kind(const LockName *ln, const char *what)
 			 errhint("Choose another semaphore name, or set rlock.key_prefix.")));
 }
 
+/*
+ * Give back "levels" permits; those kept get keep_lease_ms (0: their
+ * expiry stays), as a lock's remaining holds do.  The table no longer
+ * counts the levels (it is told before the release goes out): so Redis
+ * should have what it counts plus those; fewer means some were lost,
+ * which the script reports as a lock release does (nil), giving back the
+ * rest.
+ */
 static const char *
 sem_build_release(RedisCmd *cmd, RlockKind kind, const char *key,
 				  const char *holder, int levels, int64 keep_lease_ms)
 {
 	char	   *latch = lockname_unlock_latch(key);
+	HeldLock   *h = holds_find(key, RLOCK_KIND_SEMAPHORE);
 
 	sem_script(cmd, RLOCK_SCRIPT_SEM_RELEASE, 4, key);
 	rcmd_str(cmd, latch);
@@ -82,6 +92,8 @@ sem_build_release(RedisCmd *cmd, RlockKind kind, const char *key,
 	rcmd_int(cmd, levels);
 	rcmd_int(cmd, lockname_latch_ttl_ms());
 	rcmd_int(cmd, epoch_ms());
+	rcmd_int(cmd, h != NULL ? holds_total(h) + levels : -1);
+	rcmd_int(cmd, keep_lease_ms);
 	return latch;
 }
 
