@@ -139,6 +139,32 @@ END $$;
 SELECT kind, hold_count, state FROM rlock_locks WHERE name = 'sm_a';
 SELECT rlock_semaphore_release('sm_a', 2) AS release_of_lost;
 SELECT rlock_semaphore_available('sm_a') AS the_other_given_back;
+-- ... and by the next call itself, before the watchdog looks (it looks at
+-- permits with a fixed lease once they are older than a third of
+-- rlock.watchdog_timeout): one of two permits taken away, one given back
+SELECT rlock_semaphore_acquire('sm_a', 2, '1 minute');
+\! redis-cli -u "$RLOCK_REDIS_URL" ZREM '{sm_a}:timeout' "$RLOCK_HID:1" > /dev/null
+\! redis-cli -u "$RLOCK_REDIS_URL" INCRBY sm_a 1 > /dev/null
+SELECT rlock_semaphore_release('sm_a') AS release_after_one_taken_away;
+SELECT count(*) FROM rlock_locks WHERE name = 'sm_a';
+SELECT rlock_semaphore_available('sm_a') AS all_back;
+-- a session's permits share one expiry, as a lock's holds do: one taken
+-- with a shorter lease than the others keeps theirs (none of them runs
+-- out while the session believes it held), one taken with a longer lease
+-- extends them all
+SELECT rlock_semaphore_acquire('sm_a', 1, '1 minute');
+SELECT rlock_semaphore_acquire('sm_a', 1, '100 ms');
+SELECT pg_sleep(0.3);
+SELECT rlock_semaphore_available('sm_a') AS both_still_out;
+\! redis-cli -u "$RLOCK_REDIS_URL" ZRANGE '{sm_a}:timeout' 0 -1 WITHSCORES | awk 'NR % 2 == 0' | sort -u | wc -l
+SELECT rlock_semaphore_release('sm_a', 2) AS both_given_back;
+SELECT rlock_semaphore_acquire('sm_a', 1, '100 ms');
+SELECT rlock_semaphore_acquire('sm_a', 1, '1 minute');
+SELECT pg_sleep(0.3);
+SELECT rlock_semaphore_available('sm_a') AS both_still_out;
+SELECT rlock_semaphore_release('sm_a', 2) AS both_given_back;
+SELECT count(*) FROM rlock_locks WHERE name = 'sm_a';
+SELECT rlock_semaphore_available('sm_a') AS all_back;
 -- ... and COMMIT is refused when transaction permits were lost (checked
 -- in Redis before COMMIT, whether or not the watchdog saw it yet)
 BEGIN;

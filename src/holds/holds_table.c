@@ -348,7 +348,9 @@ holds_count_hold(HeldLock *h, const HoldRequest *req, int redis_count,
 
 	/*
 	 * The scripts never lower a held lock's TTL (scripts.c, RAISE_TTL): a
-	 * re-entry with a shorter lease keeps the earlier holds' expiry.
+	 * re-entry with a shorter lease keeps the earlier holds' expiry.  (A
+	 * semaphore's permits too: its acquire script scores a holder's
+	 * permits at one expiry, the latest, scripts_sync.c.)
 	 */
 	if (holds_total(h) == req->levels || req->sent_at + req->lease_ms * 1000 > h->expires_at)
 		h->expires_at = req->sent_at + req->lease_ms * 1000;

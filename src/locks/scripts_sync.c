@@ -226,11 +226,13 @@ SEM_GIVE_BACK("ARGV[3]", "#mine")
 /*
  * semaphore release: KEYS as SEM_PRELUDE, KEYS[4] the request's unlock
  * latch; ARGV[1] holder, ARGV[2] permits to give back, ARGV[3] latch TTL
- * ms, ARGV[4] the permits the session holds after it (-1: unknown).  As a
- * lock's release: nil when the holder has none, or fewer than the session
- * counted (lost: what is left of them is given back too), 0 when it still
- * holds some, 1 when it has given back its last; a replay answers from the
- * latch.
+ * ms, ARGV[4] the permits the session holds after it (-1: unknown),
+ * ARGV[5] the lease of those it keeps (ms; 0: they keep their expiry, else
+ * it is raised to now + lease, never lowered, as a lock's release does).
+ * As a lock's release: nil when the holder has none, or fewer than the
+ * session counted (lost: what is left of them is given back too), 0 when
+ * it still holds some, 1 when it has given back its last; a replay answers
+ * from the latch.
  */
 const char rlock_sem_release_body[] =
 "local lv = redis.call('get', KEYS[4])\n"
@@ -248,6 +250,14 @@ SEM_GIVE_BACK("ARGV[1]", "#mine")
 "  n = #mine - keep\n"
 "end\n"
 SEM_GIVE_BACK("ARGV[1]", "n")
+"if tonumber(ARGV[5]) > 0 then\n"
+"  local exp = now + tonumber(ARGV[5])\n"
+"  for _, k in ipairs(mine) do\n"
+"    local id = ARGV[1] .. ':' .. k\n"
+"    local sc = tonumber(redis.call('zscore', KEYS[2], id))\n"
+"    if sc and sc < exp then redis.call('zadd', KEYS[2], 'xx', exp, id) end\n"
+"  end\n"
+"end\n"
 "local done = 0\n"
 "if #mine == 0 then done = 1 end\n"
 "redis.call('set', KEYS[4], done, 'px', ARGV[3])\n"

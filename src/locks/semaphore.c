@@ -76,6 +76,7 @@ sem_build_release(RedisCmd *cmd, RlockKind kind, const char *key,
 	rcmd_int(cmd, lockname_latch_ttl_ms());
 	/* the permits the table counts after this release (already taken off) */
 	rcmd_int(cmd, h != NULL ? holds_total(h) : -1);
+	rcmd_int(cmd, keep_lease_ms);
 	return latch;
 }
 

@@ -10,10 +10,20 @@
 # SAVEPOINT, ROLLBACK TO, RELEASE, COMMIT, ROLLBACK), DISCARD ALL,
 # rlock_release_all, rlock_force_release, a blocking acquire cancelled
 # mid-wait (pg_cancel_backend, statement_timeout), and time passing
-# (rlock.watchdog_timeout 3 s: renewals every second).  After every step
-# RlockTest::Model compares its reference model (what each session holds,
-# by kind, scope and count, from the calls' results) with rlock's beliefs
-# (rlock_locks) and with Redis (HGETALL, PTTL, the read timeout keys):
+# (rlock.watchdog_timeout 3 s: renewals every second).  Semaphores too
+# (issue 23): permits set, added and taken away (negative adds), taken
+# (1 to 3, session or transaction scope, NULL or a fixed lease, wait 0:
+# more than the total is an ERROR), given back (more than held: false and
+# a WARNING), counted; the Redisson client takes and gives back permits
+# (its tryAcquire and tryRelease scripts), and one of a session's permit
+# ids is taken away (its permits are lost); and count-down latches, set,
+# counted down (from SQL and by the Redisson client), read and awaited
+# (wait 0); and calls of another kind's functions on their names.  After
+# every step RlockTest::Model compares its reference model (what each
+# session holds, by kind, scope and count, from the calls' results) with
+# rlock's beliefs (rlock_locks) and with Redis (HGETALL, PTTL, the read
+# timeout keys; a semaphore's permits and its sorted set of permit ids; a
+# latch's count):
 #
 #   exclusion  no acquisition while another holder's hold is promised
 #              beyond it; no two holders of an exclusive key, no writer
@@ -32,17 +42,40 @@
 #              release returns false only for a hold whose lease is over;
 #              COMMIT with NULL-lease transaction holds works
 #   fencing    fencing tokens strictly increase
-#   errors     no call fails unexpectedly
+#   permits    a semaphore's permits available plus its ids out are the
+#              total set and added, always; an acquisition beyond the
+#              total is an ERROR, and a refusal comes only when fewer
+#              may be available
+#   latch      a latch's count in Redis and from every call is the
+#              model's (absent: 0, never below)
+#   errors     no call fails unexpectedly; a lock function on a
+#              semaphore's or a latch's name fails with 42809 (and the
+#              reverse), changing nothing
+#
+# For semaphores, the categories above mean: exclusion, no acquisition
+# while the permits promised to others and this one exceed the total; ttl,
+# each permit id scored no lower than promised; truth, a session's live
+# permit ids are in Redis; untracked, no id of a session that the model
+# does not hold; belief, rlock_locks shows each session's permits with the
+# model's counts ('held' while all are live), and a permit gone from Redis
+# (taken away, or its fixed lease over) is never believed held: the next
+# release returns false, the next acquisition reports the loss, COMMIT is
+# refused; a loss is never reported while every permit is promised
+# (RlockTest::ModelSync).
 #
 # Interleaved deterministically with the random steps: the shapes of
 # issue 21 items 1-3 (a failed multi-lock over a held name, re-entry with a
 # shorter lease, read inside write then released, a long-lease reader and
-# a NULL-lease reader, write release of a writer that still reads).
+# a NULL-lease reader, write release of a writer that still reads), and of
+# a semaphore's (one of two permits taken away, then one given back at
+# once; a long and a short lease, then both given back after the short
+# one's end).
 #
 # One ok() per category at the end; a failing one diags its first
 # violations with their step numbers and the steps that led there, and
 # every step (violations inline) is written to
-# tmp_check/032_model_trail.txt.  RLOCK_MODEL_SEED=n replays a run's
+# tmp_check/032_model_trail.txt (also without a violation when
+# RLOCK_MODEL_TRAIL is set).  RLOCK_MODEL_SEED=n replays a run's
 # choices (the seed is printed as "seed=n"; the calls' results, hence the
 # later choices, may differ with timing); RLOCK_MODEL_SECONDS (default
 # 60) and RLOCK_MODEL_STEPS bound it: a longer run is one variable away.
@@ -76,11 +109,14 @@ my @X = qw(mx1 mx2 mx3);     # exclusive, fenced, multi, the Redisson client
 my @RW = qw(mrw1 mrw2);      # read/write
 my @F = qw(mf1);             # fair
 my @RL = qw(mrl1);           # Redlock
+my @S = qw(ms1 ms2);         # semaphores
+my @L = qw(ml1 ml2);         # count-down latches
 
 my $m = RlockTest::Model->new(
 	node => $node, redis => $redis, redlock => $rl,
 	dbs => [qw(postgres postgres db2 db2)],
 	names => [ @X, @RW, @F ], rl_names => [@RL], wd_ms => 3000,
+	sem_names => [@S], latch_names => [@L],
 	j_holder => '6f1c2b9e-3d4a-4e5f-8a7b-9c0d1e2f3a4b:57');
 $m->{t_start} = time();
 my $NS = $m->nsessions;
@@ -90,6 +126,7 @@ sub chance { return rand() < $_[0]; }
 my @LEASES = (undef, undef, undef, 300, 1000, 2000, 5000, 30000);
 sub lease { return pick(@LEASES); }
 sub wait_ms { return pick(0, 0, 100, 200); }
+my @SEM_LEASES = (undef, undef, 300, 1000, 2000, 5000, 30000);
 
 # Names session $i holds (with a session-scope hold) of a pool, by kind.
 sub held_by
@@ -131,6 +168,11 @@ sub xact_step
 	{
 		return { t => ($s->{depth} > 0 && chance(0.5)) ? 'rollback_to' : 'rollback', s => $i };
 	}
+	if (chance(0.4))
+	{
+		my $op = sync_step($i, 1);
+		return $op if $op;
+	}
 	my $r = rand();
 	$s->{xsteps}++;
 	return { t => chance(0.7) ? 'commit' : 'rollback', s => $i } if $s->{xsteps} > 8 || $r < 0.12;
@@ -168,6 +210,11 @@ sub random_step
 	if (my ($n, $k) = $m->stale_name($i))
 	{
 		return { t => 'rel', s => $i, kind => $k, name => $n };
+	}
+	if (chance(0.35))
+	{
+		my $op = sync_step($i, 0);
+		return $op if $op;
 	}
 	my $r = rand();
 	if ($r < 0.22)    # exclusive, fenced: new or re-entry
@@ -230,6 +277,76 @@ sub random_step
 	return { t => 'sleep', ms => 200 + int(rand(1300)) };
 }
 
+# A random step on a semaphore or a latch for session $i (in a
+# transaction: no probe, whose ERROR would abort it); the Redisson client's
+# steps on them; a permit taken away.
+sub sync_step
+{
+	my ($i, $in_xact) = @_;
+	my $r = rand();
+	my $n = pick(@S);
+	my $e = $m->{sem}{$i}{$n};
+	my $total = $m->sem_total($n);
+	if ($r < 0.30)    # permits taken (set first, mostly)
+	{
+		return { t => 'sem_set', s => $i, name => $n, permits => 1 + int(rand(4)) }
+		  if !defined $total && chance(0.7);
+		# (more than the total is an ERROR: rarely in a transaction)
+		my $p = pick(1, 1, 2, 3);
+		$p = 1 + int(rand($total)) if $in_xact && ($total // 0) >= 1 && $p > $total && chance(0.8);
+		return { t => 'sem_acq', s => $i, name => $n, permits => $p,
+			lease => pick(@SEM_LEASES), xact => $in_xact && chance(0.85) };
+	}
+	if ($r < 0.46)    # given back: some of those held, or more (false)
+	{
+		my $sc = $e ? $e->{sc} : 0;
+		return { t => 'sem_rel', s => $i, name => $n,
+			permits => $sc && !chance(0.15) ? 1 + int(rand($sc)) : 1 + $sc };
+	}
+	if ($r < 0.53)
+	{
+		my $d = !defined $total || $total <= 1 ? pick(1, 2) : $total >= 6 ? -pick(1, 2) : pick(-2, -1, 1, 2);
+		return { t => 'sem_add', s => $i, name => $n, permits => $d };
+	}
+	return { t => 'sem_set', s => $i, name => $n, permits => 1 + int(rand(4)) } if $r < 0.56;
+	return { t => 'sem_avail', s => $i, name => $n } if $r < 0.60;
+	if ($r < 0.74)
+	{
+		my $l = pick(@L);
+		my $t = $m->latch_count($l) == 0 && chance(0.5) ? 'latch_set'
+		  : pick(qw(latch_down latch_down latch_count latch_await latch_set));
+		return { t => $t, s => $i, name => $l, count => pick(0, 1, 2, 3) };
+	}
+	if ($r < 0.83)    # the Redisson client
+	{
+		return { t => 'jsem_rel', name => $n } if $m->{sem}{J}{$n} && chance(0.5);
+		return { t => 'jsem_acq', name => $n, lease => pick(2000, 30000) } if $r < 0.80;
+		my $l = pick(@L);
+		return { t => $m->latch_count($l) ? 'jlatch_down' : pick('jlatch_set', 'jlatch_down'),
+			name => $l, count => 1 + int(rand(3)) };
+	}
+	if ($r < 0.88)    # a session's permit id taken away
+	{
+		my @w = grep {
+			my $f = $m->{sem}{$_}{$n};
+			$f && grep { !$_->{dead} } @{ $f->{ids} }
+		} 0 .. $NS - 1;
+		return @w ? { t => 'sem_drop', s => pick(@w), name => $n } : undef;
+	}
+	return if $in_xact;
+	if ($r < 0.92)    # a transaction (its steps: xact_step)
+	{
+		$m->session($i)->{xsteps} = 0;
+		return { t => 'begin', s => $i };
+	}
+	# a function of another kind: a lock's on a semaphore or a latch that
+	# exists, a semaphore's or a latch's on a lock's name
+	my @other = ((grep { defined $m->sem_total($_) } @S), (grep { $m->latch_count($_) } @L));
+	return { t => 'probe', s => $i, fn => pick(qw(lock lock held force release)), name => pick(@other) }
+	  if @other && chance(0.6);
+	return { t => 'probe', s => $i, fn => pick(qw(sem avail latch)), name => pick(@X) };
+}
+
 # The known-bad shapes of issue 21 items 1-3, as fixed step sequences on
 # names nobody holds (found when the shape is due; postponed if none).
 sub free_names
@@ -277,7 +394,48 @@ my @SHAPES = (
 			{ t => 'sleep', ms => 1200 }, { t => 'rel', s => $s1, kind => 'w', name => $a },
 			{ t => 'sleep', ms => 1200 });
 	},
+	# a semaphore: one of two permits taken away, then one given back at
+	# once (before the watchdog looks): the loss is reported
+	sub {
+		my ($a, $b, $s1) = @_;
+		return ([ sem => 1 ], sem_room($s1, $a, 3),
+			{ t => 'sem_acq', s => $s1, name => $a, permits => 2, lease => 30000 },
+			{ t => 'sem_drop', s => $s1, name => $a },
+			{ t => 'sem_rel', s => $s1, name => $a, permits => 1 },
+			{ t => 'sem_rel', s => $s1, name => $a, permits => 1 });
+	},
+	# a semaphore: permits of one session with a long and a short lease
+	# share the long one's expiry (the short one does not run out alone,
+	# unseen by rlock until the watchdog looks)
+	sub {
+		my ($a, $b, $s1) = @_;
+		return ([ sem => 1 ], sem_room($s1, $a, 3),
+			{ t => 'sem_acq', s => $s1, name => $a, permits => 1, lease => 30000 },
+			{ t => 'sem_acq', s => $s1, name => $a, permits => 1, lease => 300 },
+			{ t => 'sleep', ms => 500 },
+			{ t => 'sem_rel', s => $s1, name => $a, permits => 2 });
+	},
 );
+
+# Before a semaphore shape: session $i gives back what it holds of $n, and
+# $n gets permits enough that $need are available for sure.
+sub sem_room
+{
+	my ($i, $n, $need) = @_;
+	my $e = $m->{sem}{$i}{$n};
+	my @ops = $e && $e->{sc} ? ({ t => 'sem_rel', s => $i, name => $n, permits => $e->{sc} }) : ();
+	my $total = $m->sem_total($n);
+	return (@ops, { t => 'sem_set', s => $i, name => $n, permits => $need }) unless defined $total;
+	my $out = 0;
+	foreach my $w ($m->whos)
+	{
+		next if "$w" eq "$i";
+		my $f = $m->{sem}{$w}{$n} or next;
+		$out += grep { !$_->{dead} } @{ $f->{ids} };
+	}
+	my $more = $need - ($total - $out);
+	return (@ops, $more > 0 ? { t => 'sem_add', s => $i, name => $n, permits => $more } : ());
+}
 
 # a shape's acquisition: blocking when free, else try with 200 ms
 sub acq_f
@@ -300,8 +458,8 @@ sub queue_shape
 	my $s1 = pick(@idle);
 	my $s2 = pick(grep { $_ != $s1 } @idle);
 	my ($need) = $SHAPES[$next_shape]->('a', 'b', $s1, $s2);
-	my $pool = $need->[0] eq 'x' ? \@X : \@RW;
-	my @free = free_names($pool);
+	my $pool = $need->[0] eq 'x' ? \@X : $need->[0] eq 'sem' ? \@S : \@RW;
+	my @free = $pool == \@S ? (pick(@S)) : free_names($pool);
 	if (@free < $need->[1])
 	{
 		foreach my $n (grep { my $n = $_; !grep { $_ eq $n } @free } @$pool)
@@ -365,6 +523,10 @@ foreach my $i (0 .. $NS - 1)
 	$m->run_op({ t => 'rel', s => $i, kind => 'redlock', name => $_ }) for @RL;
 }
 $m->run_op({ t => 'junlock', name => $_ }) for @X;
+foreach my $n (@S)
+{
+	$m->run_op({ t => 'jsem_rel', name => $n }) while $m->{sem}{J}{$n};
+}
 $m->check;
 
 note(sprintf('%d steps in %.1f s, shapes run: %s', $m->{step}, time() - $m->{t_start},

@@ -17,6 +17,12 @@ use Test::More;
 use List::Util ();
 use Time::HiRes qw(time usleep);
 
+# the locks' checks and the report; the semaphores and latches
+use RlockTest::ModelCheck;
+use RlockTest::ModelSync;
+use RlockTest::ModelSyncOps;
+our @ISA = qw(RlockTest::ModelCheck RlockTest::ModelSync RlockTest::ModelSyncOps);
+
 =pod
 
 =head1 RlockTest::Model
@@ -44,11 +50,13 @@ release takes, of several holds, the one that leaves the least to demand
 (a NULL-lease one first, then the longest lease).
 
 Kinds: x (rlock_acquire and friends), fenced, fair, r, w, redlock; who is
-a session index or 'J' (the Redisson client).
+a session index or 'J' (the Redisson client).  Semaphores (sem_names) and
+count-down latches (latch_names) have a model of their own:
+RlockTest::ModelSync (their steps: RlockTest::ModelSyncOps).
 
 =cut
 
-our @CATEGORIES = qw(exclusion ttl truth untracked belief fencing errors);
+our @CATEGORIES = qw(exclusion ttl truth untracked belief fencing permits latch errors);
 our $WD_S = 3;
 
 # rlock_locks' kind of a model kind
@@ -67,8 +75,13 @@ sub new
 	my ($class, %o) = @_;
 	$WD_S = $o{wd_ms} / 1000 if $o{wd_ms};
 	my $self = bless {
+		sem_names => [],
+		latch_names => [],
 		%o,
 		holds => {},      # who => name => [ hold, ... ]
+		sem => {},        # who => semaphore => its permits (RlockTest::ModelSync)
+		sem_total => {},  # semaphore => its permits in all (undef: never set)
+		latch => {},      # latch => its count
 		pending => {},    # session => 1: an interrupted call may have left a hold
 		step => 0,
 		trail => [],
@@ -199,11 +212,14 @@ sub sql
 {
 	my ($self, $i, $sql) = @_;
 	my $s = $self->session($i);
+	my $t0 = time();
 	my ($out, $err, $state) = RlockTest::run_sql($s->{psql}, $sql);
 	$out =~ s/^\s+|\s+$//g;
 	$state //= 'none';
 	$err =~ s/\s+/ /g;
-	$self->trail("S$i $sql -> " . ($state eq '00000' ? "'$out'" : "$state $err"));
+	$self->trail("S$i $sql -> " . ($state eq '00000' ? "'$out'" : "$state $err")
+		  . ($state eq '00000' && $err =~ /WARNING/ ? " $err" : ''));
+	$self->sync_warnings($i, $err, $t0) if $err =~ /permits of semaphore/;
 	return ($out, $state, $err);
 }
 
@@ -285,7 +301,8 @@ my %REL_FN = (x => 'rlock_release', fenced => 'rlock_release', fair => 'rlock_fa
 
 =item $m->run_op(\%op)
 
-Run one step.  Ops (s: session index): acq {s, kind, name, lease, wait
+Run one step.  Ops of semaphores and latches: RlockTest::ModelSyncOps's
+run_sync_op.  Ops (s: session index): acq {s, kind, name, lease, wait
 (ms; undef: the blocking function), xact}; multi {s, names, lease, wait,
 xact}; rel {s, kind, name}; release_all {s}; discard {s}; force {s,
 name}; cancel {s, name, how: 'cancel' | 'timeout'}; begin, savepoint,
@@ -301,6 +318,11 @@ sub run_op
 	my $t = $op->{t};
 	my $i = $op->{s};
 	my $s = defined $i ? $self->session($i) : undef;
+	if ($t =~ /^(?:sem|latch|jsem|jlatch)_|^probe$/)
+	{
+		$self->{last} = undef;
+		return $self->run_sync_op($op);
+	}
 	delete $self->{pending}{$i} if defined $i && $t ne 'sleep' && $t ne 'cancel';
 	my $t0 = time();
 	$self->{last} = defined $i ? [ $i, $op->{names} ? @{ $op->{names} } : $op->{name} // () ] : undef;
@@ -391,6 +413,7 @@ sub run_op
 			$t eq 'discard' ? "DISCARD ALL" : "SELECT rlock_release_all()");
 		return $self->_failed($i, $st, $err, $op) if $st ne '00000';
 		$self->sql($i, "SET lock_timeout = '5s'") if $t eq 'discard';
+		$self->sync_session_end($i, time());
 		foreach my $n (keys %{ $self->{holds}{$i} // {} })
 		{
 			$self->_drop_all($i, $n, sub { $_[0]{scope} eq 'session' });
@@ -460,12 +483,30 @@ sub run_op
 sub _failed
 {
 	my ($self, $i, $st, $err, $op) = @_;
-	my $s = $self->session($i);
 	$self->{pending}{$i} = 1;
-	$s->{aborted} = 1 if $s->{in_xact};
+	$self->abort_xact($i);
 	$self->violation('errors', "S$i: $op->{t} " . ($op->{name} // '') . ": $st $err")
 	  unless $st eq '25P02';
 	return 0;
+}
+
+# A statement of session $i failed: in a transaction, PostgreSQL aborts at
+# once the (sub)transaction it runs in, whose transaction-level holds rlock
+# gives back then (the top level: all of them; a savepoint's: those taken
+# since); ROLLBACK (TO) ends it.
+sub abort_xact
+{
+	my ($self, $i) = @_;
+	my $s = $self->session($i);
+	return if !$s->{in_xact} || $s->{aborted};
+	my $d = $s->{depth};
+	foreach my $n (keys %{ $self->{holds}{$i} // {} })
+	{
+		$self->_drop_all($i, $n, sub { $_[0]{scope} eq 'transaction' && $_[0]{depth} >= $d });
+	}
+	$self->sync_xact_end($i, 'abort', '00000', '', time());
+	$s->{aborted} = 1;
+	return;
 }
 
 sub _xact_op
@@ -480,6 +521,7 @@ sub _xact_op
 	}->{$t};
 	my $t0 = time();
 	my ($out, $st, $err) = $self->sql($i, $sql);
+	$self->sync_xact_end($i, $t, $st, $err, $t0) unless $t eq 'begin' || $t eq 'savepoint';
 	if ($t eq 'begin') { $s->{in_xact} = 1; $s->{depth} = 0; $s->{aborted} = 0; return 1; }
 	if ($t eq 'savepoint') { $s->{depth}++ unless $s->{aborted}; return 1; }
 	my @mine = map { @{ $self->holds_of($i, $_) } } keys %{ $self->{holds}{$i} // {} };
@@ -499,7 +541,7 @@ sub _xact_op
 		my @x = grep { $_->{scope} eq 'transaction' } @mine;
 		my $may_fail = grep { defined $_->{lease} || $_->{dead} } @x;
 		$self->violation('belief', "S$i: COMMIT failed: $st $err")
-		  if $st ne '00000' && !$may_fail;
+		  if $st ne '00000' && !$may_fail && $err !~ /permits of semaphore/;
 	}
 	foreach my $n (keys %{ $self->{holds}{$i} // {} })
 	{
@@ -550,278 +592,6 @@ sub _cancel
 		$self->_add_hold($i, $n, 'x', undef, $t0, 'session');
 	}
 	return $st eq '57014';
-}
-
-=pod
-
-=item $m->check
-
-Compare, after a step, the model with rlock_locks (read first) and with
-Redis (read at [ta, tb]); count and keep the first violations.
-
-=cut
-
-sub check
-{
-	my ($self) = @_;
-	$self->{checks}++;
-	my ($rows) = RlockTest::run_sql($self->{mon},
-		"SELECT pid, name, kind, scope, hold_count, state, "
-		  . "extract(epoch FROM coalesce(renewed_at, acquired_at)) FROM rlock_locks");
-	my %pid_of = map { ($self->session($_)->{pid} => $_) } 0 .. $self->nsessions - 1;
-	my %locks;    # pid/name/kind => { session => n, transaction => n, state }
-	foreach my $line (split /\n/, $rows)
-	{
-		my ($pid, $name, $kind, $scope, $cnt, $state, $renewed) = split /\|/, $line;
-		next unless defined $renewed;
-		# the last renewal seen extends the NULL-lease holds' promise
-		if (defined $pid_of{$pid})
-		{
-			foreach my $h (@{ $self->holds_of($pid_of{$pid}, $name) })
-			{
-				next if defined $h->{lease} || _cls($h->{kind}) ne $kind;
-				$h->{renewed} = $renewed if !defined $h->{renewed} || $renewed > $h->{renewed};
-			}
-		}
-		my $e = $locks{"$pid/$name/$kind"} //= {};
-		$e->{$scope} = $cnt;
-		$e->{state}{$state} = 1;
-	}
-	$self->_check_own;
-	my $ta = time();
-	my (%hash, %pttl, %rl);
-	foreach my $n (@{ $self->{names} })
-	{
-		my ($v) = $self->{r}->request('HGETALL', $n);
-		$hash{$n} = { @{ $v // [] } };
-		($pttl{$n}) = $self->{r}->request('PTTL', $n);
-	}
-	foreach my $n (@{ $self->{rl_names} })
-	{
-		foreach my $j (0 .. $#{ $self->{rl} })
-		{
-			my ($v) = $self->{rl}[$j]->request('HGETALL', $n);
-			my ($p) = $self->{rl}[$j]->request('PTTL', $n);
-			$rl{$n}[$j] = [ { @{ $v // [] } }, $p ];
-		}
-	}
-	my $tb = time();
-	my %holder = map { ($_ => $self->session($_)->{holder}) } 0 .. $self->nsessions - 1;
-	$holder{J} = $self->{j_holder};
-
-	foreach my $n (@{ $self->{names} }, @{ $self->{rl_names} })
-	{
-		my $is_rl = !exists $hash{$n};
-		# the longest fixed promise of any live hold on the name
-		my ($maxp, $any_live, $any_null) = (0, 0, 0);
-		foreach my $w ($self->whos)
-		{
-			foreach my $h ($self->live($w, $n, $tb))
-			{
-				$any_live = 1;
-				if (defined $h->{lease}) { $maxp = _promise($h) if _promise($h) > $maxp; }
-				else { $any_null = 1; }
-			}
-		}
-		my @views = $is_rl ? @{ $rl{$n} } : ([ $hash{$n}, $pttl{$n} ]);
-		my $nhave = 0;
-		foreach my $vi (0 .. $#views)
-		{
-			my ($hv, $p) = @{ $views[$vi] };
-			my $where = $is_rl ? "$n on master $vi" : $n;
-			next unless %$hv;
-			$nhave++;
-			if ($any_live)
-			{
-				$self->violation('ttl', "$where: no TTL (PTTL $p)") if $p == -1;
-				$self->violation('ttl', sprintf(
-					"%s: PTTL %d ms, but a hold was promised %.0f ms more",
-					$where, $p, ($maxp - $tb) * 1000))
-				  if $maxp > 0 && $p >= 0 && $tb + $p / 1000 < $maxp - 0.005;
-			}
-			# incompatible holders in Redis
-			my @f = grep { $_ ne 'mode' } keys %$hv;
-			if (!defined $hv->{mode} && @f > 1)
-			{
-				$self->violation('exclusion', "$where: two holders: @f");
-			}
-			if (($hv->{mode} // '') eq 'write')
-			{
-				my @w = grep { /:write$/ } @f;
-				(my $wh = $w[0] // '') =~ s/:write$//;
-				my @bad = grep { $_ ne "$wh:write" && $_ ne $wh } @f;
-				$self->violation('exclusion', "$where: mode write with other fields: @f") if @bad || @w != 1;
-			}
-		}
-		# per holder: the model against Redis and against rlock_locks
-		foreach my $w ($self->whos)
-		{
-			my $all = $self->holds_of($w, $n);
-			my $who = $w eq 'J' ? 'J' : "S$w";
-			my %kinds;
-			$kinds{ $_->{kind} eq 'w' ? 'w' : $_->{kind} eq 'r' ? 'r' : 'x' } = 1 foreach @$all;
-			foreach my $side (qw(x r w))
-			{
-				next if $is_rl && $side ne 'x';
-				my @sk = $side eq 'x' ? qw(x fenced fair redlock) : ($side);
-				my %sk = map { ($_ => 1) } @sk;
-				my @a = grep { $sk{ $_->{kind} } } @$all;
-				my @l = $self->live($w, $n, $tb, @sk);
-				my $field = _field($holder{$w}, $side);
-				if (@l)
-				{
-					my @have = grep { defined $_->[0]{$field} } @views;
-					my $need = $is_rl ? int(@views / 2) + 1 : 1;
-					if (@have < $need)
-					{
-						$self->violation('truth', "$who holds $n ($side, "
-							  . scalar(@l) . ' live of ' . scalar(@a)
-							  . ", leases " . join(',', map { $_->{lease} // 'NULL' } @a)
-							  . ') but Redis has no field' . ($is_rl ? " on a majority" : ''));
-						# the model follows: that hold is lost (no cascade)
-						$_->{dead} = 1 foreach @a;
-						next;
-					}
-					# holds past their lease may be gone already
-					foreach my $v (@have)
-					{
-						$self->violation('truth', "$who holds $n ($side) " . _range(\@l, \@a)
-							  . " times, Redis says $v->[0]{$field}")
-						  if $v->[0]{$field} < @l || $v->[0]{$field} > @a;
-					}
-					if ($side eq 'r' && !$is_rl)
-					{
-						# each live read hold has its own timeout key (read now,
-						# then "live" judged after the reads)
-						my $base = $n =~ /\{/ ? $n : "{$n}";
-						my $cnt = grep {
-							my ($e) = $self->{r}->request('EXISTS', "$base:$field:rwlock_timeout:$_");
-							$e;
-						} 1 .. @a;
-						my @still = $self->live($w, $n, time(), 'r');
-						$self->violation('truth', "$who: $n has $cnt read timeout keys for "
-							  . scalar(@still) . ' live read holds') if $cnt < @still;
-					}
-				}
-				elsif (!@a && $w ne 'J' && !$self->{pending}{$w}
-					&& ($side eq 'w' || !grep { $_->{kind} ne 'w' } @$all))
-				{
-					my @have = grep { defined $_->[0]{$field} } @views;
-					$self->violation('untracked', "$who holds nothing of $n ($side) but Redis has its field ("
-						  . $have[0][0]{$field} . ')') if @have;
-				}
-				next if $w eq 'J';
-				# rlock's beliefs
-				my $pid = $self->session($w)->{pid};
-				my @ks = $side eq 'x' ? (sort keys %{ { map { (_cls($_) => 1) } @sk } }) : (_cls($side));
-				foreach my $lk (@ks)
-				{
-					my $e = $locks{"$pid/$n/$lk"};
-					my @lk = grep { _cls($_->{kind}) eq $lk } @l;
-					my @ak = grep { _cls($_->{kind}) eq $lk } @a;
-					if (@lk)
-					{
-						my ($bad, $want) = (!$e || !$e->{state}{held} || keys %{ $e->{state} } != 1, '');
-						foreach my $sc (qw(session transaction))
-						{
-							my @ls = grep { $_->{scope} eq $sc } @lk;
-							my @as = grep { $_->{scope} eq $sc } @ak;
-							my $got = $e ? $e->{$sc} // 0 : 0;
-							$bad ||= $got < @ls || $got > @as;
-							$want .= " $sc " . _range(\@ls, \@as);
-						}
-						my $got = $e ? join(',', map { $e->{$_} // 0 } qw(session transaction)) . ' ' . join('/', sort keys %{ $e->{state} }) : 'nothing';
-						$self->violation('belief', "$who holds $n ($lk)$want; rlock_locks: $got") if $bad;
-					}
-					elsif (!@ak && $e && !$self->{pending}{$w})
-					{
-						$self->violation('belief', "$who holds nothing of $n ($lk) but rlock_locks shows "
-							  . join('/', sort keys %{ $e->{state} }));
-					}
-				}
-			}
-		}
-	}
-	return;
-}
-
-# The acting session's own view of the names it touched:
-# rlock_is_held and rlock_hold_count (its read and write holds, or its
-# exclusive ones, as Redis counts them).
-sub _check_own
-{
-	my ($self) = @_;
-	my ($i, @names) = @{ $self->{last} // [] };
-	return unless defined $i;
-	my $s = $self->session($i);
-	return if $s->{aborted} || $self->{pending}{$i};
-	foreach my $n (grep { defined && !/^mrl/ } @names)
-	{
-		my ($out, $err, $st) = RlockTest::run_sql($s->{psql},
-			"SELECT rlock_is_held('$n') || ' ' || rlock_hold_count('$n')");
-		my $t1 = time();
-		if (($st // '') ne '00000')
-		{
-			$s->{aborted} = 1 if $s->{in_xact};
-			next;
-		}
-		my ($held, $cnt) = split ' ', $out;
-		my @a = @{ $self->holds_of($i, $n) };
-		my @l = $self->live($i, $n, $t1);
-		if (@l)
-		{
-			$self->violation('belief', "S$i: rlock_is_held('$n') $held, rlock_hold_count $cnt; the model holds it "
-				  . _range(\@l, \@a) . ' times') if $held ne 'true' || $cnt < @l || $cnt > @a;
-		}
-		elsif (!@a)
-		{
-			$self->violation('belief', "S$i: rlock_is_held('$n') $held, rlock_hold_count $cnt; the model holds nothing")
-			  if $held ne 'false' || $cnt != 0;
-		}
-	}
-	return;
-}
-
-=pod
-
-=item $m->report
-
-One ok() per category; diag of the first violations of each, with the
-steps that led there.
-
-=cut
-
-sub report
-{
-	my ($self) = @_;
-	if (grep { $_ } values %{ $self->{nviol} })
-	{
-		my $f = "$PostgreSQL::Test::Utils::tmp_check/032_model_trail.txt";
-		if (open my $fh, '>', $f)
-		{
-			print $fh "$_\n" foreach @{ $self->{trail} };
-			close $fh;
-			diag("every step: $f");
-		}
-	}
-	foreach my $cat (@CATEGORIES)
-	{
-		my $n = $self->{nviol}{$cat};
-		ok($n == 0, "$cat: no violation in $self->{step} steps ($self->{checks} checks)");
-		next unless $n;
-		diag("$cat: $n violation(s); the first:");
-		foreach my $v (@{ $self->{viol}{$cat} })
-		{
-			my ($step, $msg) = @$v;
-			diag("  after step $step: $msg");
-		}
-		my $first = $self->{viol}{$cat}[0][0];
-		diag("  steps leading to step $first:");
-		diag("    $_") foreach grep {
-			/^step (\d+) / && $1 > $first - 12 && $1 <= $first && !/ !! /
-		} @{ $self->{trail} };
-	}
-	return;
 }
 
 1;
