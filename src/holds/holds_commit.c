@@ -99,6 +99,9 @@ holds_short_lease_at_commit(HeldLock *h, int64 left_ms)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_TRANSACTION_ROLLBACK),
+			 h->kind == RLOCK_KIND_SEMAPHORE ?
+			 errmsg("cannot commit: permits of semaphore \"%s\" held by this transaction have too little lease left to cover the commit",
+					h->key) :
 			 errmsg("cannot commit: lock \"%s\" held by this transaction has too little lease left to cover the commit",
 					h->key),
 			 errdetail("Its lease had %lld ms left, less than the %d ms a commit is given; the transaction is rolled back, and with it its transaction-level holds of the lock.",

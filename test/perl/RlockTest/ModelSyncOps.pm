@@ -377,7 +377,8 @@ sub _op_jlatch_set
 # A function of another kind on a name: a lock function on a semaphore's
 # or a latch's (one with a count), a semaphore's or a latch's on a lock's.
 # 42809, or (on a name nobody may hold as a lock) what an absent object
-# gives; never a grant.  Nothing changes (the checks after the step).
+# gives; never a grant.  rlock_is_held answers for a semaphore (true only
+# with permits of this session's own) and a latch (false).  Nothing changes (the checks after the step).
 sub _op_probe
 {
 	my ($self, $op) = @_;
@@ -402,6 +403,12 @@ sub _op_probe
 		# (no round trip); of a semaphore it holds permits of: 42809
 		$ok = sem_count($self->{sem}{$i}{$n}) ? $st eq '42809'
 		  : $st eq '00000' && $out eq 'f' && $err =~ /is not held by this session/;
+	}
+	elsif ($fn eq 'held')
+	{
+		# introspection understands semaphores: held only with permits of
+		# its own (a latch, or a semaphore it holds none of: false)
+		$ok = $st eq '00000' && ($out eq 'f' || sem_count($self->{sem}{$i}{$n}));
 	}
 	elsif ($fn eq 'sem' || $fn eq 'avail' || $fn eq 'latch')
 	{
