@@ -86,6 +86,26 @@ holds_session_hold(const LockName *ln, RlockKind kind)
 }
 
 /*
+ * The entry whose session-level holds of ln as kind a release gives back,
+ * after settling what is uncertain; NULL (with the WARNING said) when the
+ * lock was lost or this session holds none at session level.
+ */
+static HeldLock *
+session_release_target(const LockName *ln, RlockKind kind)
+{
+	HeldLock   *h = holds_find(ln->key, kind);
+
+	if (h != NULL && holds_check_lost(h, ln->name))
+	{
+		holds_settle();
+		return NULL;
+	}
+	holds_settle();
+	holds_require_settled(ln, kind);
+	return holds_session_hold(ln, kind);
+}
+
+/*
  * rlock_release and its kin: release one hold of ln as kind, taken by this
  * session (owner NULL) or for an owner token.  Returns false with a WARNING
  * when there is no such hold (never taken, lost, or only at transaction
@@ -124,15 +144,7 @@ holds_release(const LockName *ln, RlockKind kind, const char *owner)
 		return true;
 	}
 
-	h = holds_find(ln->key, kind);
-	if (h != NULL && holds_check_lost(h, ln->name))
-	{
-		holds_settle();
-		return false;
-	}
-	holds_settle();
-	holds_require_settled(ln, kind);
-	h = holds_session_hold(ln, kind);
+	h = session_release_target(ln, kind);
 	if (h == NULL)
 		return false;
 
@@ -160,15 +172,7 @@ holds_release_levels(const LockName *ln, RlockKind kind, int levels)
 	BatchItem	item;
 	int			n = 0;
 
-	h = holds_find(ln->key, kind);
-	if (h != NULL && holds_check_lost(h, ln->name))
-	{
-		holds_settle();
-		return false;
-	}
-	holds_settle();
-	holds_require_settled(ln, kind);
-	h = holds_session_hold(ln, kind);
+	h = session_release_target(ln, kind);
 	if (h == NULL)
 		return false;
 	if (h->session_count < levels)
