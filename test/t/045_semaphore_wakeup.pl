@@ -116,6 +116,33 @@ is($node->safe_psql('postgres',
 		"SELECT hold_count FROM rlock_locks WHERE name = 'jobs' AND pid = $pid[0]"),
 	'2', 'rlock_locks: two permits held by it');
 
+# the watchdog renews permits of NULL lease in its one batched round trip
+# a cycle, with the locks, however many permits: 40 semaphores (two
+# permits each) and 40 locks, one script call per cycle
+is(q1($h, "SELECT count(*) FILTER (WHERE rlock_semaphore_set_permits('many' || i, 2)) FROM generate_series(1, 40) i"),
+	'40', '40 more semaphores');
+is(q1($h, "SELECT count(*) FILTER (WHERE rlock_semaphore_try_acquire('many' || i, 2)) FROM generate_series(1, 40) i"),
+	'40', 'the holder takes both permits of each, NULL lease');
+is(q1($h, "SELECT count(rlock_acquire('lk' || i)) FROM generate_series(1, 40) i"),
+	'40', 'and 40 locks, NULL lease');
+my $log_offset = -s $node->logfile;
+sub cycles
+{
+	return slurp_file($node->logfile, $log_offset) =~
+	  /rlock watchdog: renewed (\d+) of (\d+) locks in [\d.]+ ms \((\d+) script calls/g;
+}
+ok(RlockTest::wait_until(sub { my @c = cycles(); grep({ $_ >= 80 } @c[ map { 3 * $_ + 1 } 0 .. $#c / 3 ]) >= 3 }, 60),
+	'the watchdog ran three cycles over the 80 names');
+my @c = cycles();
+my @calls = map { $c[ 3 * $_ + 2 ] } grep { $c[ 3 * $_ + 1 ] >= 80 } 0 .. $#c / 3;
+my @renewed = map { $c[ 3 * $_ ] } grep { $c[ 3 * $_ + 1 ] >= 80 } 0 .. $#c / 3;
+is(scalar(grep { $_ != 1 } @calls), 0,
+	'each of those cycles was one script call: ' . join(', ', @calls));
+is(scalar(grep { $_ != 80 } @renewed), 0,
+	'and renewed all 80: ' . join(', ', @renewed));
+is(q1($h, "SELECT count(*) FROM rlock_locks WHERE pid = pg_backend_pid() AND state = 'held' AND renewed_at > acquired_at"),
+	'80', 'rlock_locks: every one of them renewed, none lost');
+
 $_->quit foreach @w, $h;
 $node->stop;
 done_testing();
