@@ -323,6 +323,14 @@ SELECT rlock_semaphore_try_acquire('sm_e', 2);
 SELECT rlock_semaphore_release('sm_e', 1);
 SELECT rlock_hold_count('sm_e'), rlock_semaphore_available('sm_e');
 \! redis-cli -u "$RLOCK_REDIS_URL" ZCARD '{sm_e}:timeout'
+-- the same when the release asks for every permit the session counts
+SELECT rlock_semaphore_set_permits('sm_f', 2);
+SELECT rlock_semaphore_acquire('sm_f', 2);
+\! redis-cli -u "$RLOCK_REDIS_URL" ZRANGE '{sm_f}:timeout' 0 0 | xargs redis-cli -u "$RLOCK_REDIS_URL" ZREM '{sm_f}:timeout' > /dev/null
+SELECT rlock_semaphore_release('sm_f', 2);
+SELECT rlock_hold_count('sm_f'), rlock_semaphore_available('sm_f');
+\! redis-cli -u "$RLOCK_REDIS_URL" ZCARD '{sm_f}:timeout'
+\! redis-cli -u "$RLOCK_REDIS_URL" DEL sm_f '{sm_f}:timeout' > /dev/null
 -- permits stay below 10^15 (exact in Lua): an add beyond is refused
 \! redis-cli -u "$RLOCK_REDIS_URL" SET sm_e 999999999999000 > /dev/null
 SELECT rlock_semaphore_add_permits('sm_e', 2147483647);

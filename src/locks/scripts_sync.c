@@ -243,7 +243,7 @@ SEM_MINE("ARGV[1]")
 "local n = math.min(tonumber(ARGV[2]), #mine)\n"
 "local keep = tonumber(ARGV[4])\n"
 "if keep >= 0 then\n"
-"  if #mine < keep + n then\n"
+"  if #mine < keep + tonumber(ARGV[2]) then\n"
 SEM_GIVE_BACK("ARGV[1]", "#mine")
 "    return nil\n"
 "  end\n"
