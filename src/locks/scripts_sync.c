@@ -183,10 +183,14 @@ PUBLISH_OR_REFUSE("KEYS[3]", "avail + gb") \
 /*
  * semaphore acquire: KEYS as SEM_PRELUDE; ARGV[1] permits, ARGV[2] the
  * lease ms, ARGV[3] holder, ARGV[4] the permits the holder's session
- * believes it holds.  When Redis has another number of them (some were
- * taken away: lost; or a release that a failover lost left some there),
- * they are all given back first, before looking at what is available, so
- * that a session never waits for permits of its own.  Then takes
+ * believes it holds.  Ids of its own that Redis has while the session
+ * believes it holds none (a release that a failover lost left them there)
+ * are given back first, before looking at what is available, so that a
+ * session never waits for permits of its own.  When Redis has another
+ * number of them than the session believes (some were taken away: lost),
+ * what is left of them is given back when the permits are taken, and the
+ * count answered tells the session (a refusal leaves them: the watchdog,
+ * the next release or the check before COMMIT reports them).  Then takes
  * the permits when enough are available: all of the holder's permits, old
  * and new, expire together, at the later of the new lease's end and the
  * expiry they had (never lowered: the session was promised both), and the
@@ -199,7 +203,7 @@ PUBLISH_OR_REFUSE("KEYS[3]", "avail + gb") \
 const char rlock_sem_acquire_body[] =
 SEM_PRELUDE_AS("true", "{2, 'lock'}", "{2, 'value'}")
 SEM_MINE("ARGV[3]")
-"if #mine ~= tonumber(ARGV[4]) then\n"
+"if #mine > 0 and tonumber(ARGV[4]) == 0 then\n"
 SEM_GIVE_BACK("ARGV[3]", "#mine")
 "  mine_exp = 0\n"
 "end\n"
@@ -211,6 +215,10 @@ SEM_GIVE_BACK("ARGV[3]", "#mine")
 "  local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')\n"
 "  if #first == 0 then return {0, -1, avail} end\n"
 "  return {0, math.max(tonumber(first[2]) - now, 0), avail}\n"
+"end\n"
+"if #mine ~= tonumber(ARGV[4]) then\n"
+SEM_GIVE_BACK("ARGV[3]", "#mine")
+"  mine_exp = 0\n"
 "end\n"
 "local exp = math.max(now + tonumber(ARGV[2]), mine_exp)\n"
 "local top = mine[#mine] or 0\n"
