@@ -102,10 +102,25 @@ lock_wait_permits(bool took, int64 available)
 	permits_too_few = !took && available > 0;
 }
 
+/* The error context of a wait: arg names what is waited for. */
 static void
 waiting_context(void *arg)
 {
-	errcontext("waiting for rlock lock \"%s\"", (const char *) arg);
+	errcontext("waiting for rlock %s", (const char *) arg);
+}
+
+/*
+ * Start listening on channel: subscribed on sub, with the abort path told
+ * to leave it (a wait an ERROR ends does no Redis I/O on its way out).
+ */
+static void
+listen_on(RedisConn *sub, const char *channel, const char *name,
+		  TimestampTz deadline)
+{
+	holds_on_abort(leave_channel);
+	channel_pending = true;
+	waiting_sub = sub;
+	route_subscribe(sub, channel, name, deadline);
 }
 
 /*
@@ -122,14 +137,11 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 	bool		resubscribe = false;
 	TimestampTz until = 0;
 
-	holds_on_abort(leave_channel);
-	channel_pending = true;
-	waiting_sub = sub;
 	retarget_sub = NULL;
 	if (retarget_channel != NULL)
 		pfree(retarget_channel);
 	retarget_channel = NULL;
-	route_subscribe(sub, channel, ln->name, start);
+	listen_on(sub, channel, ln->name, start);
 	waitqueue_join(channel);
 	for (;;)
 	{
@@ -246,7 +258,7 @@ lock_wait_on(RedisConn *sub, const LockName *ln, const char *channel,
 		TimestampTzPlusMilliseconds(start, wait_ms);
 
 	errcb.callback = waiting_context;
-	errcb.arg = (void *) ln->name;
+	errcb.arg = psprintf("lock \"%s\"", ln->name);
 	errcb.previous = error_context_stack;
 	error_context_stack = &errcb;
 
@@ -295,12 +307,6 @@ lock_wait_on(RedisConn *sub, const LockName *ln, const char *channel,
 	return acquired;
 }
 
-static void
-event_context(void *arg)
-{
-	errcontext("waiting for rlock %s", (const char *) arg);
-}
-
 /*
  * Subscribe, then alternate checks and sleeps until a check finds the
  * event (true) or the deadline passes (false).
@@ -313,10 +319,7 @@ event_loop(RedisConn *sub, const LockName *ln, const char *channel,
 	const char *message = NULL;
 	bool		look = true;
 
-	holds_on_abort(leave_channel);
-	channel_pending = true;
-	waiting_sub = sub;
-	route_subscribe(sub, channel, ln->name, start);
+	listen_on(sub, channel, ln->name, start);
 	for (;;)
 	{
 		TimestampTz now;
@@ -360,7 +363,7 @@ event_wait(const LockName *ln, const char *what, const char *channel,
 	deadline = (wait_ms < 0) ? DT_NOEND :
 		TimestampTzPlusMilliseconds(start, wait_ms);
 
-	errcb.callback = event_context;
+	errcb.callback = waiting_context;
 	errcb.arg = context;
 	errcb.previous = error_context_stack;
 	error_context_stack = &errcb;
