@@ -136,6 +136,9 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 	bool		by_message = false; /* the attempt follows a message */
 	bool		resubscribe = false;
 	TimestampTz until = 0;
+	bool		behind = (share & LOCK_WAIT_BEHIND) != 0;
+
+	share &= LOCK_WAIT_SHARE_MASK;
 
 	retarget_sub = NULL;
 	if (retarget_channel != NULL)
@@ -143,6 +146,19 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 	retarget_channel = NULL;
 	listen_on(sub, channel, ln->name, start);
 	waitqueue_join(channel);
+	if (behind && !waitqueue_is_first())
+	{
+		/*
+		 * Subscribed and queued behind another waiter of this server: it
+		 * tries when the lock is released, we when it has had it (or the
+		 * turn passes to us).  We do not know the holder's lease, so we
+		 * look again at the latest after WAIT_RECHECK_MS.
+		 */
+		attempt_now = false;
+		until = TimestampTzPlusMilliseconds(start, WAIT_RECHECK_MS);
+		if (until > deadline)
+			until = deadline;
+	}
 	for (;;)
 	{
 		int64		pttl = -1;
@@ -292,7 +308,22 @@ lock_wait_on(RedisConn *sub, const LockName *ln, const char *channel,
 
 	if (armed)
 		disable_timeout(LOCK_TIMEOUT, false);
-	leave_channel();
+	share &= LOCK_WAIT_SHARE_MASK;
+
+	/*
+	 * Having taken a lock that other sessions of this server wait for, keep
+	 * the subscription: a session that comes back for the lock finds it
+	 * still contended, and resumes it without a round trip.  Otherwise
+	 * leave the channel.
+	 */
+	if (acquired && channel_pending && waitqueue_others_waiting())
+	{
+		channel_pending = false;
+		route_keep_subscription(waiting_sub);
+	}
+	else
+		leave_channel();
+
 	/*
 	 * Pass the turn on unless we took the lock for ourselves, or the last
 	 * of a semaphore's free permits.

@@ -45,6 +45,18 @@ typedef void (*LockGiveUpFn) (void *arg);
  */
 #define LOCK_WAIT_SHARED	1
 #define LOCK_WAIT_PERMITS	2
+#define LOCK_WAIT_SHARE_MASK	3
+
+/*
+ * Or'd into share: the caller made no attempt yet, and this server has
+ * sessions waiting on the channel already (waitqueue_has_waiters).  The
+ * wait then subscribes and queues first, and attempts only when no waiter
+ * is ahead of it, else when a release or the turn reaches it: the release
+ * that frees the lock wakes the waiter ahead, not a newcomer's failed try.
+ * Only for a lock one waiter takes, not already held by this session nor
+ * asked for with an owner token (the attempt would succeed at once).
+ */
+#define LOCK_WAIT_BEHIND	4
 
 extern bool lock_wait(const LockName *ln, const char *channel, int64 wait_ms,
 					  bool honour_lock_timeout, int share,
@@ -77,6 +89,8 @@ extern bool event_wait(const LockName *ln, const char *what,
 /* waitqueue.c: taking turns among this server's waiters */
 extern void waitqueue_join(const char *channel);
 extern bool waitqueue_is_first(void);
+extern bool waitqueue_has_waiters(const char *channel);
+extern bool waitqueue_others_waiting(void);
 extern void waitqueue_leave(bool pass_on);
 
 /* lock_exclusive.c: what the multi-lock and the Redlock build on */

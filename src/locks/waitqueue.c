@@ -162,6 +162,42 @@ oldest_other(bool *mine_first)
 	return best_i;
 }
 
+/*
+ * Is a session of this server other than us waiting on channel now?  (A
+ * newcomer then queues behind it without trying first: the release that
+ * frees the lock wakes the waiter ahead.)
+ */
+bool
+waitqueue_has_waiters(const char *channel)
+{
+	uint64		hash;
+
+	if (wq == NULL || MyProc == NULL || RLOCK_MY_PROC_NUMBER >= wq->nslots)
+		return false;
+	hash = hash_bytes_extended((const unsigned char *) channel,
+							   strlen(channel), 0);
+	for (int i = 0; i < wq->nslots; i++)
+	{
+		WaitSlot   *s = &wq->slots[i];
+
+		if (i == RLOCK_MY_PROC_NUMBER)
+			continue;
+		if (pg_atomic_read_u64(&s->ticket) != 0 &&
+			pg_atomic_read_u64(&s->channel_hash) == hash)
+			return true;
+	}
+	return false;
+}
+
+/* While waiting: does another session of this server wait on our channel? */
+bool
+waitqueue_others_waiting(void)
+{
+	if (my_slot == NULL || pg_atomic_read_u64(&my_slot->ticket) == 0)
+		return false;
+	return oldest_other(NULL) >= 0;
+}
+
 /* Should this waiter try on the message that just arrived? */
 bool
 waitqueue_is_first(void)

@@ -203,6 +203,10 @@ rconn_discard(RedisConn *conn)
 	conn->busy = false;
 	conn->proven = false;
 	conn->subscribed = false;
+	if (conn->sub_channel != NULL)
+		pfree(conn->sub_channel);
+	conn->sub_channel = NULL;
+	conn->kept_since = 0;
 }
 
 /* Close a connection whose round trip failed, keeping why for reporting. */
@@ -218,9 +222,11 @@ rconn_discard_failed(RedisConn *conn)
 }
 
 /*
- * Close connections unused for rlock.connection_idle_timeout and those to
- * nodes that are no longer configured (all: every connection).  No I/O, no
- * ERROR: called from transaction callbacks.
+ * Close connections unused for rlock.connection_idle_timeout, those to
+ * nodes that are no longer configured, and subscriber connections whose
+ * subscription was kept past its wait longer than
+ * RCONN_KEEP_SUBSCRIPTION_MS (all: every connection).  No I/O, no ERROR:
+ * called from transaction callbacks.
  */
 void
 rconn_close_idle(bool all)
@@ -234,7 +240,10 @@ rconn_close_idle(bool all)
 		if (conn->state == CS_CLOSED)
 			continue;
 		if (all || conn->busy || rconn_is_stale(conn) ||
-			idle_since(conn, now))
+			idle_since(conn, now) ||
+			(conn->kept_since != 0 &&
+			 TimestampDifferenceExceeds(conn->kept_since, now,
+										RCONN_KEEP_SUBSCRIPTION_MS)))
 			rconn_discard(conn);
 	}
 }

@@ -9,7 +9,11 @@
  * connection of their own (the route layer's route_backend_subscriber).  A
  * waiter subscribes to one channel at a time; leaving it does not wait for
  * Redis's answer, and whatever arrives meanwhile is skipped by the next
- * subscription.  With sharded pub/sub (rlock.publish_mode: SPUBLISH on a
+ * subscription.  A waiter that took a lock others of this server still
+ * wait for may keep its subscription instead (rconn_keep_subscription):
+ * its next wait on that channel resumes it without a round trip, skipping
+ * the messages that arrived in between (rconn_resume_subscription), so a
+ * session that waits again and again on a hot name subscribes once.  With sharded pub/sub (rlock.publish_mode: SPUBLISH on a
  * Redis 7 Cluster) the verbs are SSUBSCRIBE and SUNSUBSCRIBE and messages
  * come as "smessage".
  *
@@ -26,11 +30,22 @@
 
 #include "miscadmin.h"
 #include "storage/latch.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "redis/redis.h"
 #include "redis/redis_int.h"
 #include "base/base.h"
+
+/* The channel sub is subscribed to is no longer known (or kept). */
+static void
+forget_channel(RedisConn *sub)
+{
+	if (sub->sub_channel != NULL)
+		pfree(sub->sub_channel);
+	sub->sub_channel = NULL;
+	sub->kept_since = 0;
+}
 
 static bool
 is_push(redisReply *r, const char *kind, const char *channel)
@@ -144,6 +159,7 @@ rconn_subscribe_once(RedisConn *sub, const char *channel, const char *what,
 		}
 		sub->subscribed = true;
 		sub->sub_sharded = sharded;
+		forget_channel(sub);
 		rcmd_init(&cmd);
 		rcmd_str(&cmd, sharded ? "SSUBSCRIBE" : "SUBSCRIBE");
 		rcmd_str(&cmd, channel);
@@ -171,6 +187,8 @@ rconn_subscribe_once(RedisConn *sub, const char *channel, const char *what,
 				sub->busy = false;
 				sub->proven = true;
 				sub->last_used = GetCurrentTimestamp();
+				sub->sub_channel = MemoryContextStrdup(TopMemoryContext,
+													   channel);
 				return RSUB_OK;
 			}
 			if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSUB", 5) == 0)
@@ -304,6 +322,7 @@ rconn_unsubscribe_nowait(RedisConn *sub)
 	Assert(sub->node.kind != NODE_CLUSTER);	/* routed: the route layer */
 	if (sub->state != CS_READY || sub->busy)
 		return;
+	forget_channel(sub);
 	rcmd_init(&cmd);
 	rcmd_str(&cmd, sub->sub_sharded ? "SUNSUBSCRIBE" : "UNSUBSCRIBE");
 	if (!rconn_queue(sub, &cmd, false, SLOT_DROP) ||
@@ -313,4 +332,85 @@ rconn_unsubscribe_nowait(RedisConn *sub)
 		sub->subscribed = false;	/* no second UNSUBSCRIBE: Valkey refuses
 									 * one outside subscribed mode (NOSUB) */
 	/* bytes the socket did not take go out with the next command */
+}
+
+/*
+ * Keep sub's subscription past the wait that made it, for the next wait on
+ * the same channel.  Never throws.
+ */
+void
+rconn_keep_subscription(RedisConn *sub)
+{
+	Assert(sub->node.kind != NODE_CLUSTER);	/* routed: the route layer */
+	if (sub->sub_channel != NULL && sub->state == CS_READY && !sub->busy)
+		sub->kept_since = GetCurrentTimestamp();
+}
+
+/*
+ * The most a resumed subscription reads of what arrived while it was kept
+ * (RCONN_RESUME_MAX_READS reads of up to 16 kB); a channel that streams
+ * more is subscribed to afresh.
+ */
+#define RCONN_RESUME_MAX_READS	64
+
+/*
+ * Resume sub's kept subscription for a wait on channel: true when sub is
+ * still subscribed to channel (the same verb), with every message that
+ * arrived before this call read and skipped, without a round trip; the
+ * wait that follows sees every message published after it.  False when
+ * not (sub is then closed if what it had read was not messages of that
+ * channel, or it failed): the caller subscribes.
+ */
+bool
+rconn_resume_subscription(RedisConn *sub, const char *channel, bool sharded)
+{
+	Assert(sub->node.kind != NODE_CLUSTER);	/* routed: the route layer */
+	if (sub->kept_since == 0 || sub->sub_channel == NULL ||
+		sub->state != CS_READY || sub->busy || !sub->subscribed ||
+		sub->demoted || rconn_is_stale(sub) ||
+		sub->sub_sharded != sharded || strcmp(sub->sub_channel, channel) != 0)
+		return false;
+	for (int reads = 0;; reads++)
+	{
+		void	   *r = NULL;
+		TransportStatus st;
+
+		if (!rconn_get_reply(sub, &r))
+		{
+			rconn_discard(sub);
+			return false;
+		}
+		if (r != NULL)
+		{
+			bool		msg = is_push((redisReply *) r,
+									  sharded ? "smessage" : "message",
+									  channel);
+
+			freeReplyObject(r);
+			if (!msg)
+			{
+				/* not a message of ours: start afresh */
+				rconn_discard(sub);
+				return false;
+			}
+			continue;
+		}
+		if (reads >= RCONN_RESUME_MAX_READS)
+		{
+			rconn_discard(sub);
+			return false;
+		}
+		CHECK_FOR_INTERRUPTS();
+		st = rconn_read_some(sub);
+		if (st == TS_ERROR)
+		{
+			rconn_discard(sub);
+			return false;
+		}
+		if (st != TS_DONE)
+			break;				/* nothing more to read now */
+	}
+	sub->kept_since = 0;
+	sub->last_used = GetCurrentTimestamp();
+	return true;
 }

@@ -241,6 +241,18 @@ extern const char *rconn_last_message(RedisConn *sub);
 extern void rconn_unsubscribe_nowait(RedisConn *sub);
 
 /*
+ * A subscription kept past its wait (rconn_keep_subscription), for the
+ * next wait on the same channel (rconn_resume_subscription: true when sub
+ * is still subscribed to channel, what arrived meanwhile skipped, without
+ * a round trip).  Kept at most RCONN_KEEP_SUBSCRIPTION_MS: the connection
+ * is closed at a transaction end after that.
+ */
+#define RCONN_KEEP_SUBSCRIPTION_MS	5000
+extern void rconn_keep_subscription(RedisConn *sub);
+extern bool rconn_resume_subscription(RedisConn *sub, const char *channel,
+									  bool sharded);
+
+/*
  * What the route layer registers at init (route_init, from _PG_init): the
  * moments in a connection's own life, inside a round trip, when it must
  * learn from above what it cannot know itself.  Only a Sentinel's master

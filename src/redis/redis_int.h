@@ -142,6 +142,17 @@ struct RedisConn
 	 */
 	bool		sub_sharded;
 	RedisConn  *target;
+
+	/*
+	 * The channel this subscriber connection is subscribed to, confirmed by
+	 * Redis (TopMemoryContext; NULL when none or not known), and since when
+	 * the subscription is kept past the wait that made it (0: not kept), so
+	 * that the next wait on the same channel needs no round trip
+	 * (rconn_resume_subscription).  A kept subscription is dropped with its
+	 * connection at a transaction end RCONN_KEEP_SUBSCRIPTION_MS after it.
+	 */
+	char	   *sub_channel;
+	TimestampTz kept_since;
 	/* the text of the last message received (truncated), NUL-terminated */
 	char		last_message[RCONN_MESSAGE_MAX + 1];
 

@@ -183,13 +183,21 @@ route_node_address(const char *key)
  * subscribed to before are skipped.  Where the master can move (Sentinel,
  * Cluster), a connection failure is retried until retry_until, a pause
  * apart, so that a waiter rides out a failover (DT_NOEND: as long as it
- * waits).
+ * waits).  A subscription to channel kept from the last wait
+ * (route_keep_subscription) is resumed without a round trip, what arrived
+ * meanwhile skipped.
  */
 void
 route_subscribe(RedisConn *sub, const char *channel, const char *what,
 				TimestampTz retry_until)
 {
 	int			moves = 0;
+	RedisConn  *kept = routed(sub) ? rconn_target(sub) : sub;
+
+	/* a subscription kept from the last wait on channel: no round trip */
+	if (kept != NULL &&
+		rconn_resume_subscription(kept, channel, route_sharded_publish()))
+		return;
 
 	for (;;)
 	{
@@ -279,6 +287,23 @@ route_last_message(RedisConn *sub)
 			return "";
 	}
 	return rconn_last_message(sub);
+}
+
+/*
+ * Keep the subscription past the wait that made it: the next
+ * route_subscribe to the same channel resumes it without a round trip.
+ * Never throws.
+ */
+void
+route_keep_subscription(RedisConn *sub)
+{
+	if (routed(sub))
+	{
+		sub = rconn_target(sub);
+		if (sub == NULL)
+			return;
+	}
+	rconn_keep_subscription(sub);
 }
 
 /*

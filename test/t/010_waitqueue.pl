@@ -4,7 +4,10 @@
 # waiting session of the server for an exclusive lock, not all of them (one
 # retry per release instead of one per waiter, counted with rlock_stats),
 # and still every waiter gets the lock in turn; for a read lock, every
-# waiting reader of the server gets in at once.
+# waiting reader of the server gets in at once.  A newcomer finding waiters
+# of its server queues behind them without an attempt, and a session that
+# took the lock while others waited keeps its subscription for its next
+# wait (SUBSCRIBE and script calls counted with INFO commandstats).
 use strict;
 use warnings;
 
@@ -144,6 +147,76 @@ collect($_) for @w;
 is($node->safe_psql('postgres', "SELECT count(*) FROM rlock_status('wqr')"), '4',
 	'four readers hold it');
 q1($_, "SELECT rlock_read_release('wqr')") for @w;
+
+# ---- a newcomer queues behind this server's waiters without trying first;
+# ---- a session that took a lock others wait for stays subscribed, and
+# ---- its next wait on the lock needs no round trip before it queues ----
+
+my $chan = 'redisson_lock__channel:{wqn}';
+
+sub listeners
+{
+	my $r = $redis->cli('PUBSUB', 'NUMSUB', $chan) // '';
+	my ($n) = $r =~ /(\d+)\s*$/;
+	return $n // 0;
+}
+
+# (script calls, SUBSCRIBE calls) on Redis so far
+sub redis_calls
+{
+	my $info = $redis->cli('INFO', 'commandstats');
+	my ($scripts, $subs) = (0, 0);
+	$scripts += $1 while $info =~ /cmdstat_eval(?:sha)?:calls=(\d+)/g;
+	$subs = $1 if $info =~ /cmdstat_subscribe:calls=(\d+)/;
+	return ($scripts, $subs);
+}
+
+q1($h, "SELECT rlock_acquire('wqn', '1 minute')");
+start($w[0], "SELECT rlock_acquire('wqn', '1 minute')");
+ok(RlockTest::wait_until(sub { listeners() == 1 }, 30), 'a first waiter subscribes');
+my @c0 = redis_calls();
+start($w[1], "SELECT rlock_acquire('wqn', '1 minute')");
+ok(RlockTest::wait_until(sub { listeners() == 2 }, 30), 'a second waiter subscribes');
+my @c1 = redis_calls();
+is($c1[0] - $c0[0], 0,
+	'the second waiter made no attempt: it queued behind the first, its subscription its only round trip');
+start($w[2], "SELECT rlock_acquire('wqn', '1 minute')");
+ok(RlockTest::wait_until(sub { listeners() == 3 }, 30), 'a third waiter subscribes');
+RlockTest::wait_for_rlock_waiters($node, 'postgres', 3, "%rlock_acquire('wqn'%");
+
+q1($h, "SELECT rlock_release('wqn')");
+ok(RlockTest::wait_until(sub { finished($w[0]) }, 10), 'the first waiter gets the lock');
+collect($w[0]);
+q1($w[0], "SELECT rlock_release('wqn')");
+ok(RlockTest::wait_until(sub { finished($w[1]) }, 10), 'then the second');
+collect($w[1]);
+is(listeners(), 3,
+	'the two that took the lock while others waited for it are still subscribed');
+
+# the first comes back for the lock while the third still waits
+my @c2 = redis_calls();
+start($w[0], "SELECT rlock_acquire('wqn', '1 minute')");
+RlockTest::wait_for_rlock_waiters($node, 'postgres', 2, "%rlock_acquire('wqn'%");
+q1($w[1], "SELECT rlock_release('wqn')");
+ok(RlockTest::wait_until(sub { finished($w[2]) }, 10), 'the third waiter gets it next');
+collect($w[2]);
+ok(!finished($w[0]), 'the one that came back waits behind it');
+q1($w[2], "SELECT rlock_release('wqn')");
+ok(RlockTest::wait_until(sub { finished($w[0]) }, 10), 'and gets it when the third releases it');
+collect($w[0]);
+my @c3 = redis_calls();
+is($c3[1] - $c2[1], 0,
+	'coming back cost no SUBSCRIBE: the kept subscription was resumed');
+# two releases and the two waiters' attempts; plus at most one refused
+# attempt, as above: the one that came back may read the release message
+# that let the third in only after the third left the queue
+cmp_ok($c3[0] - $c2[0], '<=', 5,
+	'two releases and two attempts, at most one of them refused');
+q1($w[0], "SELECT rlock_release('wqn')");
+# w[0] took it last with no one behind it: it left the channel; w[1] and
+# w[2] kept theirs, until a transaction of theirs ends 5 s after their wait
+ok(RlockTest::wait_until(sub { q1($_, 'SELECT 1') for @w[1, 2]; listeners() == 0 }, 60),
+	'a kept subscription is left at a transaction end a few seconds later');
 
 $h->quit;
 $_->quit for @w;
