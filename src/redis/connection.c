@@ -27,15 +27,16 @@
  * scripts and one that waiters subscribe on (a subscribed RESP2 connection
  * cannot run commands).  Connections are made on first use, remember the
  * settings generation they were made with (a reload that changes how to
- * reach Redis makes them reconnect), and are closed at a transaction end
- * once unused for rlock.connection_idle_timeout, or when their node is no
- * longer the configured one.  A connection left with a command in flight
- * (an interrupt arrived mid round trip) is "busy" and is discarded on its
- * next use, because its pending reply would be mistaken for the next one.
- * A failure on a connection that had worked before (Redis restarted, idle
- * connection closed) is retried once on a fresh connection, as postgres_fdw
- * does; all rlock scripts are safe to replay (release carries a request id
- * latch, acquire reports the resulting hold count).
+ * reach Redis makes them reconnect), and are closed once unused for
+ * rlock.connection_idle_timeout (even in an idle session: "Closing idle
+ * connections" below) or when their node is no longer the configured one;
+ * rlock_stats.open_connections counts them.  A connection left with a
+ * command in flight (an interrupt arrived mid round trip) is "busy" and is
+ * discarded on its next use: its pending reply would be mistaken for the
+ * next one.  A failure on a connection that had worked before (Redis
+ * restarted, idle connection closed) is retried once on a fresh one, as
+ * postgres_fdw does; all rlock scripts are safe to replay (release carries
+ * a request id latch, acquire reports the resulting hold count).
  *
  * A Cluster's connection (NODE_CLUSTER) is in the pool too, but as a
  * handle only: it never has a socket.  The route layer, above, names it
@@ -48,11 +49,16 @@
  */
 #include "postgres.h"
 
+#include <signal.h>
+
 #include "access/xact.h"
 #include "miscadmin.h"
+#include "port/atomics.h"
 #include "storage/fd.h"
+#include "storage/ipc.h"
 #include "storage/latch.h"
 #include "utils/memutils.h"
+#include "utils/timeout.h"
 #include "utils/timestamp.h"
 
 #include "redis/redis.h"
@@ -64,10 +70,33 @@
 static RedisConn **pool = NULL;
 static int	npool = 0;
 static int	maxpool = 0;
-static bool xact_callback_registered = false;
+
+/* Sockets open (connecting included), less those the timer shut down. */
+static volatile int nopen = 0;
+static bool exit_callback_registered = false;
+
+/* The idle timer of a backend ("Closing idle connections", below). */
+static TimeoutId idle_timeout_id;
+static bool idle_timeout_registered = false;
+static volatile sig_atomic_t idle_close_armed = false;
+static volatile sig_atomic_t idle_close_shut = false;	/* some were shut */
 
 static void connection_xact_callback(XactEvent event, void *arg);
+static void connection_exit_callback(int code, Datum arg);
+static void idle_timeout_handler(void);
 static bool idle_since(RedisConn *conn, TimestampTz now);
+
+/*
+ * At library load (route_init, from _PG_init): the transaction callback
+ * that closes idle connections and arms the idle timer, registered before
+ * rlock's others so that it runs after them (PostgreSQL calls the latest
+ * first): the holds' may still use connections at COMMIT.
+ */
+void
+rconn_init(void)
+{
+	RegisterXactCallback(connection_xact_callback, NULL);
+}
 
 /* ----------------------------------------------------------------
  * The pool
@@ -96,6 +125,7 @@ rconn_get(const RedisUrl *node, RconnRole role)
 	char		key[sizeof(((RedisConn *) NULL)->key)];
 	RedisConn  *conn = NULL;
 
+	rconn_pool_enter();
 	node_key(node, role, key, sizeof(key));
 	for (int i = 0; i < npool; i++)
 	{
@@ -123,12 +153,14 @@ rconn_get(const RedisUrl *node, RconnRole role)
 		conn->replycxt = AllocSetContextCreate(TopMemoryContext,
 											   "rlock Redis replies",
 											   ALLOCSET_SMALL_SIZES);
-		pool[npool++] = conn;
-		if (!xact_callback_registered && MyBackendType != B_BG_WORKER)
+		/* (now, not in a transaction callback: it may throw) */
+		if (!idle_timeout_registered && MyBackendType == B_BACKEND)
 		{
-			RegisterXactCallback(connection_xact_callback, NULL);
-			xact_callback_registered = true;
+			idle_timeout_id = RegisterTimeout(USER_TIMEOUT,
+											  idle_timeout_handler);
+			idle_timeout_registered = true;
 		}
+		pool[npool++] = conn;
 	}
 	/* the password, which is not part of the key, may have changed */
 	if (node->kind == NODE_CLUSTER)
@@ -179,7 +211,34 @@ rconn_address(RedisConn *conn)
 	return conn->addr;
 }
 
-/* Close the connection (if any); the next use reconnects.  No I/O. */
+/* This process's rlock_stats.open_connections is nopen. */
+static void
+publish_open(void)
+{
+	stats_set(RLOCK_STAT_OPEN_CONNECTIONS, nopen > 0 ? (uint64) nopen : 0);
+}
+
+/* conn got a socket (rconn_begin_connect). */
+void
+rconn_socket_opened(RedisConn *conn)
+{
+	conn->shut_by_timer = false;
+	nopen++;
+	publish_open();
+	if (!exit_callback_registered)
+	{
+		/* after the holds' before_shmem_exit, before ProcKill frees the slot */
+		on_shmem_exit(connection_exit_callback, (Datum) 0);
+		exit_callback_registered = true;
+	}
+}
+
+/*
+ * Close the connection (if any); the next use reconnects.  No I/O (TLS: no
+ * close_notify).  Forgets all of that socket: wait event set, buffers,
+ * pending DELs, what it was subscribed to (connection_pubsub.c subscribes
+ * a closed connection afresh).
+ */
 void
 rconn_discard(RedisConn *conn)
 {
@@ -194,7 +253,11 @@ rconn_discard(RedisConn *conn)
 		transport_close(conn->transport);
 		conn->transport = NULL;
 		ReleaseExternalFD();
+		if (!conn->shut_by_timer)
+			nopen--;			/* (the timer counted its own) */
+		publish_open();
 	}
+	conn->shut_by_timer = false;
 	rconn_free_io(conn);
 	for (int i = 0; i < conn->ndeferred; i++)
 		free(conn->deferred_del[i]);
@@ -203,6 +266,8 @@ rconn_discard(RedisConn *conn)
 	conn->busy = false;
 	conn->proven = false;
 	conn->subscribed = false;
+	conn->sub_sharded = false;
+	conn->last_message[0] = '\0';
 }
 
 /* Close a connection whose round trip failed, keeping why for reporting. */
@@ -225,8 +290,10 @@ rconn_discard_failed(RedisConn *conn)
 void
 rconn_close_idle(bool all)
 {
-	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz now;
 
+	rconn_pool_enter();
+	now = GetCurrentTimestamp();
 	for (int i = 0; i < npool; i++)
 	{
 		RedisConn  *conn = pool[i];
@@ -255,13 +322,168 @@ rconn_idle_expired(RedisConn *conn)
 		idle_since(conn, GetCurrentTimestamp());
 }
 
+/* ----------------------------------------------------------------
+ * Closing idle connections
+ *
+ * A connection unused for rlock.connection_idle_timeout is closed at a
+ * transaction end (rconn_close_idle) or at its next use.  A session that
+ * then issues nothing (a pooled backend that rarely locks) would keep it
+ * for life; so each top-level transaction end of a backend that leaves
+ * connections open arms a timer (a PostgreSQL timeout: SIGALRM) for when
+ * the oldest of them will have been unused that long.
+ *
+ * Its handler runs in signal context, between any two instructions of the
+ * main line, and does only what is async-signal-safe: it reads the pool
+ * (the array; of each connection its state, busy flag, transport, last
+ * use), shuts the sockets that are due down (transport_shutdown:
+ * shutdown(2), not close(2), so their numbers stay allocated and no wait
+ * event set or other file meets a recycled one), marks them
+ * shut_by_timer, stores this process's gauge (one atomic store) and
+ * re-arms itself for those not due yet (enable_timeout_at, as timeout.c's
+ * own handler re-enables a repeating timeout).  Redis sees them closed at
+ * once.  The rest (the TLS session, freed without a close_notify, wait
+ * event sets, the socket's number and ReleaseExternalFD, buffers, the
+ * subscription) is the main line's: its next use of the pool
+ * (rconn_pool_enter) closes every connection so marked with rconn_discard,
+ * as any closed one, and the caller reconnects on demand.
+ *
+ * Why the two never meet on a half-written connection: the handler acts
+ * only while idle_close_armed is set.  It is set last in
+ * connection_xact_callback, after the main line's last touch of the pool
+ * (a compiler barrier keeps those stores before), and cleared by
+ * rconn_pool_enter, first thing in every function of this layer that
+ * writes what the handler reads (rconn_get, rconn_close_idle,
+ * rconn_ensure, rconn_run_parallel, rconn_subscribe_once,
+ * rconn_wait_message, rconn_unsubscribe_nowait: every round trip, connect
+ * and close goes through one), before anything else (a compiler barrier
+ * keeps the loads after).  A handler that interrupts the main line before
+ * the flag is cleared finds the pool as the transaction end left it; one
+ * after finds the flag clear and does nothing.  The process has one thread
+ * and a handler runs to its end before the main line resumes (SIGALRM
+ * blocked meanwhile), so nothing else interleaves.  The main line's other
+ * readers (rconn_is_ready and the like) read nothing the handler writes:
+ * a shut connection looks ready until its next round trip, which first
+ * closes and reconnects it.  The watchdog (a background worker) never
+ * arms the timer: it closes its idle connections in its own loop.
+ * ----------------------------------------------------------------
+ */
+
+/* May the idle timer shut conn down (when it is due)? */
+static inline bool
+idle_closable(RedisConn *conn)
+{
+	return conn->state == CS_READY && !conn->busy &&
+		conn->transport != NULL && !conn->shut_by_timer &&
+		conn->last_used != 0;
+}
+
+/*
+ * Before any use of the pool: disarm the idle timer, then close what it
+ * shut down.
+ */
+void
+rconn_pool_enter(void)
+{
+	if (idle_close_armed)
+	{
+		idle_close_armed = false;
+		pg_compiler_barrier();
+		disable_timeout(idle_timeout_id, false);
+	}
+	if (idle_close_shut)
+	{
+		idle_close_shut = false;
+		for (int i = 0; i < npool; i++)
+			if (pool[i]->shut_by_timer)
+				rconn_discard(pool[i]);
+	}
+}
+
+/*
+ * At a transaction end, after the pool's last use: arm the idle timer for
+ * when the oldest open connection will have been unused for
+ * rlock.connection_idle_timeout.
+ */
+static void
+arm_idle_timer(void)
+{
+	TimestampTz oldest = 0;
+
+	if (!idle_timeout_registered || rlock_connection_idle_timeout_ms <= 0)
+		return;
+	for (int i = 0; i < npool; i++)
+		if (idle_closable(pool[i]) &&
+			(oldest == 0 || pool[i]->last_used < oldest))
+			oldest = pool[i]->last_used;
+	if (oldest == 0)
+		return;
+	pg_compiler_barrier();
+	idle_close_armed = true;
+	enable_timeout_at(idle_timeout_id,
+					  TimestampTzPlusMilliseconds(oldest,
+												  rlock_connection_idle_timeout_ms));
+}
+
+/* The idle timer's handler, in signal context (see above). */
+static void
+idle_timeout_handler(void)
+{
+	int			ms = rlock_connection_idle_timeout_ms;
+	TimestampTz now;
+	TimestampTz next = 0;
+	bool		shut = false;
+
+	if (!idle_close_armed || ms <= 0)
+		return;
+	now = GetCurrentTimestamp();
+	for (int i = 0; i < npool; i++)
+	{
+		RedisConn  *conn = pool[i];
+		TimestampTz due;
+
+		if (!idle_closable(conn))
+			continue;
+		due = TimestampTzPlusMilliseconds(conn->last_used, ms);
+		if (due <= now)
+		{
+			transport_shutdown(conn->transport);
+			conn->shut_by_timer = true;
+			nopen--;
+			shut = true;
+		}
+		else if (next == 0 || due < next)
+			next = due;
+	}
+	if (shut)
+	{
+		idle_close_shut = true;
+		publish_open();
+	}
+	if (next != 0)
+		enable_timeout_at(idle_timeout_id, next);
+}
+
 static void
 connection_xact_callback(XactEvent event, void *arg)
 {
+	if (npool == 0 || MyBackendType == B_BG_WORKER)
+		return;
 	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
-		event == XACT_EVENT_PARALLEL_COMMIT ||
-		event == XACT_EVENT_PARALLEL_ABORT)
+		event == XACT_EVENT_PREPARE)
+	{
 		rconn_close_idle(false);
+		if (MyBackendType == B_BACKEND)
+			arm_idle_timer();
+	}
+}
+
+/* Process exit: its connections are no longer this server's to count. */
+static void
+connection_exit_callback(int code, Datum arg)
+{
+	idle_close_armed = false;
+	nopen = 0;
+	publish_open();
 }
 /* Was conn made with settings that changed since? */
 bool

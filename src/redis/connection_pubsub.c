@@ -122,6 +122,7 @@ rconn_subscribe_once(RedisConn *sub, const char *channel, const char *what,
 {
 	RedisCmd	cmd;
 
+	rconn_pool_enter();
 	for (int attempt = 0;; attempt++)
 	{
 		TimestampTz deadline;
@@ -227,6 +228,7 @@ rconn_wait_message(RedisConn *sub, TimestampTz deadline)
 	bool		read_last = false;	/* no wait since the last read */
 
 	Assert(sub->node.kind != NODE_CLUSTER);	/* routed: the route layer */
+	rconn_pool_enter();			/* (closes it if the idle timer shut it) */
 	if (sub->state != CS_READY || sub->busy)
 		return -1;
 	for (;;)
@@ -302,6 +304,7 @@ rconn_unsubscribe_nowait(RedisConn *sub)
 	RedisCmd	cmd;
 
 	Assert(sub->node.kind != NODE_CLUSTER);	/* routed: the route layer */
+	rconn_pool_enter();
 	if (sub->state != CS_READY || sub->busy)
 		return;
 	rcmd_init(&cmd);

@@ -13,6 +13,8 @@
 #ifndef RLOCK_CONNECTION_INT_H
 #define RLOCK_CONNECTION_INT_H
 
+#include <signal.h>
+
 #include <hiredis/hiredis.h>
 
 #include "storage/latch.h"
@@ -76,6 +78,12 @@ struct RedisConn
 	bool		subscribed;		/* may be subscribed to some channel */
 	bool		connected_before;	/* a connection was established once */
 	TimestampTz last_used;		/* end of its last round trip */
+
+	/*
+	 * Set by the idle timer's signal handler (connection.c) when it shut
+	 * this connection's socket down; the next use of the pool closes it.
+	 */
+	volatile sig_atomic_t shut_by_timer;
 
 	/* bytes to send (malloc'd) */
 	char	   *out;
@@ -155,6 +163,8 @@ struct RedisConn
 };
 
 /* connection.c (the pool) */
+extern void rconn_pool_enter(void);
+extern void rconn_socket_opened(RedisConn *conn);
 extern void rconn_discard_failed(RedisConn *conn);
 extern bool rconn_is_stale(RedisConn *conn);
 extern bool rconn_idle_expired(RedisConn *conn);
