@@ -146,7 +146,9 @@ struct RedisConn
 	/*
 	 * Pub/sub: whether this subscriber connection's channel was taken with
 	 * SSUBSCRIBE (sharded); for a Cluster's routed subscriber connection,
-	 * the node connection subscribed now.
+	 * the node connection subscribed now.  rconn_discard forgets what the
+	 * socket was subscribed to (a closed connection, the idle timer's
+	 * included, subscribes afresh on its next use).
 	 */
 	bool		sub_sharded;
 	RedisConn  *target;

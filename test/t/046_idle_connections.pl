@@ -11,7 +11,8 @@
 #   - a session that holds a session-level lock while idle keeps it (the
 #     watchdog renews it after the connection closed) and releases it fine;
 #   - a session waiting for a lock keeps its subscriber connection, and
-#     gets the lock when it is released;
+#     gets the lock when it is released; idle then, its two connections,
+#     last used at different times, are closed in turn;
 #   - 20 idle sessions: every backend's connection closes, and
 #     open_connections falls to the watchdog's own;
 #   - over TLS too.
@@ -181,7 +182,15 @@ ok(RlockTest::wait_until(sub { RlockTest::bg_done($d) }, 60),
 my ($out, $err, $state) = RlockTest::bg_result($d);
 is("$err/$state", '/00000', 'without an error or a WARNING');
 is(q1($d, "SELECT rlock_hold_count('ic_wait')"), '1', 'it holds it');
+# Its two connections were last used at different times (the subscriber at
+# the release message, the commands one at its own release, later): the
+# timer, armed for the older, closes it, then re-arms for the other.
+q1($d, 'SELECT pg_sleep(0.5)');
 is(out_err($d, "SELECT rlock_release('ic_wait')"), 't/', 'and releases it');
+cmp_ok(scalar(conn_ids($redis, "rlock:$d_pid")), '==', 2,
+	'it has two connections open, a subscriber and a commands one');
+ok(gone_within($redis, $d_pid),
+	'idle: both close in turn (the timer re-arms for the younger one)');
 
 # ---- a pool of 20 idle sessions ----
 
