@@ -367,7 +367,8 @@ LANGUAGE C VOLATILE PARALLEL SAFE;
 CREATE VIEW rlock_locks AS SELECT * FROM rlock_locks();
 GRANT SELECT ON rlock_locks TO PUBLIC;
 
--- Cumulative activity counters of this server (stats.c), one row.
+-- Cumulative activity counters of this server (stats.c), and the Redis
+-- connections open now (a gauge), one row.
 CREATE FUNCTION rlock_stats(OUT acquisitions bigint,
                             OUT contended_acquisitions bigint,
                             OUT failed_acquisitions bigint,
@@ -386,6 +387,7 @@ CREATE FUNCTION rlock_stats(OUT acquisitions bigint,
                             OUT replica_ack_refusals bigint,
                             OUT renewal_round_trips bigint,
                             OUT redirections bigint,
+                            OUT open_connections bigint,
                             OUT stats_reset timestamptz)
 RETURNS record
 AS 'MODULE_PATHNAME', 'rlock_stats'

@@ -30,7 +30,8 @@ $$;
 SELECT count(*) AS columns FROM information_schema.columns
  WHERE table_name = 'rlock_stats';
 SELECT pg_typeof(wait_time) AS wait_time, pg_typeof(renewal_time) AS renewal_time,
-       pg_typeof(acquisitions) AS acquisitions
+       pg_typeof(acquisitions) AS acquisitions,
+       pg_typeof(open_connections) AS open_connections
   FROM rlock_stats;
 
 -- a Redis that does not know rlock's scripts yet costs one more round trip
@@ -104,3 +105,6 @@ SELECT acquisitions, contended_acquisitions, failed_acquisitions, releases,
   FROM rlock_stats;
 SELECT rlock_try_acquire('st_a', '1 minute'), rlock_release('st_a');
 SELECT acquisitions, releases, redis_round_trips FROM rlock_stats;
+-- open_connections is a gauge, not a counter: the reset left it alone, and
+-- it counts this session's connection, used a moment ago
+SELECT open_connections >= 1 AS open_counted FROM rlock_stats;

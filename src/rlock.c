@@ -162,7 +162,7 @@ _PG_init(void)
 
 	DefineCustomIntVariable("rlock.connection_idle_timeout",
 							"Close a Redis connection unused for this long.",
-							"It is closed at the next transaction end or rlock call; 0 keeps connections open.",
+							"Even in a session that sits idle; it is reopened on next use.  0 keeps connections open.",
 							&rlock_connection_idle_timeout_ms,
 							60000, 0, INT_MAX,
 							PGC_USERSET,

@@ -162,8 +162,14 @@ typedef enum RlockStat
 									 * parallel round over every node counts
 									 * once) */
 	RLOCK_STAT_REDIRECTIONS,	/* Cluster MOVED and ASK answers followed */
+	RLOCK_STAT_OPEN_CONNECTIONS,	/* a gauge, not a counter: Redis
+									 * connections open now (each process
+									 * sets its own; not reset) */
 	RLOCK_NUM_STATS
 } RlockStat;
+
+/* Gauges: set by their process (stats_set), summed but never reset. */
+#define stats_is_gauge(s)	((s) == RLOCK_STAT_OPEN_CONNECTIONS)
 
 /*
  * One process's counters.  Only that process writes them (so an add is an
@@ -194,6 +200,22 @@ static inline void
 stats_count(RlockStat s)
 {
 	stats_add(s, 1);
+}
+
+/*
+ * Set one of this process's gauges.  Once the process has its slot (any
+ * earlier stats_add or stats_set), this is one atomic store, which a
+ * signal handler may make (with the platforms' native 64-bit atomics; only
+ * this process ever writes its slot).
+ */
+static inline void
+stats_set(RlockStat s, uint64 v)
+{
+	RlockStatsSlot *slot = stats_my_slot;
+
+	if (unlikely(slot == NULL))
+		slot = stats_attach();
+	pg_atomic_write_u64(&slot->c[s], v);
 }
 
 /* Add the time elapsed since start (a GetCurrentTimestamp()) to s. */

@@ -4,7 +4,7 @@
  *	  Cumulative activity counters behind the rlock_stats view: acquisitions
  *	  and waits, releases, renewals, lost locks, Redis round trips,
  *	  reconnects and errors, for the whole server since it started (or since
- *	  rlock_stats_reset()).
+ *	  rlock_stats_reset()); and one gauge, the Redis connections open now.
  *
  * The counters are cheap enough to be always on: every process that uses
  * rlock (backends and the watchdog) owns one slot in shared memory, indexed
@@ -15,6 +15,11 @@
  * when sessions end.  Readers sum the slots.  A reset does not write other
  * processes' slots: it records the current sums as a baseline that readers
  * subtract.
+ *
+ * A gauge (open_connections) is a value each process sets in its own slot
+ * rather than adds to (and puts back to 0 when it exits, before its PGPROC
+ * can be given to another process): readers sum the slots as they are,
+ * and a reset leaves gauges alone.
  *
  * Without shared_preload_libraries a backend counts into a slot of its own
  * that nobody reads; rlock_stats then reports that it needs preloading.
@@ -169,7 +174,8 @@ stats_read(uint64 *values, TimestampTz *reset_at)
 
 	sum_slots(values);
 	for (int s = 0; s < RLOCK_NUM_STATS; s++)
-		values[s] = (values[s] > baseline[s]) ? values[s] - baseline[s] : 0;
+		if (!stats_is_gauge(s))
+			values[s] = (values[s] > baseline[s]) ? values[s] - baseline[s] : 0;
 }
 
 /* Start counting from zero: the current sums become the baseline. */

@@ -200,6 +200,18 @@ extern bool transport_tls_unanswered(const Transport *t);
 extern void transport_close(Transport *t);
 
 /*
+ * Shut the socket down both ways (shutdown(2), not close(2): the socket
+ * stays allocated, so its number cannot be reused by another file until
+ * transport_close).  The peer sees the connection closed; every later
+ * read or write fails or reads end-of-file.  Async-signal-safe: it only
+ * reads t's socket number and makes one system call, so a signal handler
+ * may call it on a transport the interrupted code is not touching (TLS:
+ * the session is left alone; transport_close frees it later without a
+ * close_notify).
+ */
+extern void transport_shutdown(const Transport *t);
+
+/*
  * Bumped whenever a setting that says how to reach Redis changes
  * (rlock.redis_url, rlock.tls_*, rlock.redis_password_file): connections
  * made before are reconnected on their next use.

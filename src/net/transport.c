@@ -245,3 +245,10 @@ transport_close(Transport *t)
 		close(t->fd);
 	free(t);
 }
+
+void
+transport_shutdown(const Transport *t)
+{
+	if (t != NULL && t->fd >= 0)
+		(void) shutdown(t->fd, SHUT_RDWR);
+}

@@ -19,23 +19,25 @@
  * connection_command.c (building commands), connection_bounds.c (how
  * long), connection_error.c (why it failed, worded), connection_reply.c
  * (the bounded parser), connection_io.c (bytes), connection_wait.c (the
- * wait), this file (the pool), connection_connect.c (connecting and the
- * handshake), connection_exchange.c (driving round trips) and
+ * wait), this file (the pool) with connection_idle.c beside it (closing
+ * idle connections, counting open ones), connection_connect.c (connecting
+ * and the handshake), connection_exchange.c (driving round trips) and
  * connection_pubsub.c (waiting for messages).
  *
  * A process has, per Redis node, at most one connection for commands and
  * scripts and one that waiters subscribe on (a subscribed RESP2 connection
  * cannot run commands).  Connections are made on first use, remember the
  * settings generation they were made with (a reload that changes how to
- * reach Redis makes them reconnect), and are closed at a transaction end
- * once unused for rlock.connection_idle_timeout, or when their node is no
- * longer the configured one.  A connection left with a command in flight
- * (an interrupt arrived mid round trip) is "busy" and is discarded on its
- * next use, because its pending reply would be mistaken for the next one.
- * A failure on a connection that had worked before (Redis restarted, idle
- * connection closed) is retried once on a fresh connection, as postgres_fdw
- * does; all rlock scripts are safe to replay (release carries a request id
- * latch, acquire reports the resulting hold count).
+ * reach Redis makes them reconnect), and are closed once unused for
+ * rlock.connection_idle_timeout (even in an idle session:
+ * connection_idle.c) or when their node is no longer the configured one;
+ * rlock_stats.open_connections counts them.  A connection left with a
+ * command in flight (an interrupt arrived mid round trip) is "busy" and is
+ * discarded on its next use: its pending reply would be mistaken for the
+ * next one.  A failure on a connection that had worked before (Redis
+ * restarted, idle connection closed) is retried once on a fresh one, as
+ * postgres_fdw does; all rlock scripts are safe to replay (release carries
+ * a request id latch, acquire reports the resulting hold count).
  *
  * A Cluster's connection (NODE_CLUSTER) is in the pool too, but as a
  * handle only: it never has a socket.  The route layer, above, names it
@@ -48,7 +50,6 @@
  */
 #include "postgres.h"
 
-#include "access/xact.h"
 #include "miscadmin.h"
 #include "storage/fd.h"
 #include "storage/latch.h"
@@ -61,12 +62,13 @@
 #include "base/base.h"
 
 /* The pool: every connection this process made, never freed. */
-static RedisConn **pool = NULL;
-static int	npool = 0;
+RedisConn **rconn_pool = NULL;
+int			rconn_npool = 0;
 static int	maxpool = 0;
-static bool xact_callback_registered = false;
 
-static void connection_xact_callback(XactEvent event, void *arg);
+#define pool rconn_pool
+#define npool rconn_npool
+
 static bool idle_since(RedisConn *conn, TimestampTz now);
 
 /* ----------------------------------------------------------------
@@ -96,6 +98,7 @@ rconn_get(const RedisUrl *node, RconnRole role)
 	char		key[sizeof(((RedisConn *) NULL)->key)];
 	RedisConn  *conn = NULL;
 
+	rconn_pool_enter();
 	node_key(node, role, key, sizeof(key));
 	for (int i = 0; i < npool; i++)
 	{
@@ -123,12 +126,8 @@ rconn_get(const RedisUrl *node, RconnRole role)
 		conn->replycxt = AllocSetContextCreate(TopMemoryContext,
 											   "rlock Redis replies",
 											   ALLOCSET_SMALL_SIZES);
+		rconn_idle_register();
 		pool[npool++] = conn;
-		if (!xact_callback_registered && MyBackendType != B_BG_WORKER)
-		{
-			RegisterXactCallback(connection_xact_callback, NULL);
-			xact_callback_registered = true;
-		}
 	}
 	/* the password, which is not part of the key, may have changed */
 	if (node->kind == NODE_CLUSTER)
@@ -179,7 +178,12 @@ rconn_address(RedisConn *conn)
 	return conn->addr;
 }
 
-/* Close the connection (if any); the next use reconnects.  No I/O. */
+/*
+ * Close the connection (if any); the next use reconnects.  No I/O (TLS: no
+ * close_notify).  Forgets all of that socket: wait event set, buffers,
+ * pending DELs, what it was subscribed to (connection_pubsub.c subscribes
+ * a closed connection afresh).
+ */
 void
 rconn_discard(RedisConn *conn)
 {
@@ -194,7 +198,9 @@ rconn_discard(RedisConn *conn)
 		transport_close(conn->transport);
 		conn->transport = NULL;
 		ReleaseExternalFD();
+		rconn_socket_closed(conn);
 	}
+	conn->shut_by_timer = false;
 	rconn_free_io(conn);
 	for (int i = 0; i < conn->ndeferred; i++)
 		free(conn->deferred_del[i]);
@@ -203,6 +209,8 @@ rconn_discard(RedisConn *conn)
 	conn->busy = false;
 	conn->proven = false;
 	conn->subscribed = false;
+	conn->sub_sharded = false;
+	conn->last_message[0] = '\0';
 	if (conn->sub_channel != NULL)
 		pfree(conn->sub_channel);
 	conn->sub_channel = NULL;
@@ -231,8 +239,10 @@ rconn_discard_failed(RedisConn *conn)
 void
 rconn_close_idle(bool all)
 {
-	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz now;
 
+	rconn_pool_enter();
+	now = GetCurrentTimestamp();
 	for (int i = 0; i < npool; i++)
 	{
 		RedisConn  *conn = pool[i];
@@ -264,14 +274,6 @@ rconn_idle_expired(RedisConn *conn)
 		idle_since(conn, GetCurrentTimestamp());
 }
 
-static void
-connection_xact_callback(XactEvent event, void *arg)
-{
-	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
-		event == XACT_EVENT_PARALLEL_COMMIT ||
-		event == XACT_EVENT_PARALLEL_ABORT)
-		rconn_close_idle(false);
-}
 /* Was conn made with settings that changed since? */
 bool
 rconn_is_stale(RedisConn *conn)

@@ -299,6 +299,7 @@ rconn_begin_connect(RedisConn *conn, TimestampTz deadline)
 						  terr.detail);
 		return false;
 	}
+	rconn_socket_opened(conn);
 	conn->reader = rconn_reader_create(conn);
 	if (conn->reader == NULL)
 	{

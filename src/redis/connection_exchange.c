@@ -395,6 +395,7 @@ rconn_run_parallel(RconnOp *ops, int nops)
 	RconnWaiter *waiters = nops <= INLINE_OPS ? inline_waiters :
 		palloc(nops * sizeof(RconnWaiter));
 
+	rconn_pool_enter();
 	for (int i = 0; i < nops; i++)
 	{
 		RedisConn  *conn = ops[i].conn;
@@ -484,6 +485,7 @@ rconn_ensure(RedisConn *conn)
 	RconnOp		op = {conn, NULL, 0, false, NULL};
 
 	Assert(conn->node.kind != NODE_CLUSTER);	/* routed: the route layer */
+	rconn_pool_enter();			/* (closes it if the idle timer shut it) */
 	if (conn->state == CS_READY && !conn->busy && !rconn_is_stale(conn) &&
 		!conn->demoted && !rconn_topology_moved(conn))
 		return true;

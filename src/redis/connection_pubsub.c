@@ -137,6 +137,7 @@ rconn_subscribe_once(RedisConn *sub, const char *channel, const char *what,
 {
 	RedisCmd	cmd;
 
+	rconn_pool_enter();
 	for (int attempt = 0;; attempt++)
 	{
 		TimestampTz deadline;
@@ -245,6 +246,7 @@ rconn_wait_message(RedisConn *sub, TimestampTz deadline)
 	bool		read_last = false;	/* no wait since the last read */
 
 	Assert(sub->node.kind != NODE_CLUSTER);	/* routed: the route layer */
+	rconn_pool_enter();			/* (closes it if the idle timer shut it) */
 	if (sub->state != CS_READY || sub->busy)
 		return -1;
 	for (;;)
@@ -320,6 +322,7 @@ rconn_unsubscribe_nowait(RedisConn *sub)
 	RedisCmd	cmd;
 
 	Assert(sub->node.kind != NODE_CLUSTER);	/* routed: the route layer */
+	rconn_pool_enter();
 	if (sub->state != CS_READY || sub->busy)
 		return;
 	forget_channel(sub);
@@ -365,6 +368,7 @@ bool
 rconn_resume_subscription(RedisConn *sub, const char *channel, bool sharded)
 {
 	Assert(sub->node.kind != NODE_CLUSTER);	/* routed: the route layer */
+	rconn_pool_enter();			/* (closes it if the idle timer shut it) */
 	if (sub->kept_since == 0 || sub->sub_channel == NULL ||
 		sub->state != CS_READY || sub->busy || !sub->subscribed ||
 		sub->demoted || rconn_is_stale(sub) ||

@@ -16,7 +16,8 @@
  *	  rconn_defer_del, rconn_run, rconn_subscribe_once, rconn_wait_message,
  *	  rconn_unsubscribe_nowait, rconn_last_message, rconn_target, rconn_set_target,
  *	  rconn_relocate, rconn_set_label, rconn_adopt_failure,
- *	  rconn_set_failure, rconn_inherit_bounds, rconn_set_route_hooks.
+ *	  rconn_set_failure, rconn_inherit_bounds, rconn_set_route_hooks,
+ *	  rconn_init.
  *
  *	  Its files, lowest first:
  *	  connection_command.c	building commands (RedisCmd)
@@ -155,6 +156,7 @@ extern void rcmd_wait(RedisCmd *cmd, int replicas, int timeout_ms);
  * single nodes; a Cluster's connection (NODE_CLUSTER, from rconn_get) is a
  * handle the route layer runs round trips for, never connected here.
  */
+extern void rconn_init(void);	/* at library load (route_init) */
 extern RedisConn *rconn_get(const RedisUrl *node, RconnRole role);
 extern bool rconn_ensure(RedisConn *conn);
 extern void rconn_ready(RedisConn *conn, const char *what);

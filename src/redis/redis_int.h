@@ -13,6 +13,8 @@
 #ifndef RLOCK_CONNECTION_INT_H
 #define RLOCK_CONNECTION_INT_H
 
+#include <signal.h>
+
 #include <hiredis/hiredis.h>
 
 #include "storage/latch.h"
@@ -77,6 +79,12 @@ struct RedisConn
 	bool		connected_before;	/* a connection was established once */
 	TimestampTz last_used;		/* end of its last round trip */
 
+	/*
+	 * Set by the idle timer's signal handler (connection.c) when it shut
+	 * this connection's socket down; the next use of the pool closes it.
+	 */
+	volatile sig_atomic_t shut_by_timer;
+
 	/* bytes to send (malloc'd) */
 	char	   *out;
 	size_t		outlen;
@@ -138,7 +146,9 @@ struct RedisConn
 	/*
 	 * Pub/sub: whether this subscriber connection's channel was taken with
 	 * SSUBSCRIBE (sharded); for a Cluster's routed subscriber connection,
-	 * the node connection subscribed now.
+	 * the node connection subscribed now.  rconn_discard forgets what the
+	 * socket was subscribed to (a closed connection, the idle timer's
+	 * included, subscribes afresh on its next use).
 	 */
 	bool		sub_sharded;
 	RedisConn  *target;
@@ -166,6 +176,14 @@ struct RedisConn
 };
 
 /* connection.c (the pool) */
+extern RedisConn **rconn_pool;	/* connection.c: every connection made */
+extern int	rconn_npool;
+
+/* connection_idle.c: closing idle connections, counting open ones */
+extern void rconn_pool_enter(void);
+extern void rconn_idle_register(void);
+extern void rconn_socket_opened(RedisConn *conn);
+extern void rconn_socket_closed(RedisConn *conn);
 extern void rconn_discard_failed(RedisConn *conn);
 extern bool rconn_is_stale(RedisConn *conn);
 extern bool rconn_idle_expired(RedisConn *conn);

@@ -22,8 +22,9 @@
  * retried until the waiter's deadline, so a waiter rides out a failover and
  * listens on the new master.
  *
- * route_init, from _PG_init, registers the topology's hooks with the
- * connection layer (topology.c says which and why).
+ * route_init, from _PG_init, sets the connection layer up (rconn_init)
+ * and registers the topology's hooks with it (topology.c says which and
+ * why).
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -45,10 +46,11 @@
 /* MOVED answers one subscription follows before it is an ERROR. */
 #define MAX_SUBSCRIBE_MOVES		5
 
-/* Register what the connection layer must be told from here. */
+/* Set the connection layer up; register what it must be told from here. */
 void
 route_init(void)
 {
+	rconn_init();
 	topology_init();
 }
 

@@ -34,9 +34,9 @@
 #include "redis/redis.h"
 
 /*
- * Set up the route layer (from _PG_init): registers with the connection
- * layer what it must be told from here; and its shared memory (the
- * topology of a Sentinel deployment), when preloaded.
+ * Set up the route layer (from _PG_init): sets the connection layer up
+ * and registers with it what it must be told from here; and its shared
+ * memory (the topology of a Sentinel deployment), when preloaded.
  */
 extern void route_init(void);
 extern void route_shmem_install(void);
