@@ -19,9 +19,9 @@
  * connection_command.c (building commands), connection_bounds.c (how
  * long), connection_error.c (why it failed, worded), connection_reply.c
  * (the bounded parser), connection_io.c (bytes), connection_wait.c (the
- * wait), this file (the pool) with connection_idle.c beside it (closing
- * idle connections, counting open ones), connection_connect.c (connecting
- * and the handshake), connection_exchange.c (driving round trips) and
+ * wait), connection_close.c (closing connections, idle ones included,
+ * and counting the open ones), this file (the pool), connection_connect.c
+ * (connecting and the handshake), connection_exchange.c (driving round trips) and
  * connection_pubsub.c (waiting for messages).
  *
  * A process has, per Redis node, at most one connection for commands and
@@ -30,7 +30,7 @@
  * settings generation they were made with (a reload that changes how to
  * reach Redis makes them reconnect), and are closed once unused for
  * rlock.connection_idle_timeout (even in an idle session:
- * connection_idle.c) or when their node is no longer the configured one;
+ * connection_close.c) or when their node is no longer the configured one;
  * rlock_stats.open_connections counts them.  A connection left with a
  * command in flight (an interrupt arrived mid round trip) is "busy" and is
  * discarded on its next use: its pending reply would be mistaken for the
@@ -61,15 +61,11 @@
 #include "net/net.h"
 #include "base/base.h"
 
-/* The pool: every connection this process made, never freed. */
-RedisConn **rconn_pool = NULL;
-int			rconn_npool = 0;
+/* The pool's array is connection_close.c's (its timer reads it) */
 static int	maxpool = 0;
 
 #define pool rconn_pool
 #define npool rconn_npool
-
-static bool idle_since(RedisConn *conn, TimestampTz now);
 
 /* ----------------------------------------------------------------
  * The pool
@@ -178,45 +174,6 @@ rconn_address(RedisConn *conn)
 	return conn->addr;
 }
 
-/*
- * Close the connection (if any); the next use reconnects.  No I/O (TLS: no
- * close_notify).  Forgets all of that socket: wait event set, buffers,
- * pending DELs, what it was subscribed to (connection_pubsub.c subscribes
- * a closed connection afresh).
- */
-void
-rconn_discard(RedisConn *conn)
-{
-	rconn_reset_replies(conn);
-	if (conn->wes)
-	{
-		FreeWaitEventSet(conn->wes);
-		conn->wes = NULL;
-	}
-	if (conn->transport)
-	{
-		transport_close(conn->transport);
-		conn->transport = NULL;
-		ReleaseExternalFD();
-		rconn_socket_closed(conn);
-	}
-	conn->shut_by_timer = false;
-	rconn_free_io(conn);
-	for (int i = 0; i < conn->ndeferred; i++)
-		free(conn->deferred_del[i]);
-	conn->ndeferred = 0;
-	conn->state = CS_CLOSED;
-	conn->busy = false;
-	conn->proven = false;
-	conn->subscribed = false;
-	conn->sub_sharded = false;
-	conn->last_message[0] = '\0';
-	if (conn->sub_channel != NULL)
-		pfree(conn->sub_channel);
-	conn->sub_channel = NULL;
-	conn->kept_since = 0;
-}
-
 /* Close a connection whose round trip failed, keeping why for reporting. */
 void
 rconn_discard_failed(RedisConn *conn)
@@ -227,58 +184,6 @@ rconn_discard_failed(RedisConn *conn)
 	strlcpy(detail, conn->errdetail, sizeof(detail));
 	rconn_discard(conn);
 	rconn_set_failure(conn, f, detail);
-}
-
-/*
- * Close connections unused for rlock.connection_idle_timeout, those to
- * nodes that are no longer configured, and subscriber connections whose
- * subscription was kept past its wait longer than
- * RCONN_KEEP_SUBSCRIPTION_MS (all: every connection).  No I/O, no ERROR:
- * called from transaction callbacks.
- */
-void
-rconn_close_idle(bool all)
-{
-	TimestampTz now;
-
-	rconn_pool_enter();
-	now = GetCurrentTimestamp();
-	for (int i = 0; i < npool; i++)
-	{
-		RedisConn  *conn = pool[i];
-
-		if (conn->state == CS_CLOSED)
-			continue;
-		if (all || conn->busy || rconn_is_stale(conn) ||
-			idle_since(conn, now) ||
-			(conn->kept_since != 0 &&
-			 TimestampDifferenceExceeds(conn->kept_since, now,
-										RCONN_KEEP_SUBSCRIPTION_MS)))
-			rconn_discard(conn);
-	}
-}
-
-/* Has conn been unused for longer than rlock.connection_idle_timeout? */
-static bool
-idle_since(RedisConn *conn, TimestampTz now)
-{
-	return rlock_connection_idle_timeout_ms > 0 && conn->last_used != 0 &&
-		TimestampDifferenceExceeds(conn->last_used, now,
-								   rlock_connection_idle_timeout_ms);
-}
-
-bool
-rconn_idle_expired(RedisConn *conn)
-{
-	return rlock_connection_idle_timeout_ms > 0 &&
-		idle_since(conn, GetCurrentTimestamp());
-}
-
-/* Was conn made with settings that changed since? */
-bool
-rconn_is_stale(RedisConn *conn)
-{
-	return conn->generation != net_settings_generation;
 }
 
 /*

@@ -26,7 +26,8 @@
  *	  connection_reply.c	the reply parser, bounded
  *	  connection_io.c		bytes in and out: encoding, writing, reading
  *	  connection_wait.c		the one interruptible wait (one socket or several)
- *	  connection.c			the pool: find, check, discard, close idle
+ *	  connection_close.c	closing: failed, idle (a timer too) and stale ones
+ *	  connection.c			the pool: find, check, name
  *	  connection_connect.c	connecting: resolve, socket, TLS, the handshake
  *	  connection_exchange.c	round trips, on one connection or several at once
  *	  connection_pubsub.c	subscribing and waiting for release messages

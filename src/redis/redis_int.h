@@ -176,14 +176,12 @@ struct RedisConn
 };
 
 /* connection.c (the pool) */
-extern RedisConn **rconn_pool;	/* connection.c: every connection made */
+/* connection_close.c: closing connections, counting open ones */
+extern RedisConn **rconn_pool;	/* every connection made (never freed) */
 extern int	rconn_npool;
-
-/* connection_idle.c: closing idle connections, counting open ones */
 extern void rconn_pool_enter(void);
 extern void rconn_idle_register(void);
 extern void rconn_socket_opened(RedisConn *conn);
-extern void rconn_socket_closed(RedisConn *conn);
 extern void rconn_discard_failed(RedisConn *conn);
 extern bool rconn_is_stale(RedisConn *conn);
 extern bool rconn_idle_expired(RedisConn *conn);

@@ -1,8 +1,12 @@
 /*-------------------------------------------------------------------------
  *
- * connection_idle.c
- *	  Closing idle connections, even in a session that issues nothing, and
- *	  counting the open ones (rlock_stats.open_connections).
+ * connection_close.c
+ *	  Closing connections: one that failed or that a caller gives up
+ *	  (rconn_discard), those idle or made with settings since changed at a
+ *	  transaction end, and idle ones even in a session that issues nothing
+ *	  (a timer); and counting the open ones (rlock_stats.open_connections).
+ *	  It owns the pool's array, which the timer reads in signal context;
+ *	  connection.c finds and makes connections in it.
  *
  * A connection unused for rlock.connection_idle_timeout is closed at a
  * transaction end (rconn_close_idle) or at its next use.  A session that
@@ -58,7 +62,9 @@
 
 #include "access/xact.h"
 #include "miscadmin.h"
+#include "storage/fd.h"
 #include "storage/ipc.h"
+#include "storage/latch.h"
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
 
@@ -66,6 +72,10 @@
 #include "redis/redis_int.h"
 #include "net/net.h"
 #include "base/base.h"
+
+/* The pool: every connection this process made, never freed. */
+RedisConn **rconn_pool = NULL;
+int			rconn_npool = 0;
 
 #define pool rconn_pool
 #define npool rconn_npool
@@ -80,6 +90,7 @@ static bool idle_timeout_registered = false;
 static volatile sig_atomic_t idle_close_armed = false;
 static volatile sig_atomic_t idle_close_shut = false;	/* some were shut */
 
+static bool idle_since(RedisConn *conn, TimestampTz now);
 static void connection_xact_callback(XactEvent event, void *arg);
 static void connection_exit_callback(int code, Datum arg);
 static void idle_timeout_handler(void);
@@ -133,13 +144,106 @@ rconn_socket_opened(RedisConn *conn)
 }
 
 /* conn's socket is closed (rconn_discard). */
-void
+static void
 rconn_socket_closed(RedisConn *conn)
 {
 	if (!conn->shut_by_timer)
 		nopen--;				/* (the timer counted its own) */
 	publish_open();
 }
+
+/*
+ * Close the connection (if any); the next use reconnects.  No I/O (TLS: no
+ * close_notify).  Forgets all of that socket: wait event set, buffers,
+ * pending DELs, what it was subscribed to (connection_pubsub.c subscribes
+ * a closed connection afresh).
+ */
+void
+rconn_discard(RedisConn *conn)
+{
+	rconn_reset_replies(conn);
+	if (conn->wes)
+	{
+		FreeWaitEventSet(conn->wes);
+		conn->wes = NULL;
+	}
+	if (conn->transport)
+	{
+		transport_close(conn->transport);
+		conn->transport = NULL;
+		ReleaseExternalFD();
+		rconn_socket_closed(conn);
+	}
+	conn->shut_by_timer = false;
+	rconn_free_io(conn);
+	for (int i = 0; i < conn->ndeferred; i++)
+		free(conn->deferred_del[i]);
+	conn->ndeferred = 0;
+	conn->state = CS_CLOSED;
+	conn->busy = false;
+	conn->proven = false;
+	conn->subscribed = false;
+	conn->sub_sharded = false;
+	conn->last_message[0] = '\0';
+	if (conn->sub_channel != NULL)
+		pfree(conn->sub_channel);
+	conn->sub_channel = NULL;
+	conn->kept_since = 0;
+}
+
+
+/*
+ * Close connections unused for rlock.connection_idle_timeout, those to
+ * nodes that are no longer configured, and subscriber connections whose
+ * subscription was kept past its wait longer than
+ * RCONN_KEEP_SUBSCRIPTION_MS (all: every connection).  No I/O, no ERROR:
+ * called from transaction callbacks.
+ */
+void
+rconn_close_idle(bool all)
+{
+	TimestampTz now;
+
+	rconn_pool_enter();
+	now = GetCurrentTimestamp();
+	for (int i = 0; i < npool; i++)
+	{
+		RedisConn  *conn = pool[i];
+
+		if (conn->state == CS_CLOSED)
+			continue;
+		if (all || conn->busy || rconn_is_stale(conn) ||
+			idle_since(conn, now) ||
+			(conn->kept_since != 0 &&
+			 TimestampDifferenceExceeds(conn->kept_since, now,
+										RCONN_KEEP_SUBSCRIPTION_MS)))
+			rconn_discard(conn);
+	}
+}
+
+/* Has conn been unused for longer than rlock.connection_idle_timeout? */
+static bool
+idle_since(RedisConn *conn, TimestampTz now)
+{
+	return rlock_connection_idle_timeout_ms > 0 && conn->last_used != 0 &&
+		TimestampDifferenceExceeds(conn->last_used, now,
+								   rlock_connection_idle_timeout_ms);
+}
+
+bool
+rconn_idle_expired(RedisConn *conn)
+{
+	return rlock_connection_idle_timeout_ms > 0 &&
+		idle_since(conn, GetCurrentTimestamp());
+}
+
+/* Was conn made with settings that changed since? */
+bool
+rconn_is_stale(RedisConn *conn)
+{
+	return conn->generation != net_settings_generation;
+}
+
 
 
 /* May the idle timer shut conn down (when it is due)? */
