@@ -124,8 +124,32 @@ listen_on(RedisConn *sub, const char *channel, const char *name,
 }
 
 /*
+ * Sleep on the process latch alone until "until": a waiter that does not
+ * listen for messages (waitqueue_listens) waits for its turn, or to be
+ * told to listen.  Returns 2 when the latch was set, 0 at "until", as
+ * route_wait_message does.
+ */
+static int
+wait_turn(TimestampTz until)
+{
+	long		secs;
+	int			usecs;
+	int			rc;
+
+	TimestampDifference(GetCurrentTimestamp(), until, &secs, &usecs);
+	rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+				   secs * 1000 + (usecs + 999) / 1000, RLOCK_WAIT_EVENT);
+	if (rc & WL_LATCH_SET)
+		ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+	return (rc & WL_LATCH_SET) ? 2 : 0;
+}
+
+/*
  * Subscribe, then alternate attempts and sleeps until an attempt succeeds
- * (true) or the deadline passes (false).
+ * (true) or the deadline passes (false).  Only the first waiters of this
+ * server listen for messages (waitqueue_listens); the others sleep on
+ * their latch until told to listen, or to try.
  */
 static bool
 wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
@@ -137,6 +161,7 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 	bool		resubscribe = false;
 	TimestampTz until = 0;
 	bool		behind = (share & LOCK_WAIT_BEHIND) != 0;
+	bool		listening;
 
 	share &= LOCK_WAIT_SHARE_MASK;
 
@@ -146,6 +171,7 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 	retarget_channel = NULL;
 	listen_on(sub, channel, ln->name, start);
 	waitqueue_join(channel);
+	listening = waitqueue_listens();
 	if (behind && !waitqueue_is_first())
 	{
 		/*
@@ -182,6 +208,7 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 				 */
 				waitqueue_leave(true);
 				waitqueue_join(channel);
+				listening = waitqueue_listens();
 			}
 			by_message = false;
 			now = GetCurrentTimestamp();
@@ -202,6 +229,7 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 				route_subscribe(sub, channel, ln->name, deadline);
 				waitqueue_leave(true);
 				waitqueue_join(channel);
+				listening = waitqueue_listens();
 				resubscribe = false;
 				continue;
 			}
@@ -221,7 +249,17 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 				until = deadline;
 		}
 
-		rc = route_wait_message(sub, until);
+		rc = listening ? route_wait_message(sub, until) : wait_turn(until);
+		if (rc == 2 && !listening && waitqueue_listens())
+		{
+			/*
+			 * Told to listen (a listener ahead of us left): what reached
+			 * the connection before was for those ahead.
+			 */
+			listening = true;
+			if (!route_skip_messages(sub))
+				rc = -1;		/* the subscription is gone: as a break */
+		}
 		if (rc < 0 && route_node_can_move(sub))
 		{
 			/* the connection broke: a failover is ridden out */

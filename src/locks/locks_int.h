@@ -91,6 +91,7 @@ extern void waitqueue_join(const char *channel);
 extern bool waitqueue_is_first(void);
 extern bool waitqueue_has_waiters(const char *channel);
 extern bool waitqueue_others_waiting(void);
+extern bool waitqueue_listens(void);
 extern void waitqueue_leave(bool pass_on);
 
 /* lock_exclusive.c: what the multi-lock and the Redlock build on */

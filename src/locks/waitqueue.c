@@ -14,7 +14,12 @@
  * wait timed out or was cancelled), or takes a lock that others may share
  * (a read lock), it passes the turn on by setting the next one's latch.
  * Every waiter still retries when the holder's lease runs out and at least
- * every few seconds, so a lost wake-up costs time, never the lock.
+ * every few seconds, so a lost wake-up costs time, never the lock.  Only
+ * the first two waiters of a channel read its messages at all
+ * (waitqueue_listens): the others sleep on their latch, so a release wakes
+ * two processes of the server however many wait, and a listener that
+ * leaves tells the next in line to listen.  A newcomer that finds waiters
+ * queues behind them without trying (waitqueue_has_waiters).
  *
  * One slot per PGPROC, written only by its owner (a ticket is taken from a
  * shared atomic counter); readers scan the slots without a lock.  Without
@@ -50,6 +55,9 @@ typedef struct WaitQueueShared
 	int			nslots;
 	WaitSlot	slots[FLEXIBLE_ARRAY_MEMBER];
 } WaitQueueShared;
+
+/* How many of a channel's waiters of this server listen (waitqueue_listens) */
+#define WAITQUEUE_LISTENERS	2
 
 static WaitQueueShared *wq = NULL;
 static WaitSlot *my_slot = NULL;
@@ -198,6 +206,41 @@ waitqueue_others_waiting(void)
 	return oldest_other(NULL) >= 0;
 }
 
+/*
+ * Does this waiter listen for release messages?  Only the first
+ * WAITQUEUE_LISTENERS waiters of this server on a channel do: the first
+ * tries on a message, the second reads it only to be ready the moment the
+ * first leaves (a message it then reads is one published after).  The
+ * others wait on their latch, left unwoken by the messages that reach
+ * their connection meanwhile, until one of the listeners leaves and tells
+ * the next in line to listen (waitqueue_leave): it then skips what
+ * arrived before.  So a release wakes two sessions of the server, not
+ * every one waiting.
+ */
+bool
+waitqueue_listens(void)
+{
+	uint64		hash;
+	uint64		mine;
+	int			ahead = 0;
+
+	if (my_slot == NULL || (mine = pg_atomic_read_u64(&my_slot->ticket)) == 0)
+		return true;
+	hash = pg_atomic_read_u64(&my_slot->channel_hash);
+	for (int i = 0; i < wq->nslots && ahead < WAITQUEUE_LISTENERS; i++)
+	{
+		WaitSlot   *s = &wq->slots[i];
+		uint64		t;
+
+		if (s == my_slot)
+			continue;
+		t = pg_atomic_read_u64(&s->ticket);
+		if (t != 0 && t < mine && pg_atomic_read_u64(&s->channel_hash) == hash)
+			ahead++;
+	}
+	return ahead < WAITQUEUE_LISTENERS;
+}
+
 /* Should this waiter try on the message that just arrived? */
 bool
 waitqueue_is_first(void)
@@ -218,12 +261,58 @@ waitqueue_is_first(void)
 void
 waitqueue_leave(bool pass_on)
 {
-	int			next;
+	uint64		hash;
+	uint64		mine;
+	uint64		best[WAITQUEUE_LISTENERS];
+	int			best_i[WAITQUEUE_LISTENERS];
+	int			ahead = 0;
 
-	if (my_slot == NULL || pg_atomic_read_u64(&my_slot->ticket) == 0)
+	if (my_slot == NULL || (mine = pg_atomic_read_u64(&my_slot->ticket)) == 0)
 		return;
-	next = pass_on ? oldest_other(NULL) : -1;
+
+	/*
+	 * The WAITQUEUE_LISTENERS oldest other waiters on the channel, and how
+	 * many of them are ahead of us.
+	 */
+	hash = pg_atomic_read_u64(&my_slot->channel_hash);
+	for (int k = 0; k < WAITQUEUE_LISTENERS; k++)
+	{
+		best[k] = PG_UINT64_MAX;
+		best_i[k] = -1;
+	}
+	for (int i = 0; i < wq->nslots; i++)
+	{
+		WaitSlot   *s = &wq->slots[i];
+		uint64		t;
+		int			k;
+
+		if (s == my_slot)
+			continue;
+		t = pg_atomic_read_u64(&s->ticket);
+		if (t == 0 || pg_atomic_read_u64(&s->channel_hash) != hash)
+			continue;
+		if (t < mine)
+			ahead++;
+		for (k = WAITQUEUE_LISTENERS; k > 0 && t < best[k - 1]; k--)
+		{
+			if (k < WAITQUEUE_LISTENERS)
+			{
+				best[k] = best[k - 1];
+				best_i[k] = best_i[k - 1];
+			}
+		}
+		if (k < WAITQUEUE_LISTENERS)
+		{
+			best[k] = t;
+			best_i[k] = i;
+		}
+	}
 	pg_atomic_write_u64(&my_slot->ticket, 0);
-	if (next >= 0)
-		SetLatch(&ProcGlobal->allProcs[next].procLatch);
+
+	/* the next to try, when we pass the turn on */
+	if (pass_on && best_i[0] >= 0)
+		SetLatch(&ProcGlobal->allProcs[best_i[0]].procLatch);
+	/* a listener leaves: the next in line listens from now on */
+	if (ahead < WAITQUEUE_LISTENERS && best_i[WAITQUEUE_LISTENERS - 1] >= 0)
+		SetLatch(&ProcGlobal->allProcs[best_i[WAITQUEUE_LISTENERS - 1]].procLatch);
 }

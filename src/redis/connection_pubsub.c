@@ -357,23 +357,14 @@ rconn_keep_subscription(RedisConn *sub)
 #define RCONN_RESUME_MAX_READS	64
 
 /*
- * Resume sub's kept subscription for a wait on channel: true when sub is
- * still subscribed to channel (the same verb), with every message that
- * arrived before this call read and skipped, without a round trip; the
- * wait that follows sees every message published after it.  False when
- * not (sub is then closed if what it had read was not messages of that
- * channel, or it failed): the caller subscribes.
+ * Read and skip what arrived on sub, subscribed to channel, so far: true
+ * when all of it was messages of channel; false (sub closed) when anything
+ * else came (a dropped sharded subscription), the connection failed, or
+ * the channel streamed more than RCONN_RESUME_MAX_READS reads.
  */
-bool
-rconn_resume_subscription(RedisConn *sub, const char *channel, bool sharded)
+static bool
+skip_pending(RedisConn *sub, const char *channel, bool sharded)
 {
-	Assert(sub->node.kind != NODE_CLUSTER);	/* routed: the route layer */
-	rconn_pool_enter();			/* (closes it if the idle timer shut it) */
-	if (sub->kept_since == 0 || sub->sub_channel == NULL ||
-		sub->state != CS_READY || sub->busy || !sub->subscribed ||
-		sub->demoted || rconn_is_stale(sub) ||
-		sub->sub_sharded != sharded || strcmp(sub->sub_channel, channel) != 0)
-		return false;
 	for (int reads = 0;; reads++)
 	{
 		void	   *r = NULL;
@@ -412,9 +403,47 @@ rconn_resume_subscription(RedisConn *sub, const char *channel, bool sharded)
 			return false;
 		}
 		if (st != TS_DONE)
-			break;				/* nothing more to read now */
+			return true;		/* nothing more to read now */
 	}
+}
+
+/*
+ * Resume sub's kept subscription for a wait on channel: true when sub is
+ * still subscribed to channel (the same verb), with every message that
+ * arrived before this call read and skipped, without a round trip; the
+ * wait that follows sees every message published after it.  False when
+ * not (sub is then closed if what it had read was not messages of that
+ * channel, or it failed): the caller subscribes.
+ */
+bool
+rconn_resume_subscription(RedisConn *sub, const char *channel, bool sharded)
+{
+	Assert(sub->node.kind != NODE_CLUSTER);	/* routed: the route layer */
+	rconn_pool_enter();			/* (closes it if the idle timer shut it) */
+	if (sub->kept_since == 0 || sub->sub_channel == NULL ||
+		sub->state != CS_READY || sub->busy || !sub->subscribed ||
+		sub->demoted || rconn_is_stale(sub) ||
+		sub->sub_sharded != sharded || strcmp(sub->sub_channel, channel) != 0)
+		return false;
+	if (!skip_pending(sub, channel, sharded))
+		return false;
 	sub->kept_since = 0;
 	sub->last_used = GetCurrentTimestamp();
 	return true;
+}
+
+/*
+ * Skip the messages that arrived on sub, subscribed now, while its waiter
+ * did not listen (it was not among the next to try): true when done, false
+ * when sub is no longer subscribed (closed: the caller subscribes again).
+ */
+bool
+rconn_skip_messages(RedisConn *sub)
+{
+	Assert(sub->node.kind != NODE_CLUSTER);	/* routed: the route layer */
+	rconn_pool_enter();			/* (closes it if the idle timer shut it) */
+	if (sub->sub_channel == NULL || sub->state != CS_READY || sub->busy ||
+		!sub->subscribed)
+		return false;
+	return skip_pending(sub, sub->sub_channel, sub->sub_sharded);
 }

@@ -14,7 +14,9 @@
  *	  and what it uses to route (test/check-layers holds every other layer
  *	  to route.h's route_* instead): rconn_get, rconn_ensure, rconn_ready,
  *	  rconn_defer_del, rconn_run, rconn_subscribe_once, rconn_wait_message,
- *	  rconn_unsubscribe_nowait, rconn_last_message, rconn_target, rconn_set_target,
+ *	  rconn_unsubscribe_nowait, rconn_keep_subscription,
+ *	  rconn_resume_subscription, rconn_skip_messages, rconn_last_message,
+ *	  rconn_target, rconn_set_target,
  *	  rconn_relocate, rconn_set_label, rconn_adopt_failure,
  *	  rconn_set_failure, rconn_inherit_bounds, rconn_set_route_hooks,
  *	  rconn_init.
@@ -254,6 +256,7 @@ extern void rconn_unsubscribe_nowait(RedisConn *sub);
 extern void rconn_keep_subscription(RedisConn *sub);
 extern bool rconn_resume_subscription(RedisConn *sub, const char *channel,
 									  bool sharded);
+extern bool rconn_skip_messages(RedisConn *sub);
 
 /*
  * What the route layer registers at init (route_init, from _PG_init): the

@@ -309,6 +309,22 @@ route_keep_subscription(RedisConn *sub)
 }
 
 /*
+ * Skip the messages that arrived while the waiter did not listen: false
+ * when the subscription is gone (the caller subscribes again).
+ */
+bool
+route_skip_messages(RedisConn *sub)
+{
+	if (routed(sub))
+	{
+		sub = rconn_target(sub);
+		if (sub == NULL)
+			return false;
+	}
+	return rconn_skip_messages(sub);
+}
+
+/*
  * Ask to leave the channel without waiting for the answer; the next
  * subscription skips whatever arrives meanwhile.  Never throws.
  */

@@ -73,6 +73,7 @@ extern int	route_wait_message(RedisConn *sub, TimestampTz deadline);
 extern const char *route_last_message(RedisConn *sub);
 extern void route_unsubscribe_nowait(RedisConn *sub);
 extern void route_keep_subscription(RedisConn *sub);
+extern bool route_skip_messages(RedisConn *sub);
 extern bool route_sharded_publish(void);
 
 /*

@@ -7,7 +7,9 @@
 # waiting reader of the server gets in at once.  A newcomer finding waiters
 # of its server queues behind them without an attempt, and a session that
 # took the lock while others waited keeps its subscription for its next
-# wait (SUBSCRIBE and script calls counted with INFO commandstats).
+# wait (SUBSCRIBE and script calls counted with INFO commandstats).  Only
+# the first two waiters of the server read release messages (the others'
+# go unread in their sockets until they are next in line).
 use strict;
 use warnings;
 
@@ -218,6 +220,65 @@ q1($w[0], "SELECT rlock_release('wqn')");
 # (rlock.connection_idle_timeout, 1 minute, is not what closes them)
 ok(RlockTest::wait_until(sub { listeners() == 0 }, 30),
 	'a kept subscription is left a few seconds later, by a session that sits idle too');
+
+# ---- only the first two waiters of the server read release messages; the
+# ---- others sleep until a listener ahead of them leaves ----
+
+# Bytes the kernel holds unread on process $pid's connections to Redis
+# (rx_queue in /proc/net/tcp, for the sockets among its descriptors).
+sub unread_bytes
+{
+	my ($pid) = @_;
+	my %mine;
+	opendir(my $d, "/proc/$pid/fd") or return -1;
+	for my $fd (readdir $d)
+	{
+		my $l = readlink("/proc/$pid/fd/$fd") // '';
+		$mine{$1} = 1 if $l =~ /^socket:\[(\d+)\]$/;
+	}
+	closedir $d;
+	my $port = sprintf('%04X', $redis->port);
+	my $unread = 0;
+	open(my $t, '<', '/proc/net/tcp') or return -1;
+	while (my $line = <$t>)
+	{
+		my @f = split ' ', $line;
+		next unless @f > 9 && $f[2] =~ /:$port$/ && $mine{ $f[9] };
+		my (undef, $rx) = split /:/, $f[4];
+		$unread += hex($rx);
+	}
+	close $t;
+	return $unread;
+}
+
+my @pid = map { q1($_, 'SELECT pg_backend_pid()') } @w;
+q1($h, "SELECT rlock_acquire('wql', '1 minute')");
+start_waiters("SELECT rlock_acquire('wql', '1 minute')", "%rlock_acquire('wql'%");
+# a release message while the lock is still held: the first tries, in vain
+$redis->cli('PUBLISH', 'redisson_lock__channel:{wql}', '0');
+ok(RlockTest::wait_until(sub { unread_bytes($pid[0]) == 0 && unread_bytes($pid[1]) == 0
+			&& unread_bytes($pid[2]) > 0 && unread_bytes($pid[3]) > 0 }, 30),
+	'the first two waiters read the message, the other two do not');
+ok(unread_bytes($pid[2]) > 0 && unread_bytes($pid[3]) > 0,
+	'the third and the fourth were not woken by it');
+q1($h, "SELECT rlock_release('wql')");
+ok(RlockTest::wait_until(sub { finished($w[0]) }, 10), 'the first waiter gets the lock');
+collect($w[0]);
+ok(RlockTest::wait_until(sub { unread_bytes($pid[2]) == 0 }, 30),
+	'the third, second in line now, listens: it skipped what it had not read');
+ok(unread_bytes($pid[3]) > 0, 'the fourth still sleeps');
+$t0 = time();
+for my $i (0 .. 3)
+{
+	q1($w[$i], "SELECT rlock_release('wql')");
+	last if $i == 3;
+	ok(RlockTest::wait_until(sub { finished($w[ $i + 1 ]) }, 10),
+		'waiter ' . ($i + 2) . ' gets the lock when waiter ' . ($i + 1) . ' releases it');
+	collect($w[ $i + 1 ]);
+}
+$handoffs = time() - $t0;
+note sprintf('three hand-offs took %.3f s', $handoffs);
+cmp_ok($handoffs, '<', 3, 'all hand-offs came from release messages and turns, not from rechecks');
 
 $h->quit;
 $_->quit for @w;
