@@ -10,18 +10,19 @@
 #   redlock   the same for a Redlock (bench/pgbench/redlock.sql) with
 #             rlock.redlock_urls naming 5 masters started here, then naming
 #             1 of them, in rounds of alternating order (5 1, 1 5, ...); the
-#             better of the rounds.
+#             better of the rounds; what the 4 extra masters add to rlock's
+#             try+release and to the floor's acquire + release.
 #
 # Beside each, its floor: two SELECT 1 (pgbench, 1 client) plus rlock's
 # acquire and release commands, caught with MONITOR, replayed by a bare
-# client (bench/replay.pl): each as one pipeline, to every master at once.
+# client (bench/replay.c): each as one pipeline, to every master at once.
 
 # shellcheck shell=bash
 
-RROUNDS=${RLOCK_BENCH_REDLOCK_ROUNDS:-2}
+RROUNDS=${RLOCK_BENCH_REDLOCK_ROUNDS:-3}
 MULTI_SIZES="10 100"
 NODE_CALLS=1000                 # calls of bench_attempts per case
-REPLAYS=5000                    # bench/replay.pl's iterations per case
+REPLAYS=5000                    # bench/replay.c's pairs per case
 REDLOCK_NAME="bench_redlock"    # bench/pgbench/redlock.sql's
 
 # the redlock section's masters: their ports and files
@@ -87,13 +88,14 @@ SQL
     NCALLS="$(grep -c '^EVALSHA$' "$dir/acquire.txt" || true) $(grep -c '^EVALSHA$' "$dir/release.txt" 2>/dev/null || true)"
 }
 
-# replay N DIR PORT...: bench/replay.pl of the calls catch_calls wrote to
-# DIR, on the Redis of PORT... at once; sets RACQ and RREL (ms).
+# replay N DIR PORT...: bench/replay.c (1 client, N pairs) of the calls
+# catch_calls wrote to DIR, on the Redis of PORT... at once; sets RACQ and
+# RREL (ms).
 replay() {
     local out
-    out=$(perl "$ROOT/bench/replay.pl" "$1" "$2/acquire.txt" "$2/release.txt" "${@:3}") \
-        || die "bench/replay.pl of $2 on ${*:3} failed"
-    read -r RACQ RREL <<<"$out"
+    out=$("$REPLAY" -n "$1" "$2/acquire.txt" "$2/release.txt" "${@:3}") \
+        || die "bench/replay.c of $2 on ${*:3} failed"
+    read -r _ RACQ RREL _ _ <<<"$out"
 }
 
 # -------------------------------------------------------------- multi-lock --

@@ -30,7 +30,7 @@ CREATE TABLE cluster_run (round int, target text, node text, slot int,
 -- try+release, its latency, what rlock_stats says the run cost, and its
 -- floor's parts: SELECT 1 (the try and the release are two statements) and
 -- rlock's acquire and release commands replayed by a bare client, each as
--- one pipeline, on every master at once (bench/replay.pl).
+-- one pipeline, on every master at once (bench/replay.c).
 CREATE TABLE multi_run (names int, latency_ms float8, tps float8,
                         xacts bigint, round_trips bigint, acquisitions bigint,
                         releases bigint, failed bigint, select1_ms float8,
@@ -90,11 +90,31 @@ BEGIN
                                    failed);
 END $$;
 
--- Contended runs: acquisitions per pgbench client, and what rlock_stats
--- says the run cost.
-CREATE TABLE contended_client (script text, client int, acquisitions bigint);
-CREATE TABLE contended_stats (script text, acquisitions bigint,
-                              contended bigint, round_trips bigint);
+-- Contended runs (script, clients: 8 or 64 sessions on one name):
+-- acquisitions per pgbench client, what rlock_stats says the run cost, and
+-- the Redis connections open once the run's sessions had ended (NULL when
+-- rlock_stats has no open_connections column).
+CREATE TABLE contended_client (script text, clients int, client int,
+                               acquisitions bigint);
+CREATE TABLE contended_stats (script text, clients int, acquisitions bigint,
+                              contended bigint, round_trips bigint,
+                              open_connections bigint);
+-- ... and the floor of each run, measured right after it: the acquire and
+-- the release script of one lock replayed one after the other by the bare
+-- client (bench/replay.c, 1 client): the name changes hands at most once
+-- per release + acquire round trip.
+CREATE TABLE contended_floor (script text, clients int, acquire_ms float8,
+                              release_ms float8);
+
+-- Uncontended, 8 and 64 clients each on its own lock: the floor measured
+-- right after pgbench's runs, by the bare client (bench/replay.c -d) with
+-- as many clients, each doing SELECT 1 (libpq, prepared, its own
+-- PostgreSQL session), the acquire and the release script (the commands
+-- rlock sends, on a lock of its own) one after the other: each part's mean
+-- latency while the parts ran together as rlock's do, the rate the client
+-- reached and its pairs.
+CREATE TABLE many_floor (clients int, select1_ms float8, acquire_ms float8,
+                         release_ms float8, pairs_per_s float8, pairs bigint);
 CREATE TABLE stats_mark AS SELECT * FROM rlock_stats;
 CREATE PROCEDURE bench_mark() LANGUAGE sql AS $$
   DELETE FROM stats_mark; INSERT INTO stats_mark SELECT * FROM rlock_stats;
@@ -232,7 +252,7 @@ CREATE VIEW handoff_ms AS
 -- the semaphore's and the lock's statements together, and its floor's
 -- parts: SELECT 1 (from the same run) and rlock's acquire and release
 -- commands replayed one after the other by a bare client
--- (bench/replay.pl) right after it.
+-- (bench/replay.c) right after it.
 CREATE TABLE sync_run (round int, what text, latency_ms float8, xacts bigint,
                        select1_ms float8, acquire_ms float8,
                        release_ms float8);

@@ -12,7 +12,7 @@
 #             SELECT 1 plus one round trip each of the acquire and the
 #             release script, the very commands rlock sends (caught with
 #             MONITOR), replayed one after the other by a bare client
-#             (bench/replay.pl; redis-benchmark repeats one command, and a
+#             (bench/replay.c; redis-benchmark repeats one command, and a
 #             semaphore's acquire repeated without its release is not the
 #             same work: it finds its earlier permit and gives it back
 #             first).  The lock's try+release beside the same kind of
