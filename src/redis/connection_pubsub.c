@@ -365,7 +365,9 @@ rconn_keep_subscription(RedisConn *sub)
 static bool
 skip_pending(RedisConn *sub, const char *channel, bool sharded)
 {
-	for (int reads = 0;; reads++)
+	int			reads = 0;
+
+	for (;;)
 	{
 		void	   *r = NULL;
 		TransportStatus st;
@@ -390,7 +392,7 @@ skip_pending(RedisConn *sub, const char *channel, bool sharded)
 			}
 			continue;
 		}
-		if (reads >= RCONN_RESUME_MAX_READS)
+		if (reads++ >= RCONN_RESUME_MAX_READS)
 		{
 			rconn_discard(sub);
 			return false;

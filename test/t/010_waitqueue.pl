@@ -261,6 +261,10 @@ ok(RlockTest::wait_until(sub { unread_bytes($pid[0]) == 0 && unread_bytes($pid[1
 	'the first two waiters read the message, the other two do not');
 ok(unread_bytes($pid[2]) > 0 && unread_bytes($pid[3]) > 0,
 	'the third and the fourth were not woken by it');
+# many more messages pile up unread (more than a skip reads at once: 64)
+my $reconnects = $node->safe_psql('postgres', 'SELECT reconnects FROM rlock_stats');
+$redis->cli('EVAL', "for i = 1, 200 do redis.call('PUBLISH', KEYS[1], '0') end", '1',
+	'redisson_lock__channel:{wql}');
 q1($h, "SELECT rlock_release('wql')");
 ok(RlockTest::wait_until(sub { finished($w[0]) }, 10), 'the first waiter gets the lock');
 collect($w[0]);
@@ -279,6 +283,8 @@ for my $i (0 .. 3)
 $handoffs = time() - $t0;
 note sprintf('three hand-offs took %.3f s', $handoffs);
 cmp_ok($handoffs, '<', 3, 'all hand-offs came from release messages and turns, not from rechecks');
+is($node->safe_psql('postgres', 'SELECT reconnects FROM rlock_stats'), $reconnects,
+	'skipping hundreds of unread messages kept the subscriptions: no reconnect');
 
 $h->quit;
 $_->quit for @w;
