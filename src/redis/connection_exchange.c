@@ -16,7 +16,8 @@
  * waits on its own wait event set; several share one (connection_wait.c).
  * Every other round trip of rlock (rconn_run, rconn_ensure) is this with
  * one connection, so the Sentinel, Cluster and Redlock deployments ask
- * their nodes in parallel through the same code.
+ * their nodes in parallel through the same code.  Connections that send
+ * the same commands (a Redlock's masters) share their bytes, made once.
  *
  * Everything here serves single nodes: which node a command goes to (a
  * Cluster's slot map, a Sentinel's master) is the route layer's business,
@@ -51,6 +52,7 @@ typedef struct OpState
 	bool		was_proven;		/* the connection had worked when queued */
 	int			attempt;
 	TimestampTz deadline;
+	StringInfo	shared;			/* the bytes of commands other ops send too */
 } OpState;
 
 /* ----------------------------------------------------------------
@@ -163,9 +165,8 @@ queue_op(OpState *os)
 			free(conn->deferred_del[i]);
 		conn->ndeferred = 0;
 	}
-	for (int i = 0; i < os->op->ncmds; i++)
-		if (!rconn_queue(conn, &os->op->cmds[i], false, i))
-			return false;
+	if (!rconn_queue_pipeline(conn, os->op->cmds, os->op->ncmds, os->shared))
+		return false;
 	os->queued = true;
 	os->was_proven = conn->proven;
 	for (int i = 0; i < os->op->ncmds; i++)
@@ -284,6 +285,14 @@ step(OpState *os)
 		{
 			void	   *r = NULL;
 
+			/* (nothing buffered to parse: the answer is yet to come) */
+			if (sent && conn->outpos == conn->outlen &&
+				conn->reader->pos >= conn->reader->len &&
+				!transport_pending(conn->transport))
+			{
+				conn->want = WL_SOCKET_READABLE;
+				return;
+			}
 			if (!rconn_get_reply(conn, &r))
 				goto failed;
 			if (r != NULL)
@@ -388,6 +397,7 @@ rconn_run_parallel(RconnOp *ops, int nops)
 	OpState		inline_os[INLINE_OPS];
 	bool		inline_ready[INLINE_OPS];
 	RconnWaiter inline_waiters[INLINE_OPS];
+	StringInfoData shared = {0};	/* the bytes ops share (data: none yet) */
 	OpState    *os = nops <= INLINE_OPS ? inline_os :
 		palloc(nops * sizeof(OpState));
 	bool	   *ready = nops <= INLINE_OPS ? inline_ready :
@@ -403,6 +413,19 @@ rconn_run_parallel(RconnOp *ops, int nops)
 		Assert(conn->node.kind != NODE_CLUSTER);	/* routed: the route layer */
 		memset(&os[i], 0, sizeof(OpState));
 		os[i].op = &ops[i];
+		/* the same commands as an op before: their bytes are made once */
+		for (int j = 0; j < i && os[i].shared == NULL; j++)
+		{
+			if (ops[j].cmds != ops[i].cmds || ops[j].ncmds != ops[i].ncmds ||
+				ops[i].ncmds == 0)
+				continue;
+			if (os[j].shared == NULL && shared.data == NULL)
+			{
+				initStringInfo(&shared);
+				os[j].shared = &shared;
+			}
+			os[i].shared = os[j].shared;
+		}
 		ops[i].ok = false;
 		ops[i].replies = NULL;
 		ready[i] = true;		/* every op takes its first step */
@@ -473,6 +496,8 @@ rconn_run_parallel(RconnOp *ops, int nops)
 		pfree(ready);
 		pfree(waiters);
 	}
+	if (shared.data != NULL)
+		pfree(shared.data);
 }
 
 /*

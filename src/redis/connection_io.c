@@ -183,6 +183,67 @@ rconn_convert_reply(const redisReply *r, MemoryContext cxt)
 	return out;
 }
 
+/*
+ * Queue the pipeline cmds[0..ncmds-1] on conn, reply i to slot i.  The
+ * connections of a round trip over several nodes that all send the same
+ * pipeline (a Redlock's masters) need its bytes made only once: given
+ * shared, the first to queue it encodes it and keeps a copy there, the
+ * others copy those bytes.
+ */
+bool
+rconn_queue_pipeline(RedisConn *conn, RedisCmd *cmds, int ncmds,
+					 StringInfo shared)
+{
+	size_t		start;
+
+	if (conn->outpos == conn->outlen)
+		conn->outpos = conn->outlen = 0;
+	start = conn->outlen;
+	if (shared == NULL || shared->len == 0)
+	{
+		for (int i = 0; i < ncmds; i++)
+			if (!rconn_queue(conn, &cmds[i], false, i))
+				return false;
+		if (shared != NULL)
+			appendBinaryStringInfo(shared, conn->out + start,
+								   conn->outlen - start);
+		return true;
+	}
+	if (conn->outlen + shared->len > conn->outcap)
+	{
+		size_t		newcap = Max(conn->outcap * 2,
+								 conn->outlen + shared->len + 1024);
+		char	   *out = realloc(conn->out, newcap);
+
+		if (out == NULL)
+			goto oom;
+		conn->out = out;
+		conn->outcap = newcap;
+	}
+	if (conn->nslots + ncmds > conn->maxslots)
+	{
+		int			newmax = Max(16, conn->maxslots * 2);
+		int		   *slots;
+
+		while (newmax < conn->nslots + ncmds)
+			newmax *= 2;
+		slots = realloc(conn->slots, newmax * sizeof(int));
+		if (slots == NULL)
+			goto oom;
+		conn->slots = slots;
+		conn->maxslots = newmax;
+	}
+	memcpy(conn->out + conn->outlen, shared->data, shared->len);
+	conn->outlen += shared->len;
+	for (int i = 0; i < ncmds; i++)
+		conn->slots[conn->nslots++] = i;
+	return true;
+
+oom:
+	rconn_set_failure(conn, RF_LOST, "out of memory");
+	return false;
+}
+
 
 /* ----------------------------------------------------------------
  * Moving bytes

@@ -17,6 +17,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "lib/stringinfo.h"
 #include "storage/latch.h"
 
 #include "redis/redis.h"
@@ -199,6 +200,8 @@ extern bool rconn_topology_moved(RedisConn *conn);
 /* connection_io.c (bytes in and out) */
 extern bool rconn_queue(RedisConn *conn, RedisCmd *cmd, bool as_eval,
 						int slot);
+extern bool rconn_queue_pipeline(RedisConn *conn, RedisCmd *cmds, int ncmds,
+								 StringInfo shared);
 extern void rconn_reset_replies(RedisConn *conn);
 extern void rconn_free_io(RedisConn *conn);
 extern RReply *rconn_convert_reply(const redisReply *r, MemoryContext cxt);
