@@ -120,7 +120,16 @@ make_tag(HeldLock *tag, const char *key, RlockKind kind)
 	tag->kind = kind;
 }
 
-/* The entry of (key, kind), whose key hashes to keyhash (hash_bytes). */
+/* held_tag_hash's hash of key, before the kind is combined in. */
+static inline uint32
+key_hash(const char *key)
+{
+	/* (as much of it as a tag holds: make_tag's copy is what is hashed) */
+	return hash_bytes((const unsigned char *) key,
+					  strnlen(key, RLOCK_MAX_KEY_LEN));
+}
+
+/* The entry of (key, kind), whose key hashes to keyhash (key_hash). */
 static HeldLock *
 find_hashed(const char *key, uint32 keyhash, RlockKind kind)
 {
@@ -144,8 +153,7 @@ holds_find(const char *key, RlockKind kind)
 {
 	if (table_empty())
 		return NULL;
-	return find_hashed(key, hash_bytes((const unsigned char *) key,
-									   strlen(key)), kind);
+	return find_hashed(key, key_hash(key), kind);
 }
 
 /*
@@ -160,7 +168,7 @@ holds_find_conflicting(const char *key, RlockKind kind)
 	if (table_empty())
 		return NULL;
 	/* (the key is hashed once for all the kinds) */
-	keyhash = hash_bytes((const unsigned char *) key, strlen(key));
+	keyhash = key_hash(key);
 	for (int k = 0; k < RLOCK_NUM_KINDS; k++)
 	{
 		HeldLock   *h;
