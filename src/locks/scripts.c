@@ -50,14 +50,11 @@
  * {0, pttl} when held by another holder, {2, kind} when the name is a
  * read/write lock (kind: its mode) or a fair lock with waiters ("fair"),
  * {4, why} when the fencing token counter cannot be incremented.
- * A free name (the common case) costs three calls: one EXISTS of the lock
- * and its fair queue together, HINCRBY, PEXPIRE (a new key has no TTL to
- * keep); every call a script makes costs Redis about as much as a short
- * command.
+ * A free name costs three calls (each costs Redis about a short command):
+ * one EXISTS of the lock and its queue together, HINCRBY, PEXPIRE.
  */
 static const char acquire_body[] =
 FAIR_QUEUE_OF_KEYS1
-/* (one call tells a free name: neither the lock nor a fair queue is there) */
 "local free = redis.call('exists', KEYS[1], fairq) == 0\n"
 "if not free and redis.call('exists', fairq) == 1 then return {2, 'fair'} end\n"
 "if #KEYS > 1 then\n"
@@ -96,12 +93,9 @@ RAISE_TTL("KEYS[1]", "ARGV[1]")
  * waits for the same name).  Whatever Redis may refuse (an ACL on PUBLISH
  * or on the latch's key) comes before the lock is changed, so an error
  * reply means nothing was released (a refused PUBLISH takes the latch back).
- * The latch is written, with SET NX, before anything else the request
- * changes: a replay of the request after a lost reply finds it there and
- * answers as the first time, changing nothing; a replay that finds the
- * holder gone or the name taken as a read/write lock reads it too.  (The
- * first time, the latch is not there to read: one call fewer than reading
- * it first.)
+ * The latch is written (SET NX) before anything else the request changes:
+ * a replay after a lost reply finds it and answers as the first time,
+ * changing nothing (one call fewer than reading it first, in vain).
  */
 static const char release_body[] =
 "local f = redis.call('hmget', KEYS[1], 'mode', ARGV[3])\n"
@@ -114,25 +108,15 @@ static const char release_body[] =
 "end\n"
 "local n = tonumber(f[2]) - tonumber(ARGV[4])\n"
 "if n > 0 then\n"
-"  if not redis.call('set', KEYS[3], 0, 'px', ARGV[5], 'nx') then\n"
-"    return tonumber(redis.call('get', KEYS[3]))\n"
-"  end\n"
+"  if not redis.call('set', KEYS[3], 0, 'px', ARGV[5], 'nx') then return tonumber(redis.call('get', KEYS[3])) end\n"
 "  redis.call('hset', KEYS[1], ARGV[3], n)\n"
 "  if tonumber(ARGV[2]) > 0 then\n"
 RAISE_TTL("KEYS[1]", "ARGV[2]")
 "  end\n"
 "  return 0\n"
 "end\n"
-"if not redis.call('set', KEYS[3], 1, 'px', ARGV[5], 'nx') then\n"
-"  return tonumber(redis.call('get', KEYS[3]))\n"
-"end\n"
-"do\n"
-"  local pr = redis.pcall('publish', KEYS[2], ARGV[1])\n"
-"  if type(pr) == 'table' and pr.err then\n"
-"    redis.call('del', KEYS[3])\n"
-"    return redis.error_reply('NOPERM this user has no permissions to run the \\'publish\\' command (channel ' .. KEYS[2] .. '): ' .. pr.err)\n"
-"  end\n"
-"end\n"
+"if not redis.call('set', KEYS[3], 1, 'px', ARGV[5], 'nx') then return tonumber(redis.call('get', KEYS[3])) end\n"
+PUBLISH_OR_UNDO("KEYS[2]", "ARGV[1]", "redis.call('del', KEYS[3]) ")
 "local head = redis.call('lindex', KEYS[4], 0)\n"
 "if head then redis.call('publish', KEYS[2] .. ':' .. head, ARGV[1]) end\n"
 "redis.call('del', KEYS[1])\n"
