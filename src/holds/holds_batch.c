@@ -293,7 +293,9 @@ holds_run_local_batch(BatchItem *items, int n, int elevel)
 			}
 		}
 		holds_set_uncertain(h, false);
-		(void) holds_sync_registry(h, new_expiry);
+		/* an entry that holds nothing leaves the registry at once */
+		if (holds_total(h) > 0)
+			(void) holds_sync_registry(h, new_expiry);
 		holds_drop_if_unused(h);
 	}
 	if (failed != NULL)

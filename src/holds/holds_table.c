@@ -120,15 +120,40 @@ make_tag(HeldLock *tag, const char *key, RlockKind kind)
 	tag->kind = kind;
 }
 
-HeldLock *
-holds_find(const char *key, RlockKind kind)
+/* held_tag_hash's hash of key, before the kind is combined in. */
+static inline uint32
+key_hash(const char *key)
+{
+	/* (as much of it as a tag holds: make_tag's copy is what is hashed) */
+	return hash_bytes((const unsigned char *) key,
+					  strnlen(key, RLOCK_MAX_KEY_LEN));
+}
+
+/* The entry of (key, kind), whose key hashes to keyhash (key_hash). */
+static HeldLock *
+find_hashed(const char *key, uint32 keyhash, RlockKind kind)
 {
 	HeldLock	tag;
 
-	if (holds_table == NULL)
-		return NULL;
 	make_tag(&tag, key, kind);
-	return hash_search(holds_table, &tag, HASH_FIND, NULL);
+	return hash_search_with_hash_value(holds_table, &tag,
+									   hash_combine((uint32) kind, keyhash),
+									   HASH_FIND, NULL);
+}
+
+/* Does the table have no entry at all?  (Most calls find it so.) */
+static inline bool
+table_empty(void)
+{
+	return holds_table == NULL || hash_get_num_entries(holds_table) == 0;
+}
+
+HeldLock *
+holds_find(const char *key, RlockKind kind)
+{
+	if (table_empty())
+		return NULL;
+	return find_hashed(key, key_hash(key), kind);
 }
 
 /*
@@ -138,13 +163,19 @@ holds_find(const char *key, RlockKind kind)
 HeldLock *
 holds_find_conflicting(const char *key, RlockKind kind)
 {
+	uint32		keyhash;
+
+	if (table_empty())
+		return NULL;
+	/* (the key is hashed once for all the kinds) */
+	keyhash = key_hash(key);
 	for (int k = 0; k < RLOCK_NUM_KINDS; k++)
 	{
 		HeldLock   *h;
 
 		if (k == kind || rlock_kinds_compatible(kind, k))
 			continue;
-		h = holds_find(key, k);
+		h = find_hashed(key, keyhash, k);
 		if (h != NULL && (holds_total(h) > 0 || h->uncertain))
 			return h;
 	}

@@ -25,7 +25,10 @@
 
 #include "holds/holds.h"
 
-/* Prefixes of the keys and channels Redisson derives from a lock's key. */
+/*
+ * Prefixes of the keys and channels Redisson derives from a lock's key
+ * (each begins with "redisson_": check_derived_collision relies on it).
+ */
 static const char *const derived_prefixes[] = {
 	"redisson_lock__channel:",
 	"redisson_lock_token:",
@@ -48,10 +51,14 @@ check_derived_collision(const LockName *ln, const char *noun)
 {
 	bool		collides = false;
 
-	for (int i = 0; i < lengthof(derived_prefixes); i++)
-		if (strncmp(ln->key, derived_prefixes[i],
-					strlen(derived_prefixes[i])) == 0)
-			collides = true;
+	/* (they all begin with "redisson_": most names are done at once) */
+	if (strncmp(ln->key, "redisson_", 9) == 0)
+	{
+		for (int i = 0; i < lengthof(derived_prefixes); i++)
+			if (strncmp(ln->key, derived_prefixes[i],
+						strlen(derived_prefixes[i])) == 0)
+				collides = true;
+	}
 	if (strstr(ln->key, ":rwlock_timeout:") != NULL)
 		collides = true;
 	/* a semaphore's permits, {N}:timeout (N:timeout when N has a '{') */
@@ -113,15 +120,39 @@ lockname_init_as(LockName *ln, text *name, const char *noun)
 }
 
 /*
+ * lockname_derive, with room for "extra" more bytes after it.  (Copied by
+ * hand, not by psprintf: a try+release derives four names.)
+ */
+static char *
+derive_with_room(const char *key, const char *prefix, size_t extra)
+{
+	size_t		plen = strlen(prefix);
+	size_t		klen = strlen(key);
+	bool		tagged = strchr(key, '{') != NULL;
+	char	   *out = palloc(plen + klen + (tagged ? 1 : 3) + extra + 1);
+	char	   *p = out;
+
+	memcpy(p, prefix, plen);
+	p += plen;
+	*p++ = ':';
+	if (!tagged)
+		*p++ = '{';
+	memcpy(p, key, klen);
+	p += klen;
+	if (!tagged)
+		*p++ = '}';
+	*p = '\0';
+	return out;
+}
+
+/*
  * Redisson's prefixName(prefix, key): "prefix:{key}", or "prefix:key" when
  * key already has a hash tag.  Returns a palloc'd string.
  */
 char *
 lockname_derive(const char *key, const char *prefix)
 {
-	if (strchr(key, '{') != NULL)
-		return psprintf("%s:%s", prefix, key);
-	return psprintf("%s:{%s}", prefix, key);
+	return derive_with_room(key, prefix, 0);
 }
 
 /*
@@ -145,11 +176,23 @@ char *
 lockname_unlock_latch(const char *key)
 {
 	static uint32 counter = 0;
+	static const char hex[] = "0123456789abcdef";
+	char	   *latch = derive_with_room(key, "redisson_unlock_latch", 33);
+	char	   *p = latch + strlen(latch);
+	uint64		r = rlock_random_uint64();
+	uint32		pid = (uint32) MyProcPid;
+	uint32		n = ++counter;
 
-	return psprintf("%s:%016llx%08x%08x",
-					lockname_derive(key, "redisson_unlock_latch"),
-					(unsigned long long) rlock_random_uint64(),
-					(unsigned int) MyProcPid, ++counter);
+	/* ":" and 32 hex digits: 64 random bits, the pid, a counter */
+	*p++ = ':';
+	for (int i = 15; i >= 0; i--)
+		*p++ = hex[(r >> (4 * i)) & 0xf];
+	for (int i = 7; i >= 0; i--)
+		*p++ = hex[(pid >> (4 * i)) & 0xf];
+	for (int i = 7; i >= 0; i--)
+		*p++ = hex[(n >> (4 * i)) & 0xf];
+	*p = '\0';
+	return latch;
 }
 
 /*

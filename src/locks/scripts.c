@@ -50,24 +50,27 @@
  * {0, pttl} when held by another holder, {2, kind} when the name is a
  * read/write lock (kind: its mode) or a fair lock with waiters ("fair"),
  * {4, why} when the fencing token counter cannot be incremented.
+ * A free name costs three calls (each costs Redis about a short command):
+ * one EXISTS of the lock and its queue together, HINCRBY, PEXPIRE.
  */
 static const char acquire_body[] =
 FAIR_QUEUE_OF_KEYS1
-"if redis.call('exists', fairq) == 1 then return {2, 'fair'} end\n"
+"local free = redis.call('exists', KEYS[1], fairq) == 0\n"
+"if not free and redis.call('exists', fairq) == 1 then return {2, 'fair'} end\n"
 "if #KEYS > 1 then\n"
 FENCE_CHECK_KEYS2
 "end\n"
 "local n\n"
-"if redis.call('exists', KEYS[1]) == 0 then\n"
+"if free then\n"
 "  n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
-"elseif redis.call('hexists', KEYS[1], 'mode') == 1 then\n"
-"  return {2, redis.call('hget', KEYS[1], 'mode')}\n"
-"elseif redis.call('hexists', KEYS[1], ARGV[2]) == 1 then\n"
-"  n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
+"  redis.call('pexpire', KEYS[1], ARGV[1])\n"
 "else\n"
-"  return {0, redis.call('pttl', KEYS[1])}\n"
-"end\n"
+"  local f = redis.call('hmget', KEYS[1], 'mode', ARGV[2])\n"
+"  if f[1] then return {2, f[1]} end\n"
+"  if not f[2] then return {0, redis.call('pttl', KEYS[1])} end\n"
+"  n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
 RAISE_TTL("KEYS[1]", "ARGV[1]")
+"end\n"
 "if #KEYS > 1 then return {1, n, redis.call('incr', KEYS[2])} end\n"
 "return {1, n}\n";
 
@@ -89,27 +92,33 @@ RAISE_TTL("KEYS[1]", "ARGV[1]")
  * publishing on the channel, and telling the head of a fair queue that
  * waits for the same name).  Whatever Redis may refuse (an ACL on PUBLISH
  * or on the latch's key) comes before the lock is changed, so an error
- * reply means nothing was released.
+ * reply means nothing was released (a refused PUBLISH takes the latch back).
+ * The latch is written (SET NX) before anything else the request changes:
+ * a replay after a lost reply finds it and answers as the first time,
+ * changing nothing (one call fewer than reading it first, in vain).
  */
 static const char release_body[] =
-"local v = redis.call('get', KEYS[3])\n"
-"if v then return tonumber(v) end\n"
-REFUSE_RW_KEYS1
-"local c = redis.call('hget', KEYS[1], ARGV[3])\n"
-"if not c then return nil end\n"
-"local n = tonumber(c) - tonumber(ARGV[4])\n"
+"local f = redis.call('hmget', KEYS[1], 'mode', ARGV[3])\n"
+"if f[1] or not f[2] then\n"
+/* not ours to release now: perhaps because this request already did it */
+"  local v = redis.call('get', KEYS[3])\n"
+"  if v then return tonumber(v) end\n"
+"  if f[1] then return redis.error_reply('RLOCKKIND ' .. f[1]) end\n"
+"  return nil\n"
+"end\n"
+"local n = tonumber(f[2]) - tonumber(ARGV[4])\n"
 "if n > 0 then\n"
-"  redis.call('set', KEYS[3], 0, 'px', ARGV[5])\n"
+"  if not redis.call('set', KEYS[3], 0, 'px', ARGV[5], 'nx') then return tonumber(redis.call('get', KEYS[3])) end\n"
 "  redis.call('hset', KEYS[1], ARGV[3], n)\n"
 "  if tonumber(ARGV[2]) > 0 then\n"
 RAISE_TTL("KEYS[1]", "ARGV[2]")
 "  end\n"
 "  return 0\n"
 "end\n"
-PUBLISH_OR_REFUSE("KEYS[2]", "ARGV[1]")
+"if not redis.call('set', KEYS[3], 1, 'px', ARGV[5], 'nx') then return tonumber(redis.call('get', KEYS[3])) end\n"
+PUBLISH_OR_UNDO("KEYS[2]", "ARGV[1]", "redis.call('del', KEYS[3]) ")
 "local head = redis.call('lindex', KEYS[4], 0)\n"
 "if head then redis.call('publish', KEYS[2] .. ':' .. head, ARGV[1]) end\n"
-"redis.call('set', KEYS[3], 1, 'px', ARGV[5])\n"
 "redis.call('del', KEYS[1])\n"
 "return 1\n";
 

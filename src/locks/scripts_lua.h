@@ -18,11 +18,18 @@
  * nothing changed, worded as Redis 7.2 words NOPERM (Redis 7.0 does not
  * name the command for a script) so that the hint can name it.
  */
-#define PUBLISH_OR_REFUSE(ch, msg) \
+#define PUBLISH_OR_REFUSE(ch, msg) PUBLISH_OR_UNDO(ch, msg, "")
+
+/*
+ * The same for a script that wrote something before: undo, Lua run on a
+ * refusal before the error is returned ("" or ending in a space), takes
+ * it back.
+ */
+#define PUBLISH_OR_UNDO(ch, msg, undo) \
 "do\n" \
 "  local pr = redis.pcall('publish', " ch ", " msg ")\n" \
 "  if type(pr) == 'table' and pr.err then\n" \
-"    return redis.error_reply('NOPERM this user has no permissions to run the \\'publish\\' command (channel ' .. " ch " .. '): ' .. pr.err)\n" \
+"    " undo "return redis.error_reply('NOPERM this user has no permissions to run the \\'publish\\' command (channel ' .. " ch " .. '): ' .. pr.err)\n" \
 "  end\n" \
 "end\n"
 

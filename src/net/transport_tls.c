@@ -371,6 +371,19 @@ tls_session_handshake(TlsSession *s, TransportError *err)
 }
 
 /*
+ * Empty OpenSSL's error queue before an SSL_read or SSL_write, so that
+ * SSL_get_error judges that call alone.  It is almost always empty
+ * already: looking costs far less than ERR_clear_error, which clears every
+ * slot (a tenth of the instructions TLS adds to a round trip).
+ */
+static inline void
+clear_errors(void)
+{
+	if (ERR_peek_error() != 0)
+		ERR_clear_error();
+}
+
+/*
  * What an SSL_read or SSL_write that moved nothing (ret <= 0) means: go on
  * when the socket is ready, the server closed the connection (refused us,
  * if it asked for a certificate we lack and never answered), or failed.
@@ -405,7 +418,7 @@ tls_session_write(TlsSession *s, const char *buf, size_t len, size_t *nbytes,
 	*nbytes = 0;
 	if (len == 0)
 		return TS_DONE;
-	ERR_clear_error();
+	clear_errors();
 	errno = 0;
 	r = SSL_write(s->ssl, buf, (int) Min(len, (size_t) INT_MAX));
 	if (r > 0)
@@ -423,7 +436,7 @@ tls_session_read(TlsSession *s, char *buf, size_t len, size_t *nbytes,
 	int			r;
 
 	*nbytes = 0;
-	ERR_clear_error();
+	clear_errors();
 	errno = 0;
 	r = SSL_read(s->ssl, buf, (int) Min(len, (size_t) INT_MAX));
 	if (r > 0)

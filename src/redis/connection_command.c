@@ -91,6 +91,30 @@ rcmd_str(RedisCmd *cmd, const char *s)
 	rcmd_arg(cmd, s, strlen(s));
 }
 
+/*
+ * v in decimal into buf (room for 21 bytes), not terminated; returns the
+ * length.  (snprintf costs more than the rest of building a command.)
+ */
+static int
+rcmd_format_int(char *buf, int64 v)
+{
+	char		tmp[24];
+	char	   *p = tmp + sizeof(tmp);
+	uint64		u = v < 0 ? (uint64) 0 - (uint64) v : (uint64) v;
+	int			len;
+
+	do
+	{
+		*--p = '0' + (char) (u % 10);
+		u /= 10;
+	} while (u > 0);
+	if (v < 0)
+		*--p = '-';
+	len = tmp + sizeof(tmp) - p;
+	memcpy(buf, p, len);
+	return len;
+}
+
 void
 rcmd_int(RedisCmd *cmd, int64 v)
 {
@@ -101,7 +125,7 @@ rcmd_int(RedisCmd *cmd, int64 v)
 		buf = cmd->numbuf[cmd->nnum++];
 	else
 		buf = palloc(24);
-	len = snprintf(buf, 24, INT64_FORMAT, v);
+	len = rcmd_format_int(buf, v);
 	rcmd_arg(cmd, buf, len);
 }
 

@@ -224,7 +224,7 @@ step(OpState *os)
 
 	for (;;)
 	{
-		TransportError terr = {0};
+		TransportError terr;
 		TransportStatus st;
 		bool		sent;
 
@@ -243,6 +243,8 @@ step(OpState *os)
 				continue;
 
 			case CS_CONNECTING:
+				terr.kind = TE_NONE;
+				terr.detail[0] = '\0';
 				st = transport_connect_step(conn->transport, &terr);
 				if (st == TS_DONE)
 				{

@@ -79,6 +79,7 @@ typedef struct TopologyShared
 	slock_t		mutex;
 	pg_atomic_uint64 epoch;		/* bumped when the master changes */
 	char		master[300];	/* host:port last confirmed, "" none yet */
+	int			nseen;			/* seen[0..nseen-1] are in use */
 	ReplicaMemory seen[MAX_REPLICA_MEMORY]; /* under mutex */
 } TopologyShared;
 
@@ -120,6 +121,7 @@ topology_shmem_startup(void)
 		SpinLockInit(&topo->mutex);
 		pg_atomic_init_u64(&topo->epoch, 1);
 		topo->master[0] = '\0';
+		topo->nseen = 0;
 		memset(topo->seen, 0, sizeof(topo->seen));
 	}
 	LWLockRelease(AddinShmemInitLock);
@@ -191,34 +193,28 @@ int
 topology_replicas_seen(const char *addr, int now)
 {
 	int			most = Max(now, 0);
-	int			free_at = -1;
 	int			i;
 
 	if (topo == NULL || addr[0] == '\0')
 		return most;
 	SpinLockAcquire(&topo->mutex);
-	for (i = 0; i < MAX_REPLICA_MEMORY; i++)
+	/* (entries are only ever added, in order: every acquisition looks) */
+	for (i = 0; i < topo->nseen; i++)
 	{
-		if (topo->seen[i].addr[0] == '\0')
-		{
-			if (free_at < 0)
-				free_at = i;
-			continue;
-		}
 		if (strcmp(topo->seen[i].addr, addr) == 0)
 			break;
 	}
-	if (i < MAX_REPLICA_MEMORY)
+	if (i < topo->nseen)
 	{
 		if (topo->seen[i].replicas < most)
 			topo->seen[i].replicas = most;
 		most = topo->seen[i].replicas;
 	}
-	else if (now > 0 && free_at >= 0)
+	else if (now > 0 && topo->nseen < MAX_REPLICA_MEMORY)
 	{
-		strlcpy(topo->seen[free_at].addr, addr,
-				sizeof(topo->seen[free_at].addr));
-		topo->seen[free_at].replicas = now;
+		strlcpy(topo->seen[i].addr, addr, sizeof(topo->seen[i].addr));
+		topo->seen[i].replicas = now;
+		topo->nseen++;
 	}
 	SpinLockRelease(&topo->mutex);
 	return most;
