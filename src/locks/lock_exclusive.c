@@ -211,7 +211,8 @@ exclusive_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 		(mine == NULL || (holds_total(mine) == 0 && !mine->uncertain)) &&
 		waitqueue_has_waiters(channel))
 		return lock_wait(ln, channel, wait_ms, honour_lock_timeout,
-						 LOCK_WAIT_BEHIND, exclusive_try, NULL, &attempt);
+						 LOCK_WAIT_BEHIND | LOCK_WAIT_QUEUED, exclusive_try,
+						 NULL, &attempt);
 
 	if (exclusive_try(&attempt, &pttl))
 		return true;
@@ -220,8 +221,9 @@ exclusive_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 		stats_count(RLOCK_STAT_FAILED);
 		return false;
 	}
-	return lock_wait(ln, channel, wait_ms, honour_lock_timeout, false,
-					 exclusive_try, NULL, &attempt);
+	return lock_wait(ln, channel, wait_ms, honour_lock_timeout,
+					 owner == NULL ? LOCK_WAIT_QUEUED : 0, exclusive_try, NULL,
+					 &attempt);
 }
 
 /*

@@ -147,8 +147,9 @@ wait_turn(TimestampTz until)
 
 /*
  * Subscribe, then alternate attempts and sleeps until an attempt succeeds
- * (true) or the deadline passes (false).  Only the first waiters of this
- * server listen for messages (waitqueue_listens); the others sleep on
+ * (true) or the deadline passes (false).  For a kind whose newcomers
+ * queue (LOCK_WAIT_QUEUED: the exclusive lock), only the first waiters of
+ * this server listen for messages (waitqueue_listens); the others sleep on
  * their latch until told to listen, or to try.
  */
 static bool
@@ -161,6 +162,7 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 	bool		resubscribe = false;
 	TimestampTz until = 0;
 	bool		behind = (share & LOCK_WAIT_BEHIND) != 0;
+	bool		queued = (share & LOCK_WAIT_QUEUED) != 0;
 	bool		listening;
 
 	share &= LOCK_WAIT_SHARE_MASK;
@@ -171,7 +173,7 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 	retarget_channel = NULL;
 	listen_on(sub, channel, ln->name, start);
 	waitqueue_join(channel);
-	listening = waitqueue_listens();
+	listening = !queued || waitqueue_listens();
 	if (behind && !waitqueue_is_first())
 	{
 		/*
@@ -208,7 +210,7 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 				 */
 				waitqueue_leave(true);
 				waitqueue_join(channel);
-				listening = waitqueue_listens();
+				listening = !queued || waitqueue_listens();
 			}
 			by_message = false;
 			now = GetCurrentTimestamp();
@@ -229,7 +231,7 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 				route_subscribe(sub, channel, ln->name, deadline);
 				waitqueue_leave(true);
 				waitqueue_join(channel);
-				listening = waitqueue_listens();
+				listening = !queued || waitqueue_listens();
 				resubscribe = false;
 				continue;
 			}

@@ -58,6 +58,15 @@ typedef void (*LockGiveUpFn) (void *arg);
  */
 #define LOCK_WAIT_BEHIND	4
 
+/*
+ * Or'd into share by a kind whose newcomers always queue behind this
+ * server's waiters (LOCK_WAIT_BEHIND when there are some): its waiters may
+ * take turns listening for messages (waitqueue_listens), as none of them
+ * can be overtaken by a newcomer's attempt while it sleeps.  Other kinds'
+ * waiters all listen, and try on every message that finds them first.
+ */
+#define LOCK_WAIT_QUEUED	8
+
 extern bool lock_wait(const LockName *ln, const char *channel, int64 wait_ms,
 					  bool honour_lock_timeout, int share,
 					  LockTryFn try_fn, LockGiveUpFn give_up_fn, void *arg);

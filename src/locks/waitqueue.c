@@ -14,7 +14,8 @@
  * wait timed out or was cancelled), or takes a lock that others may share
  * (a read lock), it passes the turn on by setting the next one's latch.
  * Every waiter still retries when the holder's lease runs out and at least
- * every few seconds, so a lost wake-up costs time, never the lock.  Only
+ * every few seconds, so a lost wake-up costs time, never the lock.  For the
+ * exclusive lock, whose newcomers queue behind the server's waiters, only
  * the first two waiters of a channel read its messages at all
  * (waitqueue_listens): the others sleep on their latch, so a release wakes
  * two processes of the server however many wait, and a listener that
