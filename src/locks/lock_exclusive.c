@@ -192,27 +192,31 @@ exclusive_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 {
 	int64		pttl;
 	ExclusiveAttempt attempt;
-	char	   *channel = lockname_derive(ln->key, "redisson_lock__channel");
-	HeldLock   *mine;
+	char	   *channel = NULL;
 
 	attempt.holder = holds_prepare_acquire(ln, RLOCK_KIND_EXCLUSIVE, scope,
 										   lease_ms, owner, &attempt.req);
 	attempt.ln = ln;
 	attempt.token = token;
-	mine = holds_find(ln->key, RLOCK_KIND_EXCLUSIVE);
 
 	/*
 	 * Other sessions of this server already wait for the lock: queue behind
 	 * them rather than try first (lock_wait.c, LOCK_WAIT_BEHIND), unless
 	 * this session holds it (a re-entry succeeds at once) or asks with an
-	 * owner token (whoever holds it may be waiting for us).
+	 * owner token (whoever holds it may be waiting for us).  (Not for a try
+	 * without a wait: nothing to look up then.)
 	 */
-	if (wait_ms != 0 && owner == NULL &&
-		(mine == NULL || (holds_total(mine) == 0 && !mine->uncertain)) &&
-		waitqueue_has_waiters(channel))
-		return lock_wait(ln, channel, wait_ms, honour_lock_timeout,
-						 LOCK_WAIT_BEHIND | LOCK_WAIT_QUEUED, exclusive_try,
-						 NULL, &attempt);
+	if (wait_ms != 0 && owner == NULL)
+	{
+		HeldLock   *mine = holds_find(ln->key, RLOCK_KIND_EXCLUSIVE);
+
+		channel = lockname_derive(ln->key, "redisson_lock__channel");
+		if ((mine == NULL || (holds_total(mine) == 0 && !mine->uncertain)) &&
+			waitqueue_has_waiters(channel))
+			return lock_wait(ln, channel, wait_ms, honour_lock_timeout,
+							 LOCK_WAIT_BEHIND | LOCK_WAIT_QUEUED,
+							 exclusive_try, NULL, &attempt);
+	}
 
 	if (exclusive_try(&attempt, &pttl))
 		return true;
@@ -221,6 +225,8 @@ exclusive_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 		stats_count(RLOCK_STAT_FAILED);
 		return false;
 	}
+	if (channel == NULL)
+		channel = lockname_derive(ln->key, "redisson_lock__channel");
 	return lock_wait(ln, channel, wait_ms, honour_lock_timeout,
 					 owner == NULL ? LOCK_WAIT_QUEUED : 0, exclusive_try, NULL,
 					 &attempt);
