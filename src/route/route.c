@@ -180,6 +180,16 @@ route_node_address(const char *key)
  */
 
 /*
+ * The node connection a subscriber connection listens on: itself, or for
+ * a Cluster's routed one the node it is subscribed on now (NULL: none).
+ */
+static RedisConn *
+subscribed_node(RedisConn *sub)
+{
+	return routed(sub) ? rconn_target(sub) : sub;
+}
+
+/*
  * Subscribe the subscriber connection to channel (and to nothing else).
  * Reconnects as needed; ERROR on failure.  Messages of channels we were
  * subscribed to before are skipped.  Where the master can move (Sentinel,
@@ -194,7 +204,7 @@ route_subscribe(RedisConn *sub, const char *channel, const char *what,
 				TimestampTz retry_until)
 {
 	int			moves = 0;
-	RedisConn  *kept = routed(sub) ? rconn_target(sub) : sub;
+	RedisConn  *kept = subscribed_node(sub);
 
 	/* a subscription kept from the last wait on channel: no round trip */
 	if (kept != NULL &&
@@ -259,12 +269,9 @@ route_wait_message(RedisConn *sub, TimestampTz deadline)
 {
 	int			rc;
 
-	if (routed(sub))
-	{
-		sub = rconn_target(sub);
-		if (sub == NULL)
-			return -1;
-	}
+	sub = subscribed_node(sub);
+	if (sub == NULL)
+		return -1;
 	rc = rconn_wait_message(sub, deadline);
 	if (rc == RCONN_MSG_DROPPED)
 	{
@@ -282,12 +289,9 @@ route_wait_message(RedisConn *sub, TimestampTz deadline)
 const char *
 route_last_message(RedisConn *sub)
 {
-	if (routed(sub))
-	{
-		sub = rconn_target(sub);
-		if (sub == NULL)
-			return "";
-	}
+	sub = subscribed_node(sub);
+	if (sub == NULL)
+		return "";
 	return rconn_last_message(sub);
 }
 
@@ -299,12 +303,9 @@ route_last_message(RedisConn *sub)
 void
 route_keep_subscription(RedisConn *sub)
 {
-	if (routed(sub))
-	{
-		sub = rconn_target(sub);
-		if (sub == NULL)
-			return;
-	}
+	sub = subscribed_node(sub);
+	if (sub == NULL)
+		return;
 	rconn_keep_subscription(sub);
 }
 
@@ -315,12 +316,9 @@ route_keep_subscription(RedisConn *sub)
 bool
 route_skip_messages(RedisConn *sub)
 {
-	if (routed(sub))
-	{
-		sub = rconn_target(sub);
-		if (sub == NULL)
-			return false;
-	}
+	sub = subscribed_node(sub);
+	if (sub == NULL)
+		return false;
 	return rconn_skip_messages(sub);
 }
 
@@ -331,11 +329,8 @@ route_skip_messages(RedisConn *sub)
 void
 route_unsubscribe_nowait(RedisConn *sub)
 {
-	if (routed(sub))
-	{
-		sub = rconn_target(sub);
-		if (sub == NULL)
-			return;
-	}
+	sub = subscribed_node(sub);
+	if (sub == NULL)
+		return;
 	rconn_unsubscribe_nowait(sub);
 }
