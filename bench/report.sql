@@ -220,6 +220,20 @@ JOIN lat r ON r.script = 'rlock' AND r.clients = f.clients
 JOIN lat a ON a.script = 'advisory' AND a.clients = f.clients
 ORDER BY f.clients;
 
+-- What the machine switched between processes per pair, rlock against its
+-- floor (bench/replay.c: a thread polls many clients' sockets at once,
+-- where each backend sleeps and wakes for every Redis reply): why many
+-- clients fall further behind the floor on few CPUs.  No target.
+INSERT INTO report (section, measure, unit, rlock, floor, peer)
+SELECT format('uncontended, %s clients', r.clients),
+       'context switches per pair (whole machine)', 'n',
+       r.switches / r.pairs, f.switches / f.pairs, a.switches / a.pairs
+FROM ctxt_run r
+JOIN ctxt_run f ON f.script = 'floor' AND f.clients = r.clients
+JOIN ctxt_run a ON a.script = 'advisory' AND a.clients = r.clients
+WHERE r.script = 'rlock' AND r.pairs > 0 AND f.pairs > 0 AND a.pairs > 0
+ORDER BY r.clients;
+
 -- Transports: try+release over TCP, TLS and a Unix socket, 1 client, each
 -- against its floor over the same transport; and what TLS costs over TCP
 -- once connected (rlock's; the floor column: the floor's).

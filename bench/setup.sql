@@ -115,6 +115,9 @@ CREATE TABLE contended_floor (script text, clients int, acquire_ms float8,
 -- reached and its pairs.
 CREATE TABLE many_floor (clients int, select1_ms float8, acquire_ms float8,
                          release_ms float8, pairs_per_s float8, pairs bigint);
+-- Context switches of the whole machine during a run of the uncontended
+-- section (/proc/stat's ctxt before and after), and the pairs it made.
+CREATE TABLE ctxt_run (script text, clients int, switches bigint, pairs float8);
 CREATE TABLE stats_mark AS SELECT * FROM rlock_stats;
 CREATE PROCEDURE bench_mark() LANGUAGE sql AS $$
   DELETE FROM stats_mark; INSERT INTO stats_mark SELECT * FROM rlock_stats;
