@@ -139,36 +139,75 @@ waitqueue_join(const char *channel)
 }
 
 /*
- * The waiter of this server with the oldest ticket on the same channel,
- * other than us (-1: none); with mine_first, whether ours is older still.
+ * What one scan of the slots finds of the waiters of this server on one
+ * channel, other than us: how many there are, how many are ahead of a
+ * ticket, and the WAITQUEUE_LISTENERS oldest (slot numbers, -1 past the
+ * last found), oldest first.
  */
-static int
-oldest_other(bool *mine_first)
+typedef struct ChannelView
 {
-	uint64		hash = pg_atomic_read_u64(&my_slot->channel_hash);
-	uint64		mine = pg_atomic_read_u64(&my_slot->ticket);
-	uint64		best = PG_UINT64_MAX;
-	int			best_i = -1;
+	int			others;
+	int			ahead;
+	int			oldest[WAITQUEUE_LISTENERS];
+	uint64		oldest_ticket[WAITQUEUE_LISTENERS];
+} ChannelView;
 
+/*
+ * Scan every slot but skip (a slot number, -1: none) for waiters on the
+ * channel of hash; ahead counts those whose ticket is older than mine.
+ */
+static void
+scan_channel(uint64 hash, int skip, uint64 mine, ChannelView *view)
+{
+	view->others = 0;
+	view->ahead = 0;
+	for (int k = 0; k < WAITQUEUE_LISTENERS; k++)
+	{
+		view->oldest[k] = -1;
+		view->oldest_ticket[k] = PG_UINT64_MAX;
+	}
 	for (int i = 0; i < wq->nslots; i++)
 	{
 		WaitSlot   *s = &wq->slots[i];
 		uint64		t;
+		int			k;
 
-		if (s == my_slot)
+		if (i == skip)
 			continue;
 		t = pg_atomic_read_u64(&s->ticket);
 		if (t == 0 || pg_atomic_read_u64(&s->channel_hash) != hash)
 			continue;
-		if (t < best)
+		view->others++;
+		if (t < mine)
+			view->ahead++;
+		/* insert into the oldest few, kept in ticket order */
+		for (k = WAITQUEUE_LISTENERS; k > 0 && t < view->oldest_ticket[k - 1]; k--)
 		{
-			best = t;
-			best_i = i;
+			if (k < WAITQUEUE_LISTENERS)
+			{
+				view->oldest_ticket[k] = view->oldest_ticket[k - 1];
+				view->oldest[k] = view->oldest[k - 1];
+			}
+		}
+		if (k < WAITQUEUE_LISTENERS)
+		{
+			view->oldest_ticket[k] = t;
+			view->oldest[k] = i;
 		}
 	}
-	if (mine_first)
-		*mine_first = (best_i < 0 || mine < best);
-	return best_i;
+}
+
+/* The scan of our own channel, from our own ticket; false: not waiting. */
+static bool
+scan_mine(ChannelView *view)
+{
+	uint64		mine;
+
+	if (my_slot == NULL || (mine = pg_atomic_read_u64(&my_slot->ticket)) == 0)
+		return false;
+	scan_channel(pg_atomic_read_u64(&my_slot->channel_hash),
+				 (int) (my_slot - wq->slots), mine, view);
+	return true;
 }
 
 /*
@@ -179,32 +218,23 @@ oldest_other(bool *mine_first)
 bool
 waitqueue_has_waiters(const char *channel)
 {
-	uint64		hash;
+	ChannelView view;
 
 	if (wq == NULL || MyProc == NULL || RLOCK_MY_PROC_NUMBER >= wq->nslots)
 		return false;
-	hash = hash_bytes_extended((const unsigned char *) channel,
-							   strlen(channel), 0);
-	for (int i = 0; i < wq->nslots; i++)
-	{
-		WaitSlot   *s = &wq->slots[i];
-
-		if (i == RLOCK_MY_PROC_NUMBER)
-			continue;
-		if (pg_atomic_read_u64(&s->ticket) != 0 &&
-			pg_atomic_read_u64(&s->channel_hash) == hash)
-			return true;
-	}
-	return false;
+	scan_channel(hash_bytes_extended((const unsigned char *) channel,
+									 strlen(channel), 0),
+				 RLOCK_MY_PROC_NUMBER, 0, &view);
+	return view.others > 0;
 }
 
 /* While waiting: does another session of this server wait on our channel? */
 bool
 waitqueue_others_waiting(void)
 {
-	if (my_slot == NULL || pg_atomic_read_u64(&my_slot->ticket) == 0)
-		return false;
-	return oldest_other(NULL) >= 0;
+	ChannelView view;
+
+	return scan_mine(&view) && view.others > 0;
 }
 
 /*
@@ -221,37 +251,18 @@ waitqueue_others_waiting(void)
 bool
 waitqueue_listens(void)
 {
-	uint64		hash;
-	uint64		mine;
-	int			ahead = 0;
+	ChannelView view;
 
-	if (my_slot == NULL || (mine = pg_atomic_read_u64(&my_slot->ticket)) == 0)
-		return true;
-	hash = pg_atomic_read_u64(&my_slot->channel_hash);
-	for (int i = 0; i < wq->nslots && ahead < WAITQUEUE_LISTENERS; i++)
-	{
-		WaitSlot   *s = &wq->slots[i];
-		uint64		t;
-
-		if (s == my_slot)
-			continue;
-		t = pg_atomic_read_u64(&s->ticket);
-		if (t != 0 && t < mine && pg_atomic_read_u64(&s->channel_hash) == hash)
-			ahead++;
-	}
-	return ahead < WAITQUEUE_LISTENERS;
+	return !scan_mine(&view) || view.ahead < WAITQUEUE_LISTENERS;
 }
 
 /* Should this waiter try on the message that just arrived? */
 bool
 waitqueue_is_first(void)
 {
-	bool		first;
+	ChannelView view;
 
-	if (my_slot == NULL || pg_atomic_read_u64(&my_slot->ticket) == 0)
-		return true;
-	(void) oldest_other(&first);
-	return first;
+	return !scan_mine(&view) || view.ahead == 0;
 }
 
 /*
@@ -262,58 +273,17 @@ waitqueue_is_first(void)
 void
 waitqueue_leave(bool pass_on)
 {
-	uint64		hash;
-	uint64		mine;
-	uint64		best[WAITQUEUE_LISTENERS];
-	int			best_i[WAITQUEUE_LISTENERS];
-	int			ahead = 0;
+	ChannelView view;
 
-	if (my_slot == NULL || (mine = pg_atomic_read_u64(&my_slot->ticket)) == 0)
+	if (!scan_mine(&view))
 		return;
-
-	/*
-	 * The WAITQUEUE_LISTENERS oldest other waiters on the channel, and how
-	 * many of them are ahead of us.
-	 */
-	hash = pg_atomic_read_u64(&my_slot->channel_hash);
-	for (int k = 0; k < WAITQUEUE_LISTENERS; k++)
-	{
-		best[k] = PG_UINT64_MAX;
-		best_i[k] = -1;
-	}
-	for (int i = 0; i < wq->nslots; i++)
-	{
-		WaitSlot   *s = &wq->slots[i];
-		uint64		t;
-		int			k;
-
-		if (s == my_slot)
-			continue;
-		t = pg_atomic_read_u64(&s->ticket);
-		if (t == 0 || pg_atomic_read_u64(&s->channel_hash) != hash)
-			continue;
-		if (t < mine)
-			ahead++;
-		for (k = WAITQUEUE_LISTENERS; k > 0 && t < best[k - 1]; k--)
-		{
-			if (k < WAITQUEUE_LISTENERS)
-			{
-				best[k] = best[k - 1];
-				best_i[k] = best_i[k - 1];
-			}
-		}
-		if (k < WAITQUEUE_LISTENERS)
-		{
-			best[k] = t;
-			best_i[k] = i;
-		}
-	}
 	pg_atomic_write_u64(&my_slot->ticket, 0);
 
 	/* the next to try, when we pass the turn on */
-	if (pass_on && best_i[0] >= 0)
-		SetLatch(&ProcGlobal->allProcs[best_i[0]].procLatch);
+	if (pass_on && view.oldest[0] >= 0)
+		SetLatch(&ProcGlobal->allProcs[view.oldest[0]].procLatch);
 	/* a listener leaves: the next in line listens from now on */
-	if (ahead < WAITQUEUE_LISTENERS && best_i[WAITQUEUE_LISTENERS - 1] >= 0)
-		SetLatch(&ProcGlobal->allProcs[best_i[WAITQUEUE_LISTENERS - 1]].procLatch);
+	if (view.ahead < WAITQUEUE_LISTENERS &&
+		view.oldest[WAITQUEUE_LISTENERS - 1] >= 0)
+		SetLatch(&ProcGlobal->allProcs[view.oldest[WAITQUEUE_LISTENERS - 1]].procLatch);
 }
