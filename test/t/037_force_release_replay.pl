@@ -47,34 +47,18 @@ for my $case ([ 'fr_held', 1 ], [ 'fr_free', 0 ])
 		$redis->cli('HSET', $name, $first, '1');
 		$redis->cli('PEXPIRE', $name, '600000');
 	}
-	# MONITOR lists every command Redis runs (Redis runs one at a time:
-	# once it is listed, it has run before any command sent after)
-	my ($mon, $monout) = $redis->cli_bg('MONITOR');
-	ok(RlockTest::wait_until(sub { $mon->pump_nb; $$monout =~ /^OK/m }, 30),
-		"$what: a client monitors Redis");
-
-	# the force release runs in Redis; its reply is held
-	$proxy->stall_replies;
-	RlockTest::start_bg($s, "SELECT rlock_force_release('$name')");
-	ok( RlockTest::wait_until(
-			sub { $mon->pump_nb; $$monout =~ /"EVALSHA" "\w+" "\d+" "$name"/i },
-			30),
-		"$what: the force release ran in Redis (its reply is held)");
-	$mon->kill_kill;
-	is($redis->cli('EXISTS', $name), '0', "$what: the lock is gone");
-
-	# the next holder takes the lock
-	$redis->cli('HSET', $name, $next, '1');
-	$redis->cli('PEXPIRE', $name, '600000');
-
-	# the reply is lost: the connection breaks before it arrives, and the
-	# command goes again on a fresh connection
-	my $closed = $proxy->cut;
-	cmp_ok($closed, '>=', 1, "$what: the connection is cut ($closed closed)");
-	$proxy->resume;
-	ok(RlockTest::wait_until(sub { RlockTest::bg_done($s) }, 90),
-		"$what: rlock_force_release returns");
-	my ($o, $e, $st) = RlockTest::bg_result($s);
+	# the force release runs in Redis and its reply is lost: it goes again
+	my ($o, $e, $st) = $proxy->lose_reply(
+		$redis, $s,
+		"SELECT rlock_force_release('$name')",
+		qr/"EVALSHA" "\w+" "\d+" "$name"/i,
+		$what,
+		sub {
+			is($redis->cli('EXISTS', $name), '0', "$what: the lock is gone");
+			# the next holder takes the lock
+			$redis->cli('HSET', $name, $next, '1');
+			$redis->cli('PEXPIRE', $name, '600000');
+		});
 	is("$o/$st", ($held ? 't' : 'f') . '/00000',
 		"$what: it answers as the first time it ran")
 	  or diag("stderr: $e");

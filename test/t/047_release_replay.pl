@@ -53,42 +53,26 @@ for my $case ([ 'rr_partial', 2 ], [ 'rr_last', 1 ])
 	is($redis->cli('HGET', $name, $me), "$holds",
 		"$what: Redis counts $holds hold(s)");
 
-	# MONITOR lists every command Redis runs (Redis runs one at a time:
-	# once it is listed, it has run before any command sent after)
-	my ($mon, $monout) = $redis->cli_bg('MONITOR');
-	ok(RlockTest::wait_until(sub { $mon->pump_nb; $$monout =~ /^OK/m }, 30),
-		"$what: a client monitors Redis");
-
-	# the release runs in Redis; its reply is held
-	$proxy->stall_replies;
-	RlockTest::start_bg($s, "SELECT rlock_release('$name')");
-	ok( RlockTest::wait_until(
-			sub { $mon->pump_nb; $$monout =~ /"EVALSHA" "\w+" "4" "$name"/i },
-			30),
-		"$what: the release ran in Redis (its reply is held)");
-	$mon->kill_kill;
-
-	if ($holds > 1)
-	{
-		is($redis->cli('HGET', $name, $me), $holds - 1,
-			"$what: Redis counts one hold fewer");
-	}
-	else
-	{
-		is($redis->cli('EXISTS', $name), '0', "$what: the lock is gone");
-		# the next holder takes the lock
-		$redis->cli('HSET', $name, $next, '1');
-		$redis->cli('PEXPIRE', $name, '600000');
-	}
-
-	# the reply is lost: the connection breaks before it arrives, and the
-	# command goes again on a fresh connection
-	my $closed = $proxy->cut;
-	cmp_ok($closed, '>=', 1, "$what: the connection is cut ($closed closed)");
-	$proxy->resume;
-	ok(RlockTest::wait_until(sub { RlockTest::bg_done($s) }, 90),
-		"$what: rlock_release returns");
-	my ($o, $e, $st) = RlockTest::bg_result($s);
+	# the release runs in Redis and its reply is lost: it goes again
+	my ($o, $e, $st) = $proxy->lose_reply(
+		$redis, $s,
+		"SELECT rlock_release('$name')",
+		qr/"EVALSHA" "\w+" "4" "$name"/i,
+		$what,
+		sub {
+			if ($holds > 1)
+			{
+				is($redis->cli('HGET', $name, $me), $holds - 1,
+					"$what: Redis counts one hold fewer");
+			}
+			else
+			{
+				is($redis->cli('EXISTS', $name), '0', "$what: the lock is gone");
+				# the next holder takes the lock
+				$redis->cli('HSET', $name, $next, '1');
+				$redis->cli('PEXPIRE', $name, '600000');
+			}
+		});
 	is("$o/$st", 't/00000', "$what: it answers as the first time it ran")
 	  or diag("stderr: $e");
 	unlike($e, qr/WARNING/, "$what: no warning (nothing reported lost)");

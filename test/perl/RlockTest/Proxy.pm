@@ -167,6 +167,52 @@ sub cut
 
 =pod
 
+=item $p->lose_reply($redis, $session, $sql, $ran, $what, $meanwhile)
+
+Run $sql in the background in $session (a BackgroundPsql whose node is
+pointed at this proxy) so that its command runs in $redis but its reply
+never arrives: MONITOR shows the command matching the regexp $ran has run
+while the proxy holds every reply, $meanwhile (a code ref, may be undef)
+changes what it likes in Redis, then the connection is cut and the proxy
+forwards again, so rlock sends the command again on a fresh connection.
+Asserts each step (named by $what) and returns what $sql answered:
+(stdout, stderr, SQLSTATE), as RlockTest::bg_result.  The session must
+wait for replies long enough (rlock.command_timeout, connect_timeout) for
+the steps to happen while its first attempt still waits.
+
+=cut
+
+sub lose_reply
+{
+	my ($self, $redis, $session, $sql, $ran, $what, $meanwhile) = @_;
+
+	# MONITOR lists every command Redis runs (Redis runs one at a time:
+	# once it is listed, it has run before any command sent after)
+	my ($mon, $monout) = $redis->cli_bg('MONITOR');
+	ok(RlockTest::wait_until(sub { $mon->pump_nb; $$monout =~ /^OK/m }, 30),
+		"$what: a client monitors Redis");
+
+	# the command runs in Redis; its reply is held
+	$self->stall_replies;
+	RlockTest::start_bg($session, $sql);
+	ok(RlockTest::wait_until(sub { $mon->pump_nb; $$monout =~ $ran }, 30),
+		"$what: the command ran in Redis (its reply is held)");
+	$mon->kill_kill;
+
+	$meanwhile->() if $meanwhile;
+
+	# the reply is lost: the connection breaks before it arrives, and the
+	# command goes again on a fresh connection
+	my $closed = $self->cut;
+	cmp_ok($closed, '>=', 1, "$what: the connection is cut ($closed closed)");
+	$self->resume;
+	ok(RlockTest::wait_until(sub { RlockTest::bg_done($session) }, 90),
+		"$what: the statement returns");
+	return RlockTest::bg_result($session);
+}
+
+=pod
+
 =item $p->refuse
 
 Close the listening socket: connecting to $p->port is refused
