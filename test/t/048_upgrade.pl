@@ -61,6 +61,8 @@ if (!-e '.git')
 {
 	plan skip_all => "no git history here (a release tarball?): rlock 0.1 is built from commit $OLD";
 }
+BAIL_OUT('git is not installed (scripts/install-deps installs it): rlock 0.1 is built from the history')
+  unless eval { (git_out('--version'))[0] };
 my ($shallow_ok, $shallow) = git_out('rev-parse', '--is-shallow-repository');
 if ($shallow_ok && $shallow eq 'true')
 {
