@@ -8,7 +8,9 @@
  * servers and Redisson clients share it); they never change it and never
  * touch this session's held-lock table.  rlock_locks, the view of what this
  * server's sessions hold, reads the shared-memory registry instead, and
- * rlock_stats the shared-memory counters of stats.c.
+ * rlock_stats the shared-memory counters of stats.c (one C symbol per
+ * version of its SQL declaration).  rlock_version reports the library's
+ * version.
  *
  * Owner tokens are bearer secrets (SPEC.md section 8).  Redis holds only
  * their digests (lockname_owner_field), and rlock_status shows not even
