@@ -7,6 +7,9 @@ RESET client_min_messages;
 \set SHOW_CONTEXT never
 SELECT current_setting('rlock.redis_url') AS redis_url \gset
 \setenv RLOCK_REDIS_URL :redis_url
+-- this file's token counters start afresh (make installcheck may run it
+-- again against the same Redis)
+\! redis-cli -u "$RLOCK_REDIS_URL" DEL 'redisson_lock_token:{fx_a}' 'redisson_lock_token:{fx_x}' 'redisson_lock_token:{fx_job}' >/dev/null
 
 -- no token before the first acquisition
 SELECT rlock_fenced_token('fx_a') AS never_acquired;

@@ -8,7 +8,9 @@
  * servers and Redisson clients share it); they never change it and never
  * touch this session's held-lock table.  rlock_locks, the view of what this
  * server's sessions hold, reads the shared-memory registry instead, and
- * rlock_stats the shared-memory counters of stats.c.
+ * rlock_stats the shared-memory counters of stats.c (one C symbol per
+ * version of its SQL declaration).  rlock_version reports the library's
+ * version.
  *
  * Owner tokens are bearer secrets (SPEC.md section 8).  Redis holds only
  * their digests (lockname_owner_field), and rlock_status shows not even
@@ -117,6 +119,21 @@ name_arg(FunctionCallInfo fcinfo, LockName *ln)
 {
 	lockname_init(ln, PG_ARGISNULL(0) ? NULL : PG_GETARG_TEXT_PP(0));
 	holds_settle();
+}
+
+/*
+ * rlock_version(): the version of this library, rlock.control's
+ * default_version when it was built (the Makefile passes it).
+ */
+#ifndef RLOCK_VERSION
+#error "RLOCK_VERSION: the Makefile defines it from rlock.control"
+#endif
+
+PG_FUNCTION_INFO_V1(rlock_version);
+Datum
+rlock_version(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_TEXT_P(cstring_to_text(RLOCK_VERSION));
 }
 
 PG_FUNCTION_INFO_V1(rlock_holder_id);
@@ -336,34 +353,62 @@ rlock_locks(PG_FUNCTION_ARGS)
 /*
  * rlock_stats(): one row of counters for the whole server, in the order of
  * RlockStat, then when they were last reset.
+ *
+ * Each version of the SQL function has a C symbol of its own, as
+ * pg_stat_statements does, so that the library serves a catalog of any
+ * version it knows until ALTER EXTENSION UPDATE runs: 0.1 declared no
+ * open_connections (rlock_stats), 0.2 does (rlock_stats_0_2).
  */
-PG_FUNCTION_INFO_V1(rlock_stats);
-Datum
-rlock_stats(PG_FUNCTION_ARGS)
+typedef enum RlockStatsVersion
+{
+	RLOCK_STATS_0_1,
+	RLOCK_STATS_0_2
+} RlockStatsVersion;
+
+static Datum
+stats_row(FunctionCallInfo fcinfo, RlockStatsVersion version)
 {
 	TupleDesc	tupdesc;
 	uint64		values[RLOCK_NUM_STATS];
 	TimestampTz reset_at;
 	Datum		vals[RLOCK_NUM_STATS + 1];
 	bool		nulls[RLOCK_NUM_STATS + 1] = {0};
+	int			n = 0;
 
 	registry_require("rlock_stats");
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
-	if (tupdesc->natts != RLOCK_NUM_STATS + 1)
-		elog(ERROR, "rlock_stats() returns %d columns, expected %d",
-			 tupdesc->natts, RLOCK_NUM_STATS + 1);
 
 	stats_read(values, &reset_at);
 	for (int s = 0; s < RLOCK_NUM_STATS; s++)
 	{
+		if (s == RLOCK_STAT_OPEN_CONNECTIONS && version < RLOCK_STATS_0_2)
+			continue;
 		if (s == RLOCK_STAT_WAIT_US || s == RLOCK_STAT_RENEWAL_US)
-			vals[s] = Float8GetDatum((double) values[s] / 1000.0);	/* ms */
+			vals[n++] = Float8GetDatum((double) values[s] / 1000.0);	/* ms */
 		else
-			vals[s] = Int64GetDatum((int64) values[s]);
+			vals[n++] = Int64GetDatum((int64) values[s]);
 	}
-	vals[RLOCK_NUM_STATS] = TimestampTzGetDatum(reset_at);
+	vals[n++] = TimestampTzGetDatum(reset_at);
+	if (tupdesc->natts != n)
+		elog(ERROR, "rlock_stats() returns %d columns, expected %d",
+			 tupdesc->natts, n);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, vals, nulls)));
+}
+
+/* rlock 0.1's rlock_stats: every column but open_connections */
+PG_FUNCTION_INFO_V1(rlock_stats);
+Datum
+rlock_stats(PG_FUNCTION_ARGS)
+{
+	return stats_row(fcinfo, RLOCK_STATS_0_1);
+}
+
+PG_FUNCTION_INFO_V1(rlock_stats_0_2);
+Datum
+rlock_stats_0_2(PG_FUNCTION_ARGS)
+{
+	return stats_row(fcinfo, RLOCK_STATS_0_2);
 }
 
 PG_FUNCTION_INFO_V1(rlock_stats_reset);

@@ -226,85 +226,6 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 REVOKE ALL ON FUNCTION rlock_force_release(text) FROM PUBLIC;
 
--- Semaphore (Redisson RPermitExpirableSemaphore): at most N holders of
--- permits at once.  The permits a session takes are held like locks: in
--- session or transaction scope, renewed while their lease is NULL, given
--- back at the end of their scope, listed in rlock_locks (kind semaphore).
-CREATE FUNCTION rlock_semaphore_set_permits(name text, permits integer)
-RETURNS boolean
-AS 'MODULE_PATHNAME', 'rlock_semaphore_set_permits'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
-
-CREATE FUNCTION rlock_semaphore_add_permits(name text, permits integer)
-RETURNS void
-AS 'MODULE_PATHNAME', 'rlock_semaphore_add_permits'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
--- adding permits frees room others' permits take: a semaphore's owner's
--- call, as rlock_force_release is a lock's (SPEC 8); not for PUBLIC
-REVOKE ALL ON FUNCTION rlock_semaphore_add_permits(text, integer) FROM PUBLIC;
-
-CREATE FUNCTION rlock_semaphore_acquire(name text, permits integer DEFAULT 1,
-                                        lease interval DEFAULT NULL)
-RETURNS void
-AS 'MODULE_PATHNAME', 'rlock_semaphore_acquire'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
-
-CREATE FUNCTION rlock_semaphore_try_acquire(name text, permits integer DEFAULT 1,
-                                            lease interval DEFAULT NULL,
-                                            wait interval DEFAULT '0')
-RETURNS boolean
-AS 'MODULE_PATHNAME', 'rlock_semaphore_try_acquire'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
-
-CREATE FUNCTION rlock_semaphore_xact_acquire(name text, permits integer DEFAULT 1,
-                                             lease interval DEFAULT NULL)
-RETURNS void
-AS 'MODULE_PATHNAME', 'rlock_semaphore_xact_acquire'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
-
-CREATE FUNCTION rlock_semaphore_xact_try_acquire(name text, permits integer DEFAULT 1,
-                                                 lease interval DEFAULT NULL,
-                                                 wait interval DEFAULT '0')
-RETURNS boolean
-AS 'MODULE_PATHNAME', 'rlock_semaphore_xact_try_acquire'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
-
-CREATE FUNCTION rlock_semaphore_release(name text, permits integer DEFAULT 1)
-RETURNS boolean
-AS 'MODULE_PATHNAME', 'rlock_semaphore_release'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
-
-CREATE FUNCTION rlock_semaphore_available(name text)
-RETURNS integer
-AS 'MODULE_PATHNAME', 'rlock_semaphore_available'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
-
--- Count-down latch (Redisson RCountDownLatch): jobs anywhere count it down;
--- awaiting it returns once it reaches zero.  set_count sets a count only on
--- a latch at zero (or absent); count_down returns the count after it (never
--- below zero).
-CREATE FUNCTION rlock_latch_set_count(name text, count bigint)
-RETURNS boolean
-AS 'MODULE_PATHNAME', 'rlock_latch_set_count'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
-
-CREATE FUNCTION rlock_latch_count_down(name text)
-RETURNS bigint
-AS 'MODULE_PATHNAME', 'rlock_latch_count_down'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
-
-CREATE FUNCTION rlock_latch_count(name text)
-RETURNS bigint
-AS 'MODULE_PATHNAME', 'rlock_latch_count'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
-
--- true when the latch reached zero; false when the wait ran out.  A NULL
--- wait waits without limit (lock_timeout applies, as for rlock_acquire).
-CREATE FUNCTION rlock_latch_await(name text, wait interval DEFAULT NULL)
-RETURNS boolean
-AS 'MODULE_PATHNAME', 'rlock_latch_await'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
-
 -- Introspection.
 CREATE FUNCTION rlock_holder_id()
 RETURNS text
@@ -367,8 +288,7 @@ LANGUAGE C VOLATILE PARALLEL SAFE;
 CREATE VIEW rlock_locks AS SELECT * FROM rlock_locks();
 GRANT SELECT ON rlock_locks TO PUBLIC;
 
--- Cumulative activity counters of this server (stats.c), and the Redis
--- connections open now (a gauge), one row.
+-- Cumulative activity counters of this server (stats.c), one row.
 CREATE FUNCTION rlock_stats(OUT acquisitions bigint,
                             OUT contended_acquisitions bigint,
                             OUT failed_acquisitions bigint,
@@ -387,7 +307,6 @@ CREATE FUNCTION rlock_stats(OUT acquisitions bigint,
                             OUT replica_ack_refusals bigint,
                             OUT renewal_round_trips bigint,
                             OUT redirections bigint,
-                            OUT open_connections bigint,
                             OUT stats_reset timestamptz)
 RETURNS record
 AS 'MODULE_PATHNAME', 'rlock_stats'
