@@ -348,7 +348,6 @@ lock_wait_on(RedisConn *sub, const LockName *ln, const char *channel,
 
 	if (armed)
 		disable_timeout(LOCK_TIMEOUT, false);
-	share &= LOCK_WAIT_SHARE_MASK;
 
 	/*
 	 * Having taken a lock that other sessions of this server wait for, keep
@@ -368,7 +367,8 @@ lock_wait_on(RedisConn *sub, const LockName *ln, const char *channel,
 	 * Pass the turn on unless we took the lock for ourselves, or the last
 	 * of a semaphore's free permits.
 	 */
-	waitqueue_leave(!acquired || (share != 0 && !permits_none_left));
+	waitqueue_leave(!acquired ||
+					((share & LOCK_WAIT_SHARE_MASK) != 0 && !permits_none_left));
 	if (!acquired && give_up_fn != NULL)
 		give_up_fn(arg);
 	error_context_stack = errcb.previous;
