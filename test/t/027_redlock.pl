@@ -542,7 +542,7 @@ is(states(\@all, $lb, $hb), expect_states(\@all, 'none'), 'nothing is left');
 # A waiter listens on the channel of one master, the first that refused it
 # (master 0 here).  That master killed while it waits: the waiter looks
 # again, listens on another, and gets the lock when the holder releases it.
-my $lk = 'rl_wait_kill';
+$lk = 'rl_wait_kill';
 my $chan = "redisson_lock__channel:{$lk}";
 my $listeners = sub {
 	my ($i) = @_;
