@@ -185,15 +185,18 @@ extern RlockStatsSlot *stats_attach(void);
 
 extern void stats_install_hooks(void);
 
+/* This process's slot of counters, attached on first use. */
+static inline RlockStatsSlot *
+stats_slot(void)
+{
+	return likely(stats_my_slot != NULL) ? stats_my_slot : stats_attach();
+}
+
 /* Add n to one of this process's counters. */
 static inline void
 stats_add(RlockStat s, uint64 n)
 {
-	RlockStatsSlot *slot = stats_my_slot;
-
-	if (unlikely(slot == NULL))
-		slot = stats_attach();
-	pg_atomic_fetch_add_u64(&slot->c[s], n);
+	pg_atomic_fetch_add_u64(&stats_slot()->c[s], n);
 }
 
 static inline void
@@ -211,11 +214,7 @@ stats_count(RlockStat s)
 static inline void
 stats_set(RlockStat s, uint64 v)
 {
-	RlockStatsSlot *slot = stats_my_slot;
-
-	if (unlikely(slot == NULL))
-		slot = stats_attach();
-	pg_atomic_write_u64(&slot->c[s], v);
+	pg_atomic_write_u64(&stats_slot()->c[s], v);
 }
 
 /* Add the time elapsed since start (a GetCurrentTimestamp()) to s. */
