@@ -163,7 +163,8 @@ give_back(RedlockAttempt *a, HeldLock *h, RconnOp *ops)
 
 	for (int m = 0; m < a->n; m++)
 	{
-		if (ops[m].ok || !rconn_failed_before_sending(a->conns[m]))
+		if (ops[m].ok || ops[m].late ||
+			!rconn_failed_before_sending(a->conns[m]))
 			conns[n++] = a->conns[m];
 	}
 	if (n == 0)
@@ -173,8 +174,20 @@ give_back(RedlockAttempt *a, HeldLock *h, RconnOp *ops)
 	(void) redlock_run(conns, n, &cmd, 1, DT_NOEND);
 }
 
+/* Does a master's answer grant the lock (rconn_run_quorum's counting)? */
+static bool
+grants(const RconnOp *op, void *arg)
+{
+	AcquireResult res;
+
+	return op->replies[0]->type != RREPLY_ERROR &&
+		holds_parse_acquire(op->replies[0], &res) && res.status == 1;
+}
+
 /*
- * One attempt on every master.  When it fails, *pttl is the remaining lease
+ * One attempt on every master, returning once a majority granted (the
+ * others' answers are not waited for: they change nothing then).  When it
+ * fails, *pttl is the remaining lease
  * of the holder on the master the wait listens on, one that refused; when a
  * majority failed, it paused and sets a->again (or, its wait over, ERRORs).
  */
@@ -205,7 +218,8 @@ redlock_attempt(RedlockAttempt *a, int64 *pttl)
 	exclusive_build_acquire(&cmd, a->ln, a->req.lease_ms, a->req.holder,
 							false);
 	h = holds_begin_elsewhere(a->ln, RLOCK_KIND_REDLOCK, &a->req);
-	ops = redlock_run_identified(a->conns, a->n, &cmd, &dup_a, &dup_b);
+	ops = redlock_run_identified(a->conns, a->n, &cmd, grants, NULL,
+								 &dup_a, &dup_b);
 	elapsed_ms = (GetCurrentTimestamp() - a->req.sent_at) / 1000;
 
 	/* copy what matters out: giving holds back uses the connections */
@@ -216,6 +230,8 @@ redlock_attempt(RedlockAttempt *a, int64 *pttl)
 
 		why[m] = NULL;
 		silent[m] = false;
+		if (ops[m].late)
+			continue;			/* not waited for: a majority granted */
 		if (!ops[m].ok)
 		{
 			/* before the give-back, which may reconnect it */
@@ -402,10 +418,35 @@ redlock_release(const LockName *ln)
 	return holds_release(ln, RLOCK_KIND_REDLOCK, NULL);
 }
 
+/* What a master's answer to a settle must show to count (settled). */
+typedef struct SettleCount
+{
+	const int  *before;
+	int			n;
+} SettleCount;
+
+/* Did a master hold every lock at least before[i] times? */
+static bool
+settled(const RconnOp *op, void *arg)
+{
+	SettleCount *sc = arg;
+
+	for (int i = 0; i < sc->n; i++)
+	{
+		RReply	   *r = op->replies[i];
+
+		if (sc->before[i] > 0 &&
+			(r->type != RREPLY_INTEGER || r->integer < sc->before[i]))
+			return false;
+	}
+	return true;
+}
+
 /*
  * The kind's settle (holds.h): lower this holder's count of each lock to
- * its target on every master at once.  held[i]: a majority answered with
- * at least before[i] holds.
+ * its target on every master at once, returning once a majority held
+ * every lock (when some master did not, every answer is awaited).
+ * held[i]: a majority answered with at least before[i] holds.
  */
 static void
 redlock_settle(const char *const *keys, const int *targets, const int *before,
@@ -416,6 +457,7 @@ redlock_settle(const char *const *keys, const int *targets, const int *before,
 	RedisCmd   *cmds = palloc(n * sizeof(RedisCmd));
 	RconnOp    *ops;
 	int		   *count = palloc0(n * sizeof(int));
+	SettleCount sc;
 
 	if (redlock_num_masters() == 0)
 	{
@@ -428,9 +470,13 @@ redlock_settle(const char *const *keys, const int *targets, const int *before,
 	for (int i = 0; i < n; i++)
 		exclusive_build_reconcile(&cmds[i], RLOCK_KIND_EXCLUSIVE, keys[i],
 								  holder, targets[i]);
-	ops = redlock_run(conns, nm, cmds, n, DT_NOEND);
+	sc.before = before;
+	sc.n = n;
+	ops = redlock_run_majority(conns, nm, cmds, n, settled, &sc);
 	for (int m = 0; m < nm; m++)
 	{
+		if (ops[m].late)
+			continue;			/* a majority held every lock: enough */
 		if (!ops[m].ok)
 		{
 			/* what it keeps expires with its lease */

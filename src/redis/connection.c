@@ -232,13 +232,6 @@ rconn_set_label(RedisConn *conn, const char *label)
 	strlcpy(conn->addr, label, sizeof(conn->addr));
 }
 
-/* Is conn connected and idle? */
-bool
-rconn_is_ready(RedisConn *conn)
-{
-	return conn->state == CS_READY;
-}
-
 /* Has conn no socket now? */
 bool
 rconn_is_closed(RedisConn *conn)

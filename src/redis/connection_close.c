@@ -47,7 +47,7 @@
  * after finds the flag clear and does nothing.  The process has one thread
  * and a handler runs to its end before the main line resumes (SIGALRM
  * blocked meanwhile), so nothing else interleaves.  The main line's other
- * readers (rconn_is_ready and the like) read nothing the handler writes:
+ * readers (rconn_is_closed and the like) read nothing the handler writes:
  * a shut connection looks ready until its next round trip, which first
  * closes and reconnects it.  The watchdog (a background worker) never
  * arms the timer: it closes its idle connections in its own loop.
@@ -181,6 +181,7 @@ rconn_discard(RedisConn *conn)
 	conn->ndeferred = 0;
 	conn->state = CS_CLOSED;
 	conn->busy = false;
+	conn->owed = false;
 	conn->proven = false;
 	conn->subscribed = false;
 	conn->sub_sharded = false;

@@ -1,30 +1,19 @@
 /*-------------------------------------------------------------------------
  *
  * connection_exchange.c
- *	  Round trips on one node's connections: each connection's pipeline of
- *	  commands driven through connecting and the exchange, over one
- *	  connection or several at once; and the one-node round trips built on
- *	  that (rconn_run, rconn_ensure).
- *
- * rconn_run_parallel() drives a set of connections, each with its own
- * pipeline of commands, through connecting (socket, TLS, handshake:
- * connection_connect.c) and the round trip, without ever blocking: each
- * connection goes as far as it can (the bytes: connection_io.c), then the
- * wait primitive sleeps until one of their sockets is ready, the process
- * latch is set (interrupts are processed there: cancel, statement_timeout,
- * termination) or the earliest deadline passes.  A single connection
- * waits on its own wait event set; several share one (connection_wait.c).
- * Every other round trip of rlock (rconn_run, rconn_ensure) is this with
- * one connection, so the Sentinel, Cluster and Redlock deployments ask
- * their nodes in parallel through the same code.  Connections that send
- * the same commands (a Redlock's masters) share their bytes, made once.
- *
- * Everything here serves single nodes: which node a command goes to (a
- * Cluster's slot map, a Sentinel's master) is the route layer's business,
- * which sits above and calls in here; the pool never asks a router.
+ *	  One connection's round trip, step by step: its pipeline of commands
+ *	  queued, the connection driven through connecting (socket, TLS,
+ *	  handshake: connection_connect.c) and the exchange as far as it goes
+ *	  without waiting (the bytes: connection_io.c), each reply taken where
+ *	  it belongs, a failure retried once on a fresh connection where that
+ *	  is safe.  connection_parallel.c drives any number of these at once
+ *	  and waits between their steps.
  *
  * Scripts run by EVALSHA; a NOSCRIPT reply makes us send the body with
- * EVAL, which also loads it into the server's script cache.
+ * EVAL, which also loads it into the server's script cache.  A connection
+ * left owing the replies of a round trip not waited for
+ * (rconn_run_quorum) reads and drops them first; a NOSCRIPT among them
+ * makes its next commands carry their bodies.
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -42,18 +31,6 @@
 #include "redis/redis_int.h"
 #include "base/base.h"
 
-/* Where one op of rconn_run_parallel is. */
-typedef struct OpState
-{
-	RconnOp    *op;
-	bool		done;
-	bool		queued;			/* the op's commands are queued */
-	bool		reloaded;		/* NOSCRIPT replays were queued */
-	bool		was_proven;		/* the connection had worked when queued */
-	int			attempt;
-	TimestampTz deadline;
-	StringInfo	shared;			/* the bytes of commands other ops send too */
-} OpState;
 
 /* ----------------------------------------------------------------
  * Commands the driving looks at
@@ -92,8 +69,8 @@ is_noscript(const RReply *r)
  * ----------------------------------------------------------------
  */
 
-static void
-op_failed(OpState *os)
+void
+rconn_op_failed(OpState *os)
 {
 	RedisConn  *conn = os->op->conn;
 
@@ -137,8 +114,17 @@ queue_op(OpState *os)
 {
 	RedisConn  *conn = os->op->conn;
 	int			block_ms = 0;
+	int			owed = 0;
 
+	/* the replies a late op still owes come first, to be dropped */
+	if (conn->owed)
+	{
+		owed = conn->nslots - conn->nextslot;
+		memmove(conn->slots, conn->slots + conn->nextslot, owed * sizeof(int));
+		conn->owed = false;
+	}
 	rconn_reset_replies(conn);
+	conn->nslots = owed;
 	if (os->op->ncmds > 0)
 		conn->replies = MemoryContextAllocZero(conn->replycxt,
 											   os->op->ncmds * sizeof(RReply *));
@@ -165,7 +151,21 @@ queue_op(OpState *os)
 			free(conn->deferred_del[i]);
 		conn->ndeferred = 0;
 	}
-	if (!rconn_queue_pipeline(conn, os->op->cmds, os->op->ncmds, os->shared))
+	if (conn->scripts_lost)
+	{
+		/*
+		 * A late reply said NOSCRIPT, which no op read: load the scripts
+		 * with this op's commands (EVAL), lest a master that is always
+		 * late never have them.
+		 */
+		for (int i = 0; i < os->op->ncmds; i++)
+			if (!rconn_queue(conn, &os->op->cmds[i],
+							 os->op->cmds[i].script != NULL, i))
+				return false;
+		conn->scripts_lost = false;
+	}
+	else if (!rconn_queue_pipeline(conn, os->op->cmds, os->op->ncmds,
+								   os->shared))
 		return false;
 	os->queued = true;
 	os->was_proven = conn->proven;
@@ -194,6 +194,10 @@ take_reply(OpState *os, int slot, redisReply *r)
 	}
 	if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "READONLY", 8) == 0)
 		conn->demoted = true;	/* a replica now: replace the connection */
+	/* a script the server lost: the next commands carry their bodies */
+	if (slot == SLOT_OWED && r->type == REDIS_REPLY_ERROR &&
+		strncmp(r->str, "NOSCRIPT", 8) == 0)
+		conn->scripts_lost = true;
 	if (slot >= 0)
 	{
 		conn->replies[slot] = rconn_convert_reply(r, conn->replycxt);
@@ -216,8 +220,8 @@ take_reply(OpState *os, int slot, redisReply *r)
  * Take os as far as it goes without waiting.  Returns when it is done (ok
  * or failed) or must wait for its socket (conn->want).
  */
-static void
-step(OpState *os)
+void
+rconn_step(OpState *os)
 {
 	RedisConn  *conn = os->op->conn;
 	int			nread = 0;
@@ -384,166 +388,9 @@ step(OpState *os)
 		return;
 
 failed:
-		op_failed(os);
+		rconn_op_failed(os);
 		if (os->done)
 			return;
 		/* retrying on a fresh connection */
 	}
-}
-
-void
-rconn_run_parallel(RconnOp *ops, int nops)
-{
-	/* (room for a Redlock's usual masters without a palloc) */
-#define INLINE_OPS	8
-	OpState		inline_os[INLINE_OPS];
-	bool		inline_ready[INLINE_OPS];
-	RconnWaiter inline_waiters[INLINE_OPS];
-	StringInfoData shared = {0};	/* the bytes ops share (data: none yet) */
-	OpState    *os = nops <= INLINE_OPS ? inline_os :
-		palloc(nops * sizeof(OpState));
-	bool	   *ready = nops <= INLINE_OPS ? inline_ready :
-		palloc(nops * sizeof(bool));
-	RconnWaiter *waiters = nops <= INLINE_OPS ? inline_waiters :
-		palloc(nops * sizeof(RconnWaiter));
-
-	rconn_pool_enter();
-	for (int i = 0; i < nops; i++)
-	{
-		RedisConn  *conn = ops[i].conn;
-
-		Assert(conn->node.kind != NODE_CLUSTER);	/* routed: the route layer */
-		memset(&os[i], 0, sizeof(OpState));
-		os[i].op = &ops[i];
-		/* the same commands as an op before: their bytes are made once */
-		for (int j = 0; j < i && os[i].shared == NULL; j++)
-		{
-			if (ops[j].cmds != ops[i].cmds || ops[j].ncmds != ops[i].ncmds ||
-				ops[i].ncmds == 0)
-				continue;
-			if (os[j].shared == NULL && shared.data == NULL)
-			{
-				initStringInfo(&shared);
-				os[j].shared = &shared;
-			}
-			os[i].shared = os[j].shared;
-		}
-		ops[i].ok = false;
-		ops[i].replies = NULL;
-		ready[i] = true;		/* every op takes its first step */
-		/* left mid-way (an interrupt), stale, broken or idle: start afresh */
-		if (conn->state != CS_CLOSED &&
-			(conn->state != CS_READY || conn->busy || rconn_is_stale(conn) ||
-			 rconn_idle_expired(conn) || conn->demoted ||
-			 rconn_topology_moved(conn)))
-			rconn_discard(conn);
-	}
-
-	for (;;)
-	{
-		int			active = 0;
-		TimestampTz now;
-
-		/* only the ops whose socket is ready: the others would read in vain */
-		for (int i = 0; i < nops; i++)
-		{
-			if (!os[i].done && ready[i])
-				step(&os[i]);
-			if (!os[i].done)
-				active++;
-		}
-		if (active == 0)
-			break;
-
-		if (active == 1)
-		{
-			for (int i = 0; i < nops; i++)
-			{
-				RedisConn  *conn = os[i].op->conn;
-
-				if (os[i].done)
-					continue;
-				ready[i] = true;
-				if (!rconn_wait(conn, conn->want, os[i].deadline, NULL))
-				{
-					rconn_set_failure(conn, RF_TIMEOUT, NULL);
-					op_failed(&os[i]);
-				}
-			}
-			continue;
-		}
-		for (int i = 0; i < nops; i++)
-		{
-			waiters[i].conn = os[i].op->conn;
-			waiters[i].done = os[i].done;
-			waiters[i].deadline = os[i].deadline;
-		}
-		rconn_wait_many(waiters, nops);
-		for (int i = 0; i < nops; i++)
-			ready[i] = waiters[i].ready;
-		now = GetCurrentTimestamp();
-		for (int i = 0; i < nops; i++)
-		{
-			if (!os[i].done && now >= os[i].deadline)
-			{
-				rconn_set_failure(os[i].op->conn, RF_TIMEOUT, NULL);
-				op_failed(&os[i]);
-				ready[i] = true;	/* (retried on a fresh connection) */
-			}
-		}
-	}
-	if (os != inline_os)
-	{
-		pfree(os);
-		pfree(ready);
-		pfree(waiters);
-	}
-	if (shared.data != NULL)
-		pfree(shared.data);
-}
-
-/*
- * Make sure conn (one node's) is connected with the current settings and
- * idle (connecting now if needed).  On failure conn->failure says why.
- */
-bool
-rconn_ensure(RedisConn *conn)
-{
-	RconnOp		op = {conn, NULL, 0, false, NULL};
-
-	Assert(conn->node.kind != NODE_CLUSTER);	/* routed: the route layer */
-	rconn_pool_enter();			/* (closes it if the idle timer shut it) */
-	if (conn->state == CS_READY && !conn->busy && !rconn_is_stale(conn) &&
-		!conn->demoted && !rconn_topology_moved(conn))
-		return true;
-	rconn_run_parallel(&op, 1);
-	return op.ok;
-}
-
-/*
- * Connect now if not connected (ERROR on failure), so that a caller can tell
- * "Redis never saw the command" apart from "the command may have run".
- */
-void
-rconn_ready(RedisConn *conn, const char *what)
-{
-	if (!rconn_ensure(conn))
-		rconn_report(conn, ERROR, what);
-}
-
-/* Run ncmds commands pipelined on one node's connection. */
-bool
-rconn_run(RedisConn *conn, RedisCmd *cmds, int ncmds,
-		  RReply ***replies, int elevel, const char *what)
-{
-	RconnOp		op = {conn, cmds, ncmds, false, NULL};
-
-	rconn_run_parallel(&op, 1);
-	if (op.ok)
-	{
-		*replies = op.replies;
-		return true;
-	}
-	rconn_report(conn, elevel, what);
-	return false;
 }

@@ -31,7 +31,9 @@
  *	  connection_close.c	closing: failed, idle (a timer too) and stale ones
  *	  connection.c			the pool: find, check, name
  *	  connection_connect.c	connecting: resolve, socket, TLS, the handshake
- *	  connection_exchange.c	round trips, on one connection or several at once
+ *	  connection_exchange.c	one connection's round trip, step by step
+ *	  connection_parallel.c	round trips on one connection or several at
+ *							once, or until a quorum answered
  *	  connection_pubsub.c	subscribing and waiting for release messages
  *	  redis_int.h			struct RedisConn and what the files share
  *
@@ -144,7 +146,14 @@ typedef struct RconnOp
 	int			ncmds;
 	bool		ok;				/* out: replies are in replies[] */
 	RReply	  **replies;		/* out: ncmds replies, owned by conn */
+	bool		late;			/* out: not waited for (rconn_run_quorum) */
 } RconnOp;
+
+/*
+ * Does op's answer count toward what rconn_run_quorum waits for?  Called
+ * for each op that answered (op->ok), with the caller's arg.
+ */
+typedef bool (*RconnCounts) (const RconnOp *op, void *arg);
 
 /* Building commands. */
 extern void rcmd_init(RedisCmd *cmd);
@@ -171,7 +180,6 @@ extern int	rconn_replicas(RedisConn *conn);
 /* What a connection is (for the route layer's routing and messages). */
 extern const RedisUrl *rconn_node(RedisConn *conn);
 extern void rconn_set_label(RedisConn *conn, const char *label);
-extern bool rconn_is_ready(RedisConn *conn);
 extern bool rconn_is_closed(RedisConn *conn);
 extern uint64 rconn_incarnation(RedisConn *conn);
 extern void rconn_relocate(RedisConn *conn, bool avoid_here);
@@ -204,6 +212,18 @@ extern bool rconn_run(RedisConn *conn, RedisCmd *cmds, int ncmds,
  * has failed (op->ok; op->conn's failure then says why, for rconn_report).
  */
 extern void rconn_run_parallel(RconnOp *ops, int nops);
+
+/*
+ * The same, returning as soon as "need" ops answered with replies that
+ * "counts" counts (a Redlock's majority): the others are left late
+ * (op->late, not ok), their commands sent; their replies are read and
+ * dropped at their connection's next use, which waits for them first.
+ */
+extern void rconn_run_quorum(RconnOp *ops, int nops, int need,
+							 RconnCounts counts, void *arg);
+
+/* Will conn's next round trip go over the socket it has now? */
+extern bool rconn_reusable(RedisConn *conn);
 
 /* Why a round trip failed, and reporting it (connection_error.c). */
 extern void rconn_set_failure(RedisConn *conn, RconnFailure f,

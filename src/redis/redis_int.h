@@ -39,6 +39,7 @@ typedef enum ConnState
 #define SLOT_SELECT		(-3)
 #define SLOT_NAME		(-4)
 #define SLOT_ROLE		(-5)	/* ROLE: is it the master, how many replicas */
+#define SLOT_OWED		(-6)	/* a reply of a round trip not waited for */
 
 /*
  * Bounds on one reply (on a commands connection: on the replies of one
@@ -75,6 +76,9 @@ struct RedisConn
 	uint32		sockevents;		/* events the socket entry waits for now */
 	uint32		want;			/* what the socket must become to go on */
 	bool		busy;			/* a round trip was left unfinished */
+	bool		owed;			/* ready, but replies of a round trip not
+								 * waited for are to come (SLOT_OWED) */
+	bool		scripts_lost;	/* an owed reply said NOSCRIPT: send bodies */
 	bool		proven;			/* completed a round trip since connecting */
 	bool		subscribed;		/* may be subscribed to some channel */
 	bool		connected_before;	/* a connection was established once */
@@ -227,6 +231,22 @@ extern bool rconn_wait(RedisConn *conn, uint32 events, TimestampTz deadline,
 /* connection_reply.c (the bounded reply parser) */
 extern redisReader *rconn_reader_create(RedisConn *conn);
 extern bool rconn_get_reply(RedisConn *conn, void **reply);
+
+/* connection_exchange.c: one op of a round trip (connection_parallel.c) */
+typedef struct OpState
+{
+	RconnOp    *op;
+	bool		done;
+	bool		queued;			/* the op's commands are queued */
+	bool		reloaded;		/* NOSCRIPT replays were queued */
+	bool		was_proven;		/* the connection had worked when queued */
+	int			attempt;
+	TimestampTz deadline;
+	StringInfo	shared;			/* the bytes of commands other ops send too */
+} OpState;
+
+extern void rconn_step(OpState *os);
+extern void rconn_op_failed(OpState *os);
 
 /* Of the pool and the bounds, used inside this folder only. */
 extern void rconn_discard(RedisConn *conn);

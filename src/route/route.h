@@ -19,7 +19,9 @@
  *	  route.c			the routed entry points (route_run, route_subscribe...)
  *	  master_confirm.c	the check before COMMIT asks whether the node is
  *						still master
- *	  redlock.c			rlock.redlock_urls: the Redlock's masters, in parallel
+ *	  redlock_conf.c	rlock.redlock_urls: the Redlock's masters, as named
+ *	  redlock.c			their connections; asked in parallel, a majority's
+ *						answer
  *	  route_int.h		what the files of this folder share
  *
  * Copyright (c) 2026, rlock developers
@@ -134,9 +136,17 @@ redlock_quorum(int n)
 extern RconnOp *redlock_run(RedisConn **conns, int n, RedisCmd *cmds,
 							int ncmds, TimestampTz cap);
 
+/*
+ * The same, returning once a majority answered with replies that counts
+ * counts (rconn_run_quorum): the others are late (op->late).
+ */
+extern RconnOp *redlock_run_majority(RedisConn **conns, int n,
+									 RedisCmd *cmds, int ncmds,
+									 RconnCounts counts, void *arg);
+
 extern RconnOp *redlock_run_identified(RedisConn **conns, int n,
-									   RedisCmd *cmd, int *dup_a,
-									   int *dup_b);
+									   RedisCmd *cmd, RconnCounts counts,
+									   void *arg, int *dup_a, int *dup_b);
 
 extern bool redlock_failed_silently(RedisConn *conn);
 

@@ -20,6 +20,10 @@
 /* backend.c: the configured connections */
 extern void route_label_cluster(RedisConn *conn);
 
+/* redlock_conf.c and redlock.c: the setting, and its masters' connections */
+extern const RedisUrl *redlock_master_url(int i);
+extern uint64 redlock_conf_generation(void);
+
 /* cluster_check.c: a server's word, checked */
 extern const char *route_bad_address(const char *host, size_t len,
 									 size_t hostsize, long long port);

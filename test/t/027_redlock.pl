@@ -457,28 +457,80 @@ is("$out/$err", 't/', 'rlock releases it');
 
 # ---- d2) validity: a majority granted, but after the lease ran out ----
 
-# Master 4 stopped: the attempt waits for it up to the command timeout
-# (300 ms), so that four grants arrive after a 100 ms lease could have run
-# out: not acquired (validity = lease - elapsed - drift <= 0), and given
-# back.  The same with a lease that outlasts the wait is acquired.
-q1($s, "SET rlock.command_timeout = '${short_ms}ms'");
-q1($s, "SET rlock.connect_timeout = '${short_ms}ms'");
+# Masters 2, 3 and 4 stopped: 0 and 1 grant at once, but a majority needs
+# a third, and they answer only once the test resumes them, 300 ms after
+# the session is seen waiting (its commands sent): the majority grants a
+# 100 ms lease after it could have run out: not acquired (validity =
+# lease - elapsed - drift <= 0), and given back on every master.  The same
+# with a lease that outlasts the wait is acquired.  (An attempt returns
+# once a majority granted: only a wait for the majority itself eats into
+# the lease, not one for the last masters; f) shows that.)
+q1($s, "SET rlock.command_timeout = '60s'");
 my $lv = 'rl_validity';
-$rl->pause(4);
-($out, $err) = RlockTest::run_sql($s, "SELECT rlock_redlock_try_acquire('$lv', '100ms')");
-is("$out/$err", 'f/',
-	'four masters grant a 100 ms lease after 300 ms: not acquired (no validity left)');
-is(states([ 0 .. 3 ], $lv, $me), expect_states([ 0 .. 3 ], 'none'),
-	'... and given back on the masters that granted it');
+
+# (lease, then the expected result)
+sub late_majority
+{
+	my ($lease) = @_;
+	$rl->pause($_) for (2, 3, 4);
+	RlockTest::start_bg($s,
+		"SELECT rlock_redlock_try_acquire('$lv', '$lease')");
+	RlockTest::wait_for_rlock_waiters($node, 'postgres', 1,
+		"%rlock_redlock_try_acquire('$lv'%");
+	usleep(300_000);
+	$rl->resume($_) for (2, 3, 4);
+	RlockTest::wait_until(sub { RlockTest::bg_done($s) }, 60)
+	  or die 'the Redlock attempt did not end';
+	my ($o, $e) = RlockTest::bg_result($s);
+	return "$o/$e";
+}
+is(late_majority('100ms'), 'f/',
+	'a majority grants a 100 ms lease after 300 ms: not acquired (no validity left)');
+is(states(\@all, $lv, $me), expect_states(\@all, 'none'),
+	'... and given back on every master');
 is(q1($mon, "SELECT count(*) FROM rlock_locks WHERE name = '$lv'"), '0',
 	'... the session holds nothing');
-($out, $err) = RlockTest::run_sql($s, "SELECT rlock_redlock_try_acquire('$lv', '2s')");
-is("$out/$err", 't/', 'with a 2 s lease the same wait leaves validity: acquired');
+is(late_majority('30s'), 't/',
+	'with a 30 s lease the same wait leaves validity: acquired');
+is(states(\@all, $lv, $me), expect_states(\@all, 'me=1'),
+	'... on every master');
 ($out, $err) = RlockTest::run_sql($s, "SELECT rlock_redlock_release('$lv')");
 is("$out/$err", 't/', '... and released');
+is(states(\@all, $lv, $me), expect_states(\@all, 'none'),
+	'... from every master');
+q1($s, "SET rlock.command_timeout = '${short_ms}ms'");
+q1($s, "SET rlock.connect_timeout = '${short_ms}ms'");
+
+# ---- d3) a stopped master does not hold the others up ----
+
+# Master 4 stopped and a command timeout (60 s) longer than the statement
+# may run (30 s): the acquisition returns once a majority granted, without waiting
+# for master 4 (which grants when it runs again, and then runs the release
+# that followed on its connection); the connection to it is used again,
+# its late replies read first.
+my $lq = 'rl_quorum';
+($out, $err) = RlockTest::run_sql($s,
+	"SET rlock.command_timeout = '60s'; SET statement_timeout = '30s'");
+is($err, '', 'a 60 s command timeout, a 30 s statement timeout');
+$rl->pause(4);
+($out, $err) = RlockTest::run_sql($s, "SELECT rlock_redlock_try_acquire('$lq', '30s')");
+is("$out/$err", 't/',
+	'master 4 stopped: acquired once a majority granted, not after the command timeout');
+is(states([ 0 .. 3 ], $lq, $me), expect_states([ 0 .. 3 ], 'me=1'),
+	'... held on the four running masters');
+($out, $err) = RlockTest::run_sql($s, "SELECT rlock_redlock_release('$lq')");
+is("$out/$err", 't/', '... released the same way');
+is(states([ 0 .. 3 ], $lq, $me), expect_states([ 0 .. 3 ], 'none'),
+	'... from the four running masters');
 $rl->resume(4);
-ok( RlockTest::wait_until(sub { state_on(4, $lv, $me) eq 'none' }, 60),
-	'... what the stopped master ran late expires with its lease');
+ok(RlockTest::wait_until(sub { state_on(4, $lq, $me) eq 'none' }, 60),
+	'master 4, running again, took it and released it (no lease to wait for)');
+($out, $err) = RlockTest::run_sql($s,
+	"SELECT rlock_redlock_try_acquire('$lq', '30s'), rlock_redlock_release('$lq')");
+is("$out/$err", 't|t/', 'the next acquisition and release work, over the same connections');
+is(states(\@all, $lq, $me), expect_states(\@all, 'none'), '... leaving nothing');
+q1($s, "RESET statement_timeout");
+q1($s, "SET rlock.command_timeout = '${short_ms}ms'");
 
 # ---- e) transaction level, waiting ----
 

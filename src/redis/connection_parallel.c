@@ -1,0 +1,288 @@
+/*-------------------------------------------------------------------------
+ *
+ * connection_parallel.c
+ *	  Round trips over one node's connection or several at once, and the
+ *	  one-node round trips built on that (rconn_run, rconn_ensure).
+ *
+ * rconn_run_parallel() drives a set of connections, each with its own
+ * pipeline of commands (connection_exchange.c takes each a step at a
+ * time), without ever blocking: each connection goes as far as it can,
+ * then the wait primitive sleeps until one of their sockets is ready, the
+ * process latch is set (interrupts are processed there: cancel,
+ * statement_timeout, termination) or the earliest deadline passes.  A
+ * single connection waits on its own wait event set; several share one
+ * (connection_wait.c).  Every other round trip of rlock (rconn_run,
+ * rconn_ensure) is this with one connection, so the Sentinel, Cluster and
+ * Redlock deployments ask their nodes in parallel through the same code.
+ * Connections that send the same commands (a Redlock's masters) share
+ * their bytes, made once.
+ *
+ * A caller that needs only some of the answers (a Redlock's majority)
+ * runs rconn_run_quorum: once enough answered, the other connections are
+ * not waited for; they keep their sockets, owing the replies still to
+ * come, which their next round trip reads and drops before its own.
+ *
+ * Everything here serves single nodes: which node a command goes to (a
+ * Cluster's slot map, a Sentinel's master) is the route layer's business,
+ * which sits above and calls in here; the pool never asks a router.
+ *
+ * Copyright (c) 2026, rlock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "storage/latch.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "redis/redis.h"
+#include "redis/redis_int.h"
+
+/*
+ * Leave os, whose connection is not waited for any longer (enough others
+ * answered): a connection that sent everything keeps its socket, owing the
+ * replies still to come (its next round trip sends its own commands
+ * behind them, and reads and drops them first); one still connecting or
+ * sending is closed.
+ */
+static void
+op_late(OpState *os)
+{
+	RedisConn  *conn = os->op->conn;
+
+	if (conn->state == CS_EXCHANGE && conn->outpos == conn->outlen &&
+		os->queued)
+	{
+		for (int k = conn->nextslot; k < conn->nslots; k++)
+			if (conn->slots[k] >= 0)
+				conn->slots[k] = SLOT_OWED;
+		/* ready for the next op, which queues its commands behind them */
+		conn->owed = true;
+		conn->state = CS_READY;
+		conn->busy = false;
+		conn->last_used = GetCurrentTimestamp();
+	}
+	else
+		rconn_discard(conn);
+	os->done = true;
+	os->op->ok = false;
+	os->op->late = true;
+}
+
+/* Have the connections of the ops not done all worked before? */
+static bool
+all_proven(OpState *os, int nops)
+{
+	for (int i = 0; i < nops; i++)
+		if (!os[i].done && !os[i].op->conn->proven)
+			return false;
+	return true;
+}
+
+/* Will conn go on as it is at its next use (see run_ops)? */
+static bool
+keeps_socket(RedisConn *conn)
+{
+	if (conn->state == CS_CLOSED || rconn_is_stale(conn) ||
+		rconn_idle_expired(conn) || conn->demoted ||
+		rconn_topology_moved(conn))
+		return false;
+	return conn->state == CS_READY && !conn->busy;
+}
+
+bool
+rconn_reusable(RedisConn *conn)
+{
+	rconn_pool_enter();			/* (closes it if the idle timer shut it) */
+	return keeps_socket(conn);
+}
+
+/*
+ * Drive ops until each answered or failed, or (counts) until "need" of
+ * them answered with replies that count: the others are left late.
+ */
+static void
+run_ops(RconnOp *ops, int nops, int need, RconnCounts counts, void *arg)
+{
+	/* (room for a Redlock's usual masters without a palloc) */
+#define INLINE_OPS	8
+	OpState		inline_os[INLINE_OPS];
+	bool		inline_ready[INLINE_OPS];
+	RconnWaiter inline_waiters[INLINE_OPS];
+	StringInfoData shared = {0};	/* the bytes ops share (data: none yet) */
+	OpState    *os = nops <= INLINE_OPS ? inline_os :
+		palloc(nops * sizeof(OpState));
+	bool	   *ready = nops <= INLINE_OPS ? inline_ready :
+		palloc(nops * sizeof(bool));
+	RconnWaiter *waiters = nops <= INLINE_OPS ? inline_waiters :
+		palloc(nops * sizeof(RconnWaiter));
+
+	rconn_pool_enter();
+	for (int i = 0; i < nops; i++)
+	{
+		RedisConn  *conn = ops[i].conn;
+
+		Assert(conn->node.kind != NODE_CLUSTER);	/* routed: the route layer */
+		memset(&os[i], 0, sizeof(OpState));
+		os[i].op = &ops[i];
+		/* the same commands as an op before: their bytes are made once */
+		for (int j = 0; j < i && os[i].shared == NULL; j++)
+		{
+			if (ops[j].cmds != ops[i].cmds || ops[j].ncmds != ops[i].ncmds ||
+				ops[i].ncmds == 0)
+				continue;
+			if (os[j].shared == NULL && shared.data == NULL)
+			{
+				initStringInfo(&shared);
+				os[j].shared = &shared;
+			}
+			os[i].shared = os[j].shared;
+		}
+		ops[i].ok = false;
+		ops[i].late = false;
+		ops[i].replies = NULL;
+		ready[i] = true;		/* every op takes its first step */
+		/* left mid-way (an interrupt), stale, broken or idle: start afresh */
+		if (conn->state != CS_CLOSED && !keeps_socket(conn))
+			rconn_discard(conn);
+
+	}
+
+	for (;;)
+	{
+		int			active = 0;
+		int			counted = 0;
+		TimestampTz now;
+
+		/* only the ops whose socket is ready: the others would read in vain */
+		for (int i = 0; i < nops; i++)
+		{
+			if (!os[i].done && ready[i])
+				rconn_step(&os[i]);
+			if (!os[i].done)
+				active++;
+			else if (counts != NULL && ops[i].ok && counts(&ops[i], arg))
+				counted++;
+		}
+		if (active == 0)
+			break;
+		/*
+		 * Enough answered: the rest are not waited for, unless one is a
+		 * connection's first round trip (its server may lack the scripts,
+		 * and a NOSCRIPT read later could not run them any more).
+		 */
+		if (counts != NULL && counted >= need && all_proven(os, nops))
+		{
+			for (int i = 0; i < nops; i++)
+				if (!os[i].done)
+					op_late(&os[i]);
+			break;
+		}
+
+		if (active == 1)
+		{
+			for (int i = 0; i < nops; i++)
+			{
+				RedisConn  *conn = os[i].op->conn;
+
+				if (os[i].done)
+					continue;
+				ready[i] = true;
+				if (!rconn_wait(conn, conn->want, os[i].deadline, NULL))
+				{
+					rconn_set_failure(conn, RF_TIMEOUT, NULL);
+					rconn_op_failed(&os[i]);
+				}
+			}
+			continue;
+		}
+		for (int i = 0; i < nops; i++)
+		{
+			waiters[i].conn = os[i].op->conn;
+			waiters[i].done = os[i].done;
+			waiters[i].deadline = os[i].deadline;
+		}
+		rconn_wait_many(waiters, nops);
+		for (int i = 0; i < nops; i++)
+			ready[i] = waiters[i].ready;
+		now = GetCurrentTimestamp();
+		for (int i = 0; i < nops; i++)
+		{
+			if (!os[i].done && now >= os[i].deadline)
+			{
+				rconn_set_failure(os[i].op->conn, RF_TIMEOUT, NULL);
+				rconn_op_failed(&os[i]);
+				ready[i] = true;	/* (retried on a fresh connection) */
+			}
+		}
+	}
+	if (os != inline_os)
+	{
+		pfree(os);
+		pfree(ready);
+		pfree(waiters);
+	}
+	if (shared.data != NULL)
+		pfree(shared.data);
+}
+
+void
+rconn_run_parallel(RconnOp *ops, int nops)
+{
+	run_ops(ops, nops, 0, NULL, NULL);
+}
+
+void
+rconn_run_quorum(RconnOp *ops, int nops, int need, RconnCounts counts,
+				 void *arg)
+{
+	run_ops(ops, nops, need, counts, arg);
+}
+
+/*
+ * Make sure conn (one node's) is connected with the current settings and
+ * idle (connecting now if needed).  On failure conn->failure says why.
+ */
+bool
+rconn_ensure(RedisConn *conn)
+{
+	RconnOp		op = {conn, NULL, 0, false, NULL};
+
+	Assert(conn->node.kind != NODE_CLUSTER);	/* routed: the route layer */
+	rconn_pool_enter();			/* (closes it if the idle timer shut it) */
+	if (conn->state == CS_READY && !conn->busy && !rconn_is_stale(conn) &&
+		!conn->demoted && !rconn_topology_moved(conn))
+		return true;
+	rconn_run_parallel(&op, 1);
+	return op.ok;
+}
+
+/*
+ * Connect now if not connected (ERROR on failure), so that a caller can tell
+ * "Redis never saw the command" apart from "the command may have run".
+ */
+void
+rconn_ready(RedisConn *conn, const char *what)
+{
+	if (!rconn_ensure(conn))
+		rconn_report(conn, ERROR, what);
+}
+
+/* Run ncmds commands pipelined on one node's connection. */
+bool
+rconn_run(RedisConn *conn, RedisCmd *cmds, int ncmds,
+		  RReply ***replies, int elevel, const char *what)
+{
+	RconnOp		op = {conn, cmds, ncmds, false, NULL};
+
+	rconn_run_parallel(&op, 1);
+	if (op.ok)
+	{
+		*replies = op.replies;
+		return true;
+	}
+	rconn_report(conn, elevel, what);
+	return false;
+}
