@@ -120,7 +120,9 @@ queue_op(OpState *os)
 	if (conn->owed)
 	{
 		owed = conn->nslots - conn->nextslot;
-		memmove(conn->slots, conn->slots + conn->nextslot, owed * sizeof(int));
+		if (owed > 0)
+			memmove(conn->slots, conn->slots + conn->nextslot,
+					owed * sizeof(int));
 		conn->owed = false;
 	}
 	rconn_reset_replies(conn);
