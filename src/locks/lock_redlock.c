@@ -187,9 +187,9 @@ grants(const RconnOp *op, void *arg)
 /*
  * One attempt on every master, returning once a majority granted (the
  * others' answers are not waited for: they change nothing then).  When it
- * fails, *pttl is the remaining lease
- * of the holder on the master the wait listens on, one that refused; when a
- * majority failed, it paused and sets a->again (or, its wait over, ERRORs).
+ * fails, *pttl is the remaining lease of the holder on the master the wait
+ * listens on, one that refused; when a majority failed, it paused and sets
+ * a->again (or, its wait over, ERRORs).
  */
 static bool
 redlock_attempt(RedlockAttempt *a, int64 *pttl)

@@ -182,6 +182,7 @@ rconn_discard(RedisConn *conn)
 	conn->state = CS_CLOSED;
 	conn->busy = false;
 	conn->owed = false;
+	conn->nscripts_run = 0;
 	conn->proven = false;
 	conn->subscribed = false;
 	conn->sub_sharded = false;

@@ -181,6 +181,48 @@ queue_op(OpState *os)
 	return true;
 }
 
+/*
+ * Remember that conn's server ran script (or, lost: that it knows none
+ * for sure any more).
+ */
+static void
+note_script(RedisConn *conn, const RlockScript *script, bool lost)
+{
+	if (lost)
+	{
+		conn->nscripts_run = 0;
+		return;
+	}
+	for (int i = 0; i < conn->nscripts_run; i++)
+		if (conn->scripts_run[i] == script)
+			return;
+	if (conn->nscripts_run < RCONN_SCRIPTS_KNOWN)
+		conn->scripts_run[conn->nscripts_run++] = script;
+}
+
+/*
+ * Has the server of op's connection run every script op sends, on this
+ * socket?  Only then may op be left without its replies: a NOSCRIPT read
+ * later could not run the script any more (unless the scripts were
+ * flushed meanwhile: then that one command is lost on that server).
+ */
+bool
+rconn_scripts_known(const RconnOp *op)
+{
+	RedisConn  *conn = op->conn;
+
+	for (int i = 0; i < op->ncmds; i++)
+	{
+		bool		known = op->cmds[i].script == NULL;
+
+		for (int k = 0; k < conn->nscripts_run && !known; k++)
+			known = conn->scripts_run[k] == op->cmds[i].script;
+		if (!known)
+			return false;
+	}
+	return true;
+}
+
 /* A reply arrived for slot. */
 static bool
 take_reply(OpState *os, int slot, redisReply *r)
@@ -199,7 +241,14 @@ take_reply(OpState *os, int slot, redisReply *r)
 	/* a script the server lost: the next commands carry their bodies */
 	if (slot == SLOT_OWED && r->type == REDIS_REPLY_ERROR &&
 		strncmp(r->str, "NOSCRIPT", 8) == 0)
+	{
 		conn->scripts_lost = true;
+		note_script(conn, NULL, true);
+	}
+	if (slot >= 0 && os->op->cmds[slot].script != NULL)
+		note_script(conn, os->op->cmds[slot].script,
+					r->type == REDIS_REPLY_ERROR &&
+					strncmp(r->str, "NOSCRIPT", 8) == 0);
 	if (slot >= 0)
 	{
 		conn->replies[slot] = rconn_convert_reply(r, conn->replycxt);

@@ -71,12 +71,17 @@ op_late(OpState *os)
 	os->op->late = true;
 }
 
-/* Have the connections of the ops not done all worked before? */
+/*
+ * May the ops not done be left without their replies?  Not on a
+ * connection's first round trip, nor with a script its server was not
+ * seen running on this socket (rconn_scripts_known).
+ */
 static bool
-all_proven(OpState *os, int nops)
+may_leave(OpState *os, int nops)
 {
 	for (int i = 0; i < nops; i++)
-		if (!os[i].done && !os[i].op->conn->proven)
+		if (!os[i].done &&
+			(!os[i].op->conn->proven || !rconn_scripts_known(os[i].op)))
 			return false;
 	return true;
 }
@@ -169,11 +174,10 @@ run_ops(RconnOp *ops, int nops, int need, RconnCounts counts, void *arg)
 		if (active == 0)
 			break;
 		/*
-		 * Enough answered: the rest are not waited for, unless one is a
-		 * connection's first round trip (its server may lack the scripts,
-		 * and a NOSCRIPT read later could not run them any more).
+		 * Enough answered: the rest are not waited for, unless one may
+		 * yet need its script's body (may_leave).
 		 */
-		if (counts != NULL && counted >= need && all_proven(os, nops))
+		if (counts != NULL && counted >= need && may_leave(os, nops))
 		{
 			for (int i = 0; i < nops; i++)
 				if (!os[i].done)

@@ -41,6 +41,9 @@ typedef enum ConnState
 #define SLOT_ROLE		(-5)	/* ROLE: is it the master, how many replicas */
 #define SLOT_OWED		(-6)	/* a reply of a round trip not waited for */
 
+/* Scripts a connection remembers its server running (rconn_scripts_known) */
+#define RCONN_SCRIPTS_KNOWN	32
+
 /*
  * Bounds on one reply (on a commands connection: on the replies of one
  * round trip together), far above what rlock's own commands get back (the
@@ -79,6 +82,8 @@ struct RedisConn
 	bool		owed;			/* ready, but replies of a round trip not
 								 * waited for are to come (SLOT_OWED) */
 	bool		scripts_lost;	/* an owed reply said NOSCRIPT: send bodies */
+	const RlockScript *scripts_run[RCONN_SCRIPTS_KNOWN];	/* on this socket */
+	int			nscripts_run;
 	bool		proven;			/* completed a round trip since connecting */
 	bool		subscribed;		/* may be subscribed to some channel */
 	bool		connected_before;	/* a connection was established once */
@@ -246,6 +251,7 @@ typedef struct OpState
 } OpState;
 
 extern void rconn_step(OpState *os);
+extern bool rconn_scripts_known(const RconnOp *op);
 extern void rconn_op_failed(OpState *os);
 
 /* Of the pool and the bounds, used inside this folder only. */

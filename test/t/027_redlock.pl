@@ -629,6 +629,38 @@ $rl->start(0);
 ($out, $err) = RlockTest::run_sql($sb, "SELECT rlock_redlock_release('$lk')");
 is("$out/$err", 't/', '... which it releases');
 
+# ---- e2) a late master's script is not lost (it flushes scripts: last
+# of the sections on masters) ----
+
+# Scripts flushed on every master, a new session: its release's script is
+# new to each server, so a master that answers late (master 4, stopped
+# while the release runs) is waited for: its NOSCRIPT makes rlock send the
+# body, and the lock is gone from every master, not left on master 4 until
+# its lease ends.
+my $lsc = 'rl_script';
+$rl->cli($_, 'SCRIPT', 'FLUSH') for @all;
+my $sn = session();
+q1($sn, "SET rlock.command_timeout = '60s'");
+($out, $err) = RlockTest::run_sql($sn, "SELECT rlock_redlock_try_acquire('$lsc', '60s')");
+is("$out/$err", 't/', 'a new session takes a Redlock on masters without scripts');
+$rl->pause(4);
+RlockTest::start_bg($sn, "SELECT rlock_redlock_release('$lsc')");
+ok( RlockTest::wait_until(
+		sub {
+			RlockTest::bg_done($sn) || q1($mon,
+				"SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Extension' AND query LIKE '%rlock_redlock_release(''$lsc''%'"
+			) eq '1';
+		},
+		60),
+	'its release waits for master 4, or returns');
+$rl->resume(4);
+ok(RlockTest::wait_until(sub { RlockTest::bg_done($sn) }, 60), '... and returns');
+($out, $err) = RlockTest::bg_result($sn);
+is("$out/$err", 't/', '... true');
+is(states(\@all, $lsc, $me), expect_states(\@all, 'none'),
+	'... the lock is gone from every master, master 4 included');
+$sn->quit;
+
 # ---- f) no masters configured ----
 
 RlockTest::set_gucs($node, 'rlock.redlock_urls' => '');
