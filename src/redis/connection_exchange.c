@@ -12,8 +12,10 @@
  * Scripts run by EVALSHA; a NOSCRIPT reply makes us send the body with
  * EVAL, which also loads it into the server's script cache.  A connection
  * left owing the replies of a round trip not waited for
- * (rconn_run_quorum) reads and drops them first; a NOSCRIPT among them
- * makes its next commands carry their bodies.
+ * (rconn_run_quorum) reads and drops them first.  Such a round trip is
+ * left only where its server was seen running each of its scripts on this
+ * socket (rconn_scripts_known); a NOSCRIPT among the dropped replies
+ * (the scripts flushed meanwhile) makes the connection forget them all.
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -153,21 +155,7 @@ queue_op(OpState *os)
 			free(conn->deferred_del[i]);
 		conn->ndeferred = 0;
 	}
-	if (conn->scripts_lost)
-	{
-		/*
-		 * A late reply said NOSCRIPT, which no op read: load the scripts
-		 * with this op's commands (EVAL), lest a master that is always
-		 * late never have them.
-		 */
-		for (int i = 0; i < os->op->ncmds; i++)
-			if (!rconn_queue(conn, &os->op->cmds[i],
-							 os->op->cmds[i].script != NULL, i))
-				return false;
-		conn->scripts_lost = false;
-	}
-	else if (!rconn_queue_pipeline(conn, os->op->cmds, os->op->ncmds,
-								   os->shared))
+	if (!rconn_queue_pipeline(conn, os->op->cmds, os->op->ncmds, os->shared))
 		return false;
 	os->queued = true;
 	os->was_proven = conn->proven;
@@ -238,13 +226,14 @@ take_reply(OpState *os, int slot, redisReply *r)
 	}
 	if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "READONLY", 8) == 0)
 		conn->demoted = true;	/* a replica now: replace the connection */
-	/* a script the server lost: the next commands carry their bodies */
+	/*
+	 * A script the server lost, in a reply no op reads: it knows none for
+	 * sure now, so its next round trips are awaited (and their NOSCRIPT
+	 * replies answered with the bodies).
+	 */
 	if (slot == SLOT_OWED && r->type == REDIS_REPLY_ERROR &&
 		strncmp(r->str, "NOSCRIPT", 8) == 0)
-	{
-		conn->scripts_lost = true;
 		note_script(conn, NULL, true);
-	}
 	if (slot >= 0 && os->op->cmds[slot].script != NULL)
 		note_script(conn, os->op->cmds[slot].script,
 					r->type == REDIS_REPLY_ERROR &&

@@ -117,6 +117,7 @@ run_ops(RconnOp *ops, int nops, int need, RconnCounts counts, void *arg)
 	bool		inline_ready[INLINE_OPS];
 	RconnWaiter inline_waiters[INLINE_OPS];
 	StringInfoData shared = {0};	/* the bytes ops share (data: none yet) */
+	int			counted = 0;	/* answers that count (rconn_run_quorum) */
 	OpState    *os = nops <= INLINE_OPS ? inline_os :
 		palloc(nops * sizeof(OpState));
 	bool	   *ready = nops <= INLINE_OPS ? inline_ready :
@@ -152,13 +153,11 @@ run_ops(RconnOp *ops, int nops, int need, RconnCounts counts, void *arg)
 		/* left mid-way (an interrupt), stale, broken or idle: start afresh */
 		if (conn->state != CS_CLOSED && !keeps_socket(conn))
 			rconn_discard(conn);
-
 	}
 
 	for (;;)
 	{
 		int			active = 0;
-		int			counted = 0;
 		TimestampTz now;
 
 		/* only the ops whose socket is ready: the others would read in vain */
@@ -168,8 +167,12 @@ run_ops(RconnOp *ops, int nops, int need, RconnCounts counts, void *arg)
 				rconn_step(&os[i]);
 			if (!os[i].done)
 				active++;
-			else if (counts != NULL && ops[i].ok && counts(&ops[i], arg))
-				counted++;
+			else if (counts != NULL && !os[i].tallied)
+			{
+				os[i].tallied = true;	/* (each answer counted once) */
+				if (ops[i].ok && counts(&ops[i], arg))
+					counted++;
+			}
 		}
 		if (active == 0)
 			break;

@@ -81,7 +81,6 @@ struct RedisConn
 	bool		busy;			/* a round trip was left unfinished */
 	bool		owed;			/* ready, but replies of a round trip not
 								 * waited for are to come (SLOT_OWED) */
-	bool		scripts_lost;	/* an owed reply said NOSCRIPT: send bodies */
 	const RlockScript *scripts_run[RCONN_SCRIPTS_KNOWN];	/* on this socket */
 	int			nscripts_run;
 	bool		proven;			/* completed a round trip since connecting */
@@ -245,6 +244,7 @@ typedef struct OpState
 	bool		queued;			/* the op's commands are queued */
 	bool		reloaded;		/* NOSCRIPT replays were queued */
 	bool		was_proven;		/* the connection had worked when queued */
+	bool		tallied;		/* done, and looked at by rconn_run_quorum */
 	int			attempt;
 	TimestampTz deadline;
 	StringInfo	shared;			/* the bytes of commands other ops send too */
