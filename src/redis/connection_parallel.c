@@ -258,9 +258,7 @@ rconn_ensure(RedisConn *conn)
 	RconnOp		op = {conn, NULL, 0, false, NULL};
 
 	Assert(conn->node.kind != NODE_CLUSTER);	/* routed: the route layer */
-	rconn_pool_enter();			/* (closes it if the idle timer shut it) */
-	if (conn->state == CS_READY && !conn->busy && !rconn_is_stale(conn) &&
-		!conn->demoted && !rconn_topology_moved(conn))
+	if (rconn_reusable(conn))
 		return true;
 	rconn_run_parallel(&op, 1);
 	return op.ok;
