@@ -231,7 +231,7 @@ redlock_attempt(RedlockAttempt *a, int64 *pttl)
 		why[m] = NULL;
 		silent[m] = false;
 		if (ops[m].late)
-			continue;			/* not waited for: a majority granted */
+			continue;			/* not waited for, or set aside (route.h) */
 		if (!ops[m].ok)
 		{
 			/* before the give-back, which may reconnect it */
@@ -476,7 +476,7 @@ redlock_settle(const char *const *keys, const int *targets, const int *before,
 	for (int m = 0; m < nm; m++)
 	{
 		if (ops[m].late)
-			continue;			/* a majority held every lock: enough */
+			continue;			/* not waited for, or set aside (route.h) */
 		if (!ops[m].ok)
 		{
 			/* what it keeps expires with its lease */
@@ -544,7 +544,8 @@ redlock_renew(const RenewArg *args, int n, int elevel, TimestampTz cap,
 	{
 		if (!ops[m].ok)
 		{
-			rconn_report(conns[m], Min(elevel, DEBUG1), NULL);
+			if (!ops[m].late)	/* (late: set aside, see route.h) */
+				rconn_report(conns[m], Min(elevel, DEBUG1), NULL);
 			for (int i = 0; i < n; i++)
 				unknown[i]++;
 			continue;

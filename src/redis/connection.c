@@ -239,11 +239,27 @@ rconn_is_closed(RedisConn *conn)
 	return conn->state == CS_CLOSED;
 }
 
-/* Which socket conn is on: a new number at each connect. */
-uint64
-rconn_incarnation(RedisConn *conn)
+/*
+ * Learn, on each of conn's sockets from now on, which server answers
+ * there (INFO server, in front of the first commands on the socket).
+ */
+void
+rconn_identify(RedisConn *conn)
 {
-	return conn->incarnation;
+	conn->identify = true;
+}
+
+/*
+ * The run_id of the server that answers on conn's socket now: NULL when
+ * not known (no socket, or INFO not answered on it yet), "" when the
+ * server did not tell.
+ */
+const char *
+rconn_run_id(RedisConn *conn)
+{
+	if (conn->state == CS_CLOSED || !conn->identity_known)
+		return NULL;
+	return conn->run_id;
 }
 
 /* Replicas of conn's node when last asked (-1: unknown). */

@@ -135,6 +135,18 @@ queue_op(OpState *os)
 	conn->maxreplies = os->op->ncmds;
 	if (!rconn_queue_setname(conn))
 		return false;
+	/* who answers on this socket, in front of its first commands */
+	if (conn->identify && !conn->identity_asked)
+	{
+		RedisCmd	info;
+
+		rcmd_init(&info);
+		rcmd_str(&info, "INFO");
+		rcmd_str(&info, "server");
+		if (!rconn_queue(conn, &info, false, SLOT_IDENTITY))
+			return false;
+		conn->identity_asked = true;
+	}
 	/* re-learn the role and replica count now and then, in passing */
 	if (conn->role == RCONN_COMMANDS && conn->node.kind != NODE_SENTINEL &&
 		(rlock_replica_acks > 0 || conn->node.kind == NODE_SENTINEL_MASTER) &&
@@ -211,12 +223,39 @@ rconn_scripts_known(const RconnOp *op)
 	return true;
 }
 
+/*
+ * INFO server's answer: the run_id of the server on this socket ("" when it
+ * does not tell, say an ACL refuses INFO).  Only 40 hex digits are taken.
+ */
+static void
+take_identity(RedisConn *conn, const redisReply *r)
+{
+	const char *p;
+
+	conn->identity_known = true;
+	conn->run_id[0] = '\0';
+	if (r->type != REDIS_REPLY_STRING || r->str == NULL ||
+		(p = strstr(r->str, "run_id:")) == NULL)
+		return;
+	p += 7;
+	if (strspn(p, "0123456789abcdefABCDEF") != RCONN_RUN_ID_LEN)
+		return;
+	memcpy(conn->run_id, p, RCONN_RUN_ID_LEN);
+	conn->run_id[RCONN_RUN_ID_LEN] = '\0';
+}
+
 /* A reply arrived for slot. */
 static bool
 take_reply(OpState *os, int slot, redisReply *r)
 {
 	RedisConn  *conn = os->op->conn;
 
+	if (slot == SLOT_IDENTITY)
+	{
+		take_identity(conn, r);
+		freeReplyObject(r);
+		return true;
+	}
 	if (slot == SLOT_ROLE)
 	{
 		bool		ok = rconn_take_role(conn, r);

@@ -72,16 +72,17 @@ op_late(OpState *os)
 }
 
 /*
- * May the ops not done be left without their replies?  Not on a
- * connection's first round trip, nor with a script its server was not
- * seen running on this socket (rconn_scripts_known).
+ * May the ops not done be left without their replies?  Not one its caller
+ * awaits, nor on a connection's first round trip, nor with a script its
+ * server was not seen running on this socket (rconn_scripts_known).
  */
 static bool
 may_leave(OpState *os, int nops)
 {
 	for (int i = 0; i < nops; i++)
 		if (!os[i].done &&
-			(!os[i].op->conn->proven || !rconn_scripts_known(os[i].op)))
+			(os[i].op->awaited || !os[i].op->conn->proven ||
+			 !rconn_scripts_known(os[i].op)))
 			return false;
 	return true;
 }

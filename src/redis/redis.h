@@ -147,6 +147,7 @@ typedef struct RconnOp
 	bool		ok;				/* out: replies are in replies[] */
 	RReply	  **replies;		/* out: ncmds replies, owned by conn */
 	bool		late;			/* out: not waited for (rconn_run_quorum) */
+	bool		awaited;		/* in: waited for, even once enough counted */
 } RconnOp;
 
 /*
@@ -181,7 +182,8 @@ extern int	rconn_replicas(RedisConn *conn);
 extern const RedisUrl *rconn_node(RedisConn *conn);
 extern void rconn_set_label(RedisConn *conn, const char *label);
 extern bool rconn_is_closed(RedisConn *conn);
-extern uint64 rconn_incarnation(RedisConn *conn);
+extern void rconn_identify(RedisConn *conn);
+extern const char *rconn_run_id(RedisConn *conn);
 extern void rconn_relocate(RedisConn *conn, bool avoid_here);
 extern MemoryContext rconn_reply_context(RedisConn *conn);
 extern RedisConn *rconn_target(RedisConn *conn);

@@ -40,6 +40,7 @@ typedef enum ConnState
 #define SLOT_NAME		(-4)
 #define SLOT_ROLE		(-5)	/* ROLE: is it the master, how many replicas */
 #define SLOT_OWED		(-6)	/* a reply of a round trip not waited for */
+#define SLOT_IDENTITY	(-7)	/* INFO server: the server's run_id */
 
 /* Scripts a connection remembers its server running (rconn_scripts_known) */
 #define RCONN_SCRIPTS_KNOWN	32
@@ -59,6 +60,9 @@ typedef enum ConnState
 #define RCONN_REPLY_MAX_DEPTH		8
 /* ... and a line of it (a header, a status, an error) ends within this */
 #define RCONN_REPLY_MAX_LINE		(1024 * 1024)
+
+/* A server's run_id (INFO server): 40 hex digits. */
+#define RCONN_RUN_ID_LEN		40
 
 /* How often a connection re-learns its node's role and replica count. */
 #define RCONN_ROLE_REFRESH_MS	1000
@@ -129,6 +133,15 @@ struct RedisConn
 	 */
 	bool		progress_deadlines;
 	TimestampTz deadline_cap;	/* no round trip waits past this (0: none) */
+
+	/*
+	 * Who answers on this socket (rconn_identify): the server's run_id,
+	 * asked with INFO server in front of the first commands on each socket.
+	 */
+	bool		identify;		/* asked for each socket */
+	bool		identity_asked; /* INFO went out on this socket */
+	bool		identity_known; /* and was answered (run_id: "" if not told) */
+	char		run_id[RCONN_RUN_ID_LEN + 1];
 
 	/* CLIENT SETNAME rlock:<pid>, sent in front of the first commands */
 	bool		name_pending;

@@ -11,11 +11,14 @@
  * not wait for the last masters once a majority granted (rconn_run_quorum).
  *
  * Each master must count once toward the majority: the setting's check
- * hook refuses a server named twice where it can tell, and the first
- * acquisition over each connection asks the server's run_id in the same
- * round trip, so that two names no setting could tell apart (a TCP port
- * and a Unix socket of one server) fail closed.  A master counted toward a
- * majority has answered, so it was identified.
+ * hook refuses a server named twice where it can tell, and the pool asks,
+ * in front of the first commands on each socket of a master's connection,
+ * which server answers there (its run_id, rconn_identify).  An answer
+ * counts only from a master whose server is known on the socket that
+ * answered and is no earlier master's, so that two names no setting could
+ * tell apart (a TCP port and a Unix socket of one server), or a name that
+ * comes to lead to another master's server (seen when a round trip is
+ * retried on a fresh connection), fail closed.
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -36,29 +39,35 @@
 static RedisConn *master_conns[REDLOCK_MAX_MASTERS];
 static bool master_conns_valid = false;
 
-/*
- * Who answers on each master's command connection: the server's run_id
- * (INFO server), asked once per socket, in the first acquisition's round
- * trip over it.  Two masters with one run_id are one server, whatever
- * names or addresses the setting gave them (redlock_run_identified).
- */
-#define RUN_ID_LEN	40
-static uint64 identified_incarnation[REDLOCK_MAX_MASTERS];
-static char run_ids[REDLOCK_MAX_MASTERS][RUN_ID_LEN + 1];
-
 /* The setting's generation these were looked up for. */
 static uint64 masters_generation = 0;
 
-/* After a change of the setting, connections and identities anew. */
+/* After a change of the setting, the connections anew. */
 static void
 check_generation(void)
 {
 	if (masters_generation == redlock_conf_generation())
 		return;
 	master_conns_valid = false;
-	memset(identified_incarnation, 0, sizeof(identified_incarnation));
-	memset(run_ids, 0, sizeof(run_ids));
 	masters_generation = redlock_conf_generation();
+}
+
+/* Look the masters' command connections up, if the setting changed. */
+static void
+look_up_masters(void)
+{
+	check_generation();
+	if (!master_conns_valid)
+	{
+		for (int i = 0; i < redlock_num_masters(); i++)
+		{
+			master_conns[i] = rconn_get(redlock_master_url(i),
+										RCONN_COMMANDS);
+			/* who answers: the server's run_id, on each socket */
+			rconn_identify(master_conns[i]);
+		}
+		master_conns_valid = true;
+	}
 }
 
 /* The command connections of the masters, in conns (REDLOCK_MAX_MASTERS). */
@@ -66,14 +75,7 @@ int
 redlock_masters(RedisConn **conns, const char *name)
 {
 	redlock_require_configured(name);
-	check_generation();
-	if (!master_conns_valid)
-	{
-		for (int i = 0; i < redlock_num_masters(); i++)
-			master_conns[i] = rconn_get(redlock_master_url(i),
-										RCONN_COMMANDS);
-		master_conns_valid = true;
-	}
+	look_up_masters();
 	memcpy(conns, master_conns, redlock_num_masters() * sizeof(RedisConn *));
 	return redlock_num_masters();
 }
@@ -86,146 +88,150 @@ redlock_subscriber(int master)
 	return rconn_get(redlock_master_url(master), RCONN_SUBSCRIBER);
 }
 
+/*
+ * Which master of the setting conn is the command connection of; -1 when
+ * none is (the setting changed since conn was looked up).
+ */
+static int
+master_index(RedisConn *conn)
+{
+	look_up_masters();
+	for (int k = 0; k < redlock_num_masters(); k++)
+		if (master_conns[k] == conn)
+			return k;
+	return -1;
+}
+
+/*
+ * An earlier master that is the same server as master k, both known by
+ * their run_id on the sockets they have now; -1 if none.
+ */
+static int
+same_server_as(int k)
+{
+	const char *id = rconn_run_id(master_conns[k]);
+
+	if (id == NULL || id[0] == '\0')
+		return -1;				/* not known, or not told: not compared */
+	for (int j = 0; j < k; j++)
+	{
+		const char *other = rconn_run_id(master_conns[j]);
+
+		if (other != NULL && strcmp(id, other) == 0)
+			return j;
+	}
+	return -1;
+}
+
+/* What run_masters needs to count an answer during the round trip. */
+typedef struct MasterCount
+{
+	RconnOp    *ops;
+	const int  *master;
+	RconnCounts counts;
+	void	   *arg;
+} MasterCount;
+
+/*
+ * Does op's answer count (rconn_run_quorum's counting)?  Only from a
+ * master of the setting whose server is known and is no earlier master's.
+ */
+static bool
+master_counts(const RconnOp *op, void *arg)
+{
+	MasterCount *mc = arg;
+	int			k = mc->master[op - mc->ops];
+
+	if (k < 0 || rconn_run_id(op->conn) == NULL || same_server_as(k) >= 0)
+		return false;
+	return mc->counts(op, mc->arg);
+}
+
+/*
+ * cmds on every master of conns at once (see route.h's redlock_run); with
+ * counts, until a majority of conns counted.  A master whose server is not
+ * known yet on its socket (the pool asks it in front of the first commands
+ * on each socket) or is known to be another master's is waited for.  Then
+ * an answer that may not count is set aside (ok false, late true: its
+ * commands may have run there, as on a master not waited for): one from a
+ * connection that is not a master's of the setting any more, or whose
+ * server is not known, or from the same server as an earlier master
+ * (*dup_a < *dup_b name the first such pair, else both are -1).
+ */
+static RconnOp *
+run_masters(RedisConn **conns, int n, RedisCmd *cmds, int ncmds,
+			RconnCounts counts, void *arg, TimestampTz cap,
+			int *dup_a, int *dup_b)
+{
+	RconnOp    *ops = palloc0(n * sizeof(RconnOp));
+	int			master[REDLOCK_MAX_MASTERS];
+	MasterCount mc = {ops, master, counts, arg};
+
+	Assert(n <= REDLOCK_MAX_MASTERS);
+	*dup_a = *dup_b = -1;
+	for (int i = 0; i < n; i++)
+	{
+		master[i] = master_index(conns[i]);
+		ops[i].conn = conns[i];
+		ops[i].cmds = cmds;
+		ops[i].ncmds = ncmds;
+		ops[i].awaited = master[i] >= 0 &&
+			(rconn_run_id(conns[i]) == NULL || same_server_as(master[i]) >= 0);
+		rconn_set_deadline_cap(conns[i], cap);
+	}
+	if (counts != NULL)
+		rconn_run_quorum(ops, n, redlock_quorum(n), master_counts, &mc);
+	else
+		rconn_run_parallel(ops, n);
+	for (int i = 0; i < n; i++)
+	{
+		int			k = master[i];
+		int			j = -1;
+
+		rconn_set_deadline_cap(conns[i], DT_NOEND);
+		if (!ops[i].ok)
+			continue;
+		if (k >= 0 && rconn_run_id(conns[i]) != NULL &&
+			(j = same_server_as(k)) < 0)
+			continue;			/* it counts */
+		ops[i].ok = false;
+		ops[i].late = true;
+		if (j >= 0 && *dup_a < 0)
+		{
+			*dup_a = j;
+			*dup_b = k;
+		}
+	}
+	return ops;
+}
+
 RconnOp *
 redlock_run(RedisConn **conns, int n, RedisCmd *cmds, int ncmds,
 			TimestampTz cap)
 {
-	RconnOp    *ops = palloc0(n * sizeof(RconnOp));
+	int			dup_a;
+	int			dup_b;
 
-	for (int i = 0; i < n; i++)
-	{
-		ops[i].conn = conns[i];
-		ops[i].cmds = cmds;
-		ops[i].ncmds = ncmds;
-		rconn_set_deadline_cap(conns[i], cap);
-	}
-	rconn_run_parallel(ops, n);
-	for (int i = 0; i < n; i++)
-		rconn_set_deadline_cap(conns[i], DT_NOEND);
-	return ops;
+	return run_masters(conns, n, cmds, ncmds, NULL, NULL, cap,
+					   &dup_a, &dup_b);
 }
 
 RconnOp *
 redlock_run_majority(RedisConn **conns, int n, RedisCmd *cmds, int ncmds,
 					 RconnCounts counts, void *arg)
 {
-	RconnOp    *ops = palloc0(n * sizeof(RconnOp));
+	int			dup_a;
+	int			dup_b;
 
-	for (int i = 0; i < n; i++)
-	{
-		ops[i].conn = conns[i];
-		ops[i].cmds = cmds;
-		ops[i].ncmds = ncmds;
-	}
-	rconn_run_quorum(ops, n, redlock_quorum(n), counts, arg);
-	return ops;
+	return run_masters(conns, n, cmds, ncmds, counts, arg, DT_NOEND,
+					   &dup_a, &dup_b);
 }
 
-/* What redlock_run_identified's counting needs: INFO's reply is skipped. */
-typedef struct IdentifiedCount
-{
-	RconnOp    *ops;
-	const bool *asked;
-	RedisCmd   *cmd;
-	RconnCounts counts;
-	void	   *arg;
-} IdentifiedCount;
-
-static bool
-identified_counts(const RconnOp *op, void *arg)
-{
-	IdentifiedCount *ic = arg;
-	RconnOp		own = *op;
-
-	if (ic->asked[op - ic->ops])
-	{
-		own.replies++;
-		own.cmds = ic->cmd;
-		own.ncmds = 1;
-	}
-	return ic->counts(&own, ic->arg);
-}
-
-/*
- * redlock_run_majority of one command on every master (conns:
- * redlock_masters'), with INFO server first on each connection that is not
- * identified on the socket it will use.  When two masters turn out to be
- * one server, *dup_a < *dup_b name them (else both are -1): the caller
- * gives back what the command did and fails closed.  A master counted
- * toward the majority has answered, so it was identified.
- */
 RconnOp *
 redlock_run_identified(RedisConn **conns, int n, RedisCmd *cmd,
 					   RconnCounts counts, void *arg, int *dup_a, int *dup_b)
 {
-	RconnOp    *ops = palloc0(n * sizeof(RconnOp));
-	RedisCmd   *pairs = palloc(n * 2 * sizeof(RedisCmd));
-	bool		asked[REDLOCK_MAX_MASTERS];
-	IdentifiedCount ic = {ops, asked, cmd, counts, arg};
-
-	check_generation();
-	*dup_a = *dup_b = -1;
-	for (int i = 0; i < n; i++)
-	{
-		RedisConn  *conn = conns[i];
-
-		asked[i] = !rconn_reusable(conn) ||
-			rconn_incarnation(conn) != identified_incarnation[i];
-		ops[i].conn = conn;
-		ops[i].cmds = cmd;
-		ops[i].ncmds = 1;
-		if (asked[i])
-		{
-			rcmd_init(&pairs[2 * i]);
-			rcmd_str(&pairs[2 * i], "INFO");
-			rcmd_str(&pairs[2 * i], "server");
-			pairs[2 * i + 1] = *cmd;
-			ops[i].cmds = &pairs[2 * i];
-			ops[i].ncmds = 2;
-		}
-	}
-	rconn_run_quorum(ops, n, redlock_quorum(n), identified_counts, &ic);
-	for (int i = 0; i < n; i++)
-	{
-		RReply	   *info;
-		const char *p;
-
-		if (!asked[i] || !ops[i].ok)
-			continue;
-		info = ops[i].replies[0];
-		ops[i].replies++;		/* the caller's command's reply first */
-		ops[i].cmds = cmd;
-		ops[i].ncmds = 1;
-		identified_incarnation[i] = rconn_incarnation(conns[i]);
-		run_ids[i][0] = '\0';
-		if (info->type != RREPLY_STRING ||
-			(p = strstr(info->str, "run_id:")) == NULL)
-			continue;			/* not told (ACL): not compared */
-		p += 7;
-		if (strspn(p, "0123456789abcdefABCDEF") == RUN_ID_LEN)
-		{
-			memcpy(run_ids[i], p, RUN_ID_LEN);
-			run_ids[i][RUN_ID_LEN] = '\0';
-		}
-	}
-	for (int i = 0; i < n && *dup_a < 0; i++)
-	{
-		if (run_ids[i][0] == '\0' ||
-			identified_incarnation[i] != rconn_incarnation(conns[i]))
-			continue;
-		for (int j = 0; j < i; j++)
-		{
-			if (run_ids[j][0] != '\0' &&
-				identified_incarnation[j] == rconn_incarnation(conns[j]) &&
-				strcmp(run_ids[i], run_ids[j]) == 0)
-			{
-				*dup_a = j;
-				*dup_b = i;
-				break;
-			}
-		}
-	}
-	return ops;
+	return run_masters(conns, n, cmd, 1, counts, arg, DT_NOEND, dup_a, dup_b);
 }
 
 /*

@@ -132,6 +132,12 @@ redlock_quorum(int n)
 /*
  * The same commands on every master at once: one op per master, each with
  * ok set and its replies (owned by its connection) when it answered.
+ * Every master's answer counts once, from a server known by its run_id
+ * (the pool asks it on each new socket, in front of the first commands):
+ * an answer that may not count is set aside (ok false, late true, as a
+ * master not waited for: its commands may have run there): one from a
+ * connection that is not a master's of the setting any more, or whose
+ * server is not known, or from the same server as an earlier master.
  */
 extern RconnOp *redlock_run(RedisConn **conns, int n, RedisCmd *cmds,
 							int ncmds, TimestampTz cap);
@@ -144,6 +150,11 @@ extern RconnOp *redlock_run_majority(RedisConn **conns, int n,
 									 RedisCmd *cmds, int ncmds,
 									 RconnCounts counts, void *arg);
 
+/*
+ * redlock_run_majority of one command; *dup_a < *dup_b name the first two
+ * masters found to be one server (else both are -1): the caller gives back
+ * and fails closed.
+ */
 extern RconnOp *redlock_run_identified(RedisConn **conns, int n,
 									   RedisCmd *cmd, RconnCounts counts,
 									   void *arg, int *dup_a, int *dup_b);

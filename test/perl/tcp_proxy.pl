@@ -12,7 +12,7 @@
 # reads one command a line on stdin, "<seq> <command>", and answers on
 # stdout "<seq> ok [info]" or "<seq> error <why>" once the command has taken
 # effect.  Commands: forward, stall, stall_replies, cut, cut_reset, refuse,
-# accept, connections, quit.  It exits at "quit" and when stdin reaches EOF
+# accept, target PORT, connections, quit.  It exits at "quit" and when stdin reaches EOF
 # (its parent is gone).  Diagnostics go to stderr (the test's log), prefixed
 # with "# tcp_proxy".
 #
@@ -134,7 +134,7 @@ sub fill_from
 sub command
 {
 	my ($line) = @_;
-	my ($seq, $cmd) = $line =~ /^(\S+)\s+(\S+)/ or return;
+	my ($seq, $cmd, $arg) = $line =~ /^(\S+)\s+(\S+)(?:\s+(\S+))?/ or return;
 	my $reply = 'ok';
 	if ($cmd eq 'forward' || $cmd eq 'stall' || $cmd eq 'stall_replies')
 	{
@@ -159,6 +159,10 @@ sub command
 	{
 		$listener //= listen_socket()
 		  or $reply = "error cannot listen on port $listen_port: $!";
+	}
+	elsif ($cmd eq 'target' && defined $arg && $arg =~ /^\d+$/)
+	{
+		$target_port = $arg;    # for the connections made from now on
 	}
 	elsif ($cmd eq 'connections')
 	{

@@ -14,7 +14,13 @@
 #      postmaster is the same process, no backend "terminated by signal").
 #      One server behind a TCP port and a Unix socket, which no setting can
 #      tell apart, is caught by the masters' run_id at the first
-#      acquisition: an ERROR (22023), nothing left on the server.
+#      acquisition: an ERROR (22023), nothing left on the server.  So is a
+#      master's name that comes to lead to another master's server (a
+#      proxy retargeted, its link cut): an acquisition retried over it on a
+#      fresh connection does not count that server twice (not acquired,
+#      nothing left), the next one fails with that ERROR, and a lock the
+#      watchdog renews is reported lost rather than renewed on one server
+#      counted twice.
 #   c) A majority that fails (a wrong password on two of three masters;
 #      two of three stopped): try_acquire raises an ERROR with the SQLSTATE
 #      of the failure (28P01, 08001) naming the lock, with each master's
@@ -36,6 +42,7 @@ use Test::More;
 use Time::HiRes qw(time usleep);
 
 use RlockTest;
+use RlockTest::Proxy;
 use RlockTest::Redlock;
 
 my $secret = 'rl-secret-8c1f';
@@ -178,6 +185,69 @@ is($state, '22023', 'a Redlock on them fails closed');
 like($err, qr/two of its masters are one Redis server.*\n.*DETAIL:.*[Mm]aster 1 .* master 2 /,
 	'... naming the two masters');
 is($twin->cli('EXISTS', 'twin1'), '0', '... and leaves nothing on that server');
+reload_with($good);
+
+# a master's name that leads to another master's server once its round
+# trip is retried on a fresh connection (a proxy retargeted, then the link
+# cut while the acquisition waits): that answer was not identified and must
+# not count, so A alone (once as master 1, once as master 3) is no majority
+my ($ra, $rb, $rc) = map { RlockTest::Redis->new } 1 .. 3;
+my $px = RlockTest::Proxy->new($rc);
+reload_with(join(',', $ra->url, $rb->url, $px->url));
+my $rs = $node->background_psql('postgres', on_error_stop => 0);
+($out, $err) = RlockTest::run_sql($rs,
+	"SELECT rlock_redlock_try_acquire('idn1', '30 seconds'), rlock_redlock_release('idn1')");
+is("$out/$err", 't|t/', 'three masters, one behind a proxy, identified');
+$px->stall;
+CORE::kill 'STOP', $rb->pid or die "SIGSTOP: $!";
+RlockTest::start_bg($rs, "SELECT rlock_redlock_try_acquire('idn2', '30 seconds')");
+ok( RlockTest::wait_until(
+		sub {
+			RlockTest::bg_done($rs) || sq(
+				"SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Extension' AND query LIKE '%rlock_redlock_try_acquire(''idn2''%'"
+			) eq '1';
+		},
+		30),
+	'an acquisition waits for master 2 (stopped) and master 3 (stalled)');
+$px->retarget($ra);
+$px->cut;
+$px->resume;
+ok(RlockTest::wait_until(sub { RlockTest::bg_done($rs) }, 60), '... and returns');
+($out, $err) = RlockTest::bg_result($rs);
+isnt($out, 't', '... not acquired on one server counted twice');
+CORE::kill 'CONT', $rb->pid or die "SIGCONT: $!";
+is(join(',', map { scalar $_->cli('EXISTS', 'idn2') } $ra, $rc), '0,0',
+	'... and nothing left on master 1 or behind the proxy (master 2 keeps what it ran late until its lease ends)');
+($out, $err, $state) = RlockTest::run_sql($rs,
+	"SELECT rlock_redlock_try_acquire('idn3', '30 seconds')");
+is($state, '22023', 'the next acquisition identifies master 3 as master 1: ERROR');
+like($err, qr/[Mm]aster 1 .* master 3 /, '... naming them');
+is(scalar $ra->cli('EXISTS', 'idn3'), '0', '... and leaves nothing');
+
+# the same for a lock the watchdog renews: once master 2 lost it and master
+# 3's name leads to master 1's server, master 1 must not count twice: the
+# lock is lost (fail closed), not renewed on one server for ever
+my $rd = RlockTest::Redis->new;
+my $px2 = RlockTest::Proxy->new($rd);
+$node->append_conf('postgresql.conf', "rlock.watchdog_timeout = '3s'\n");
+reload_with(join(',', $ra->url, $rb->url, $px2->url));
+($out, $err) = RlockTest::run_sql($rs, "SELECT rlock_redlock_acquire('idn4')");
+is("$out/$err", '/', 'a Redlock the watchdog renews (3 s), master 3 behind a proxy');
+is(join(',', map { scalar $_->cli('EXISTS', 'idn4') } $ra, $rb, $rd), '1,1,1',
+	'... held on the three servers');
+$rb->cli('DEL', 'idn4');
+$px2->retarget($ra);
+$px2->cut;
+ok( RlockTest::wait_until(
+		sub { sq("SELECT state FROM rlock_locks WHERE name = 'idn4'") eq 'lost' },
+		60),
+	'master 2 lost it, master 3 now leads to master 1: rlock_locks says lost');
+($out, $err) = RlockTest::run_sql($rs, "SELECT rlock_redlock_release('idn4')");
+is($out, 'f', '... and its release returns false');
+$rs->quit;
+$_->stop for $px, $px2;
+$_->stop for $ra, $rb, $rc, $rd;
+$node->append_conf('postgresql.conf', "rlock.watchdog_timeout = '30s'\n");
 reload_with($good);
 
 # ---- c) a majority that fails ------------------------------------------

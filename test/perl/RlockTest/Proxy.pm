@@ -149,6 +149,23 @@ sub resume { $_[0]->_command('forward'); return; }
 
 =pod
 
+=item $p->retarget($redis)
+
+Forward the connections accepted from now on to $redis instead (those
+open stay where they are): a name that now leads to another server.
+
+=cut
+
+sub retarget
+{
+	my ($self, $redis) = @_;
+	$self->_command('target ' . $redis->port);
+	$self->{redis} = $redis;
+	return;
+}
+
+=pod
+
 =item $p->cut(%opts)
 
 Close every proxied connection at once, both its client and its Redis
