@@ -14,8 +14,9 @@
 # wrong reply types, a truncated reply then close, a drip past
 # rlock.command_timeout, bogus CLUSTER SLOTS maps, sentinels naming
 # nonsense masters (also asked by the background worker, no SQL running),
-# redis-cluster:// at a standalone Redis, rediss:// at a plain Redis, and a
-# port with trailing garbage in the URL.
+# redis-cluster:// at a standalone Redis, rediss:// at a plain Redis, a
+# Redlock master whose INFO is endless or copies another master's run_id,
+# and a port with trailing garbage in the URL.
 use strict;
 use warnings;
 
@@ -63,8 +64,8 @@ sub vm
 	return ($hwm, $rss);
 }
 
-# Run $c{sql} in a new session with rlock.redis_url = $c{url} (set for the
-# server: it is not a session's setting) and the
+# Run $c{sql} in a new session with rlock.redis_url (or $c{setting}) =
+# $c{url} (set for the server: it is not a session's setting) and the
 # settings of $c{gucs}); cancel it after $c{cancel_after} s if it still
 # runs; then check the outcome against $c{state} and $c{detail} (regexes),
 # the time against $c{limit} s, the backend's memory against the bound.
@@ -74,7 +75,7 @@ sub hostile_case
 	my $name = $c{name};
 	my $limit = $c{limit} // 20;
 	my %gucs = ('rlock.command_timeout' => '5s', %{ $c{gucs} // {} });
-	RlockTest::set_gucs($node, 'rlock.redis_url' => $c{url});
+	RlockTest::set_gucs($node, $c{setting} // 'rlock.redis_url' => $c{url});
 	my $s = $node->background_psql('postgres', on_error_stop => 0);
 	my $pid = $s->query_safe('SELECT pg_backend_pid()');
 	chomp $pid;
@@ -482,6 +483,53 @@ hostile_case(
 		is($state, '22023', "the URL $url is refused when set");
 	}
 	$s->quit;
+}
+
+# ---- a Redlock master that lies about who it is ----
+#
+# Which server answers on each new connection to a master (INFO server) is
+# read within the reply bounds, and a master claiming another master's
+# run_id is that master, not a second vote.  Two real masters and a fake
+# one that grants every lock: an endless INFO costs the fake master only
+# (the two real ones still make the majority), a copied run_id fails
+# closed (22023) and leaves nothing on the real ones.
+{
+	my @real = map { RlockTest::Redis->new } 1 .. 2;
+	my ($run_id) =
+	  scalar($real[0]->cli('INFO', 'server')) =~ /run_id:([0-9a-f]{40})/;
+	ok(defined $run_id, 'the first real master tells its run_id');
+	my $urls = sub {
+		join(',', (map { $_->url } @real),
+			'redis://127.0.0.1:' . $_[0]->port);
+	};
+
+	my $fake = RlockTest::FakeRedis->new(INFO =>
+		  RlockTest::FakeRedis::endless("\$999999999\r\n", 'x', $CAP / 10));
+	hostile_case(
+		name => 'a Redlock master answering INFO with an endless bulk',
+		setting => 'rlock.redlock_urls',
+		url => $urls->($fake),
+		sql => "SELECT rlock_redlock_try_acquire('hostile_rl1', '30 seconds')",
+		state => qr/^00000$/,
+		limit => 20);
+	$fake->stop;
+
+	my $info = "# Server\r\nredis_version:7.0.0\r\nrun_id:$run_id\r\n";
+	$fake = RlockTest::FakeRedis->new(
+		INFO => '$' . length($info) . "\r\n$info\r\n");
+	hostile_case(
+		name => 'a Redlock master claiming another master\'s run_id',
+		setting => 'rlock.redlock_urls',
+		url => $urls->($fake),
+		sql => "SELECT rlock_redlock_try_acquire('hostile_rl2', '30 seconds')",
+		state => qr/^22023$/,
+		detail => qr/DETAIL:.*[Mm]aster 1 .* master 3 /,
+		limit => 20);
+	is(join(',', map { scalar $_->cli('EXISTS', 'hostile_rl2') } @real),
+		'0,0', '... nothing left on the real masters');
+	$fake->stop;
+	RlockTest::set_gucs($node, 'rlock.redlock_urls' => '');
+	$_->stop for @real;
 }
 
 # ---- the server never restarted ----
