@@ -186,7 +186,7 @@ grants(const RconnOp *op, void *arg)
 
 /*
  * One attempt on every master, returning once a majority granted (the
- * others' answers are not waited for: they change nothing then).  When it
+ * others' answers are not waited for, see route.h).  When it
  * fails, *pttl is the remaining lease of the holder on the master the wait
  * listens on, one that refused; when a majority failed, it paused and sets
  * a->again (or, its wait over, ERRORs).
@@ -315,12 +315,12 @@ redlock_attempt(RedlockAttempt *a, int64 *pttl)
 	}
 	if (answered == 0 && nsilent == a->n)
 		majority_failed(a, why, silent);	/* none answered at all */
-	if (answered + nsilent < redlock_quorum(a->n))
+	if (answered + nsilent < redlock_quorum(a->n) || answered == 0)
 	{
 		/*
 		 * So many masters refused the connection (not merely slow to
-		 * answer) that no majority can grant: pause and try again, or say
-		 * why.
+		 * answer) that no majority can grant, or none answered (no master
+		 * to listen on): pause and try again, or say why.
 		 */
 		long		pause_ms;
 		TimestampTz now = GetCurrentTimestamp();
@@ -341,12 +341,10 @@ redlock_attempt(RedlockAttempt *a, int64 *pttl)
 	a->backoff_ms = REDLOCK_BACKOFF_FIRST_MS;
 
 	/* listen where it is held, else on a master that answered */
-	if (refuser < 0)
-	{
-		for (int m = 0; m < a->n && refuser < 0; m++)
-			if (ops[m].ok)
-				refuser = m;
-	}
+	for (int m = 0; m < a->n && refuser < 0; m++)
+		if (ops[m].ok)
+			refuser = m;
+	Assert(refuser >= 0);
 	if (a->waiting && refuser != a->listening)
 		lock_wait_retarget(redlock_subscriber(refuser), channel_of(a->ln));
 	a->listening = refuser;

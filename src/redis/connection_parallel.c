@@ -19,8 +19,10 @@
  *
  * A caller that needs only some of the answers (a Redlock's majority)
  * runs rconn_run_quorum: once enough answered, the other connections are
- * not waited for; they keep their sockets, owing the replies still to
- * come, which their next round trip reads and drops before its own.
+ * not waited for (but those it must hear: RconnOp.awaited, a first round
+ * trip, a script not known to be there); they keep their sockets, owing
+ * the replies still to come, which their next round trip reads and drops
+ * before its own.
  *
  * Everything here serves single nodes: which node a command goes to (a
  * Cluster's slot map, a Sentinel's master) is the route layer's business,

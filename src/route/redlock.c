@@ -8,7 +8,8 @@
  * One master that does not answer costs at most the command deadline,
  * while the others answer in parallel (rconn_run_parallel); a round trip
  * that needs only a majority's answers (an acquisition, a release) does
- * not wait for the last masters once a majority granted (rconn_run_quorum).
+ * not wait for the last masters once a majority granted (rconn_run_quorum),
+ * unless it does not know yet which server one of them is.
  *
  * Each master must count once toward the majority: the setting's check
  * hook refuses a server named twice where it can tell, and the pool asks,

@@ -17,9 +17,9 @@
  * Each master must count once toward the majority: the check hook refuses
  * a server named twice (by the same URL, another database of it, another
  * name or address of it that can be told without waiting on the network),
- * and the first acquisition over each connection asks the server's run_id
- * in the same round trip, so that two names no setting could tell apart
- * (a TCP port and a Unix socket of one server) fail closed.  Passwords
+ * and each new connection to a master learns the server's run_id
+ * (redlock.c), so that two names no setting could tell apart (a TCP port
+ * and a Unix socket of one server) fail closed.  Passwords
  * stay out of sight as rlock.redis_url's do (url.c): the GUC variable holds
  * a stand-in, SHOW and the reload's LOG line the URLs masked.
  *

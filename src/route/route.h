@@ -132,12 +132,13 @@ redlock_quorum(int n)
 /*
  * The same commands on every master at once: one op per master, each with
  * ok set and its replies (owned by its connection) when it answered.
- * Every master's answer counts once, from a server known by its run_id
- * (the pool asks it on each new socket, in front of the first commands):
- * an answer that may not count is set aside (ok false, late true, as a
- * master not waited for: its commands may have run there): one from a
- * connection that is not a master's of the setting any more, or whose
- * server is not known, or from the same server as an earlier master.
+ * Every master's answer counts once: the pool asks each new socket's
+ * server for its run_id, in front of the first commands, and an answer
+ * that may not count is set aside (ok false, late true, as a master not
+ * waited for: its commands may have run there): one from a connection
+ * that is not a master's of the setting any more, or whose server has not
+ * answered INFO, or from the same server as an earlier master.  A server
+ * that does not tell its run_id (an ACL refusing INFO) is not compared.
  */
 extern RconnOp *redlock_run(RedisConn **conns, int n, RedisCmd *cmds,
 							int ncmds, TimestampTz cap);

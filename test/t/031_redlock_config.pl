@@ -340,6 +340,24 @@ like($err, qr/Redlock "rf4"/, '... naming the lock');
 $m1->start;
 $m2->start;
 
+# no master answers: two of three stalled (no answer within
+# rlock.command_timeout), the third down (refused): no master to listen on
+# while waiting, so a wait of 2 s ends with an ERROR and the session goes on
+$psql->quit;
+$psql = $node->background_psql('postgres', on_error_stop => 0);
+$rl->pause(0);
+$rl->pause(1);
+$m2->stop;
+($out, $err, $state) = RlockTest::run_sql($psql,
+	"SELECT rlock_redlock_try_acquire('rf4b', wait => '2 seconds')");
+like($state, qr/^08/,
+	"two masters stalled, one down, a wait of 2 s: an ERROR ($state)");
+like($err, qr/Redlock "rf4b"/, '... naming the lock');
+$rl->resume(0);
+$rl->resume(1);
+$m2->start;
+is($psql->query_safe('SELECT 1'), '1', '... and the session goes on');
+
 # a minority failing, the majority free: acquired
 reload_with(join(',', $m0->url, $m1->url(password => 'nope'), $m2->url));
 $psql->quit;
