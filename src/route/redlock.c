@@ -104,21 +104,21 @@ master_index(RedisConn *conn)
 }
 
 /*
- * An earlier master that is the same server as master k, both known by
- * their run_id on the sockets they have now; -1 if none.
+ * A master before master "before" that is the same server as master k,
+ * both known by their run_id on the sockets they have now; -1 if none.
  */
 static int
-same_server_as(int k)
+twin_of(int k, int before)
 {
 	const char *id = rconn_run_id(master_conns[k]);
 
 	if (id == NULL || id[0] == '\0')
 		return -1;				/* not known, or not told: not compared */
-	for (int j = 0; j < k; j++)
+	for (int j = 0; j < before; j++)
 	{
 		const char *other = rconn_run_id(master_conns[j]);
 
-		if (other != NULL && strcmp(id, other) == 0)
+		if (j != k && other != NULL && strcmp(id, other) == 0)
 			return j;
 	}
 	return -1;
@@ -135,7 +135,8 @@ typedef struct MasterCount
 
 /*
  * Does op's answer count (rconn_run_quorum's counting)?  Only from a
- * master of the setting whose server is known and is no earlier master's.
+ * master of the setting whose server is known and is no other master's
+ * (either twin: the one run_masters keeps is not known before both are).
  */
 static bool
 master_counts(const RconnOp *op, void *arg)
@@ -143,7 +144,8 @@ master_counts(const RconnOp *op, void *arg)
 	MasterCount *mc = arg;
 	int			k = mc->master[op - mc->ops];
 
-	if (k < 0 || rconn_run_id(op->conn) == NULL || same_server_as(k) >= 0)
+	if (k < 0 || rconn_run_id(op->conn) == NULL ||
+		twin_of(k, redlock_num_masters()) >= 0)
 		return false;
 	return mc->counts(op, mc->arg);
 }
@@ -177,7 +179,8 @@ run_masters(RedisConn **conns, int n, RedisCmd *cmds, int ncmds,
 		ops[i].cmds = cmds;
 		ops[i].ncmds = ncmds;
 		ops[i].awaited = master[i] >= 0 &&
-			(rconn_run_id(conns[i]) == NULL || same_server_as(master[i]) >= 0);
+			(rconn_run_id(conns[i]) == NULL ||
+			 twin_of(master[i], master[i]) >= 0);
 		rconn_set_deadline_cap(conns[i], cap);
 	}
 	if (counts != NULL)
@@ -193,7 +196,7 @@ run_masters(RedisConn **conns, int n, RedisCmd *cmds, int ncmds,
 		if (!ops[i].ok)
 			continue;
 		if (k >= 0 && rconn_run_id(conns[i]) != NULL &&
-			(j = same_server_as(k)) < 0)
+			(j = twin_of(k, k)) < 0)
 			continue;			/* it counts */
 		ops[i].ok = false;
 		ops[i].late = true;
