@@ -198,6 +198,9 @@ my $rs = $node->background_psql('postgres', on_error_stop => 0);
 ($out, $err) = RlockTest::run_sql($rs,
 	"SELECT rlock_redlock_try_acquire('idn1', '30 seconds'), rlock_redlock_release('idn1')");
 is("$out/$err", 't|t/', 'three masters, one behind a proxy, identified');
+# (a command timeout that leaves this test 5 s to act while the session
+# waits for master 2)
+RlockTest::run_sql($rs, "SET rlock.command_timeout = '5s'");
 $px->stall;
 CORE::kill 'STOP', $rb->pid or die "SIGSTOP: $!";
 RlockTest::start_bg($rs, "SELECT rlock_redlock_try_acquire('idn2', '30 seconds')");
@@ -216,6 +219,7 @@ ok(RlockTest::wait_until(sub { RlockTest::bg_done($rs) }, 60), '... and returns'
 ($out, $err) = RlockTest::bg_result($rs);
 isnt($out, 't', '... not acquired on one server counted twice');
 CORE::kill 'CONT', $rb->pid or die "SIGCONT: $!";
+RlockTest::run_sql($rs, 'RESET rlock.command_timeout');
 is(join(',', map { scalar $_->cli('EXISTS', 'idn2') } $ra, $rc), '0,0',
 	'... and nothing left on master 1 or behind the proxy (master 2 keeps what it ran late until its lease ends)');
 ($out, $err, $state) = RlockTest::run_sql($rs,
