@@ -186,10 +186,10 @@ grants(const RconnOp *op, void *arg)
 
 /*
  * One attempt on every master, returning once a majority granted (the
- * others' answers are not waited for, see route.h).  When it
- * fails, *pttl is the remaining lease of the holder on the master the wait
- * listens on, one that refused; when a majority failed, it paused and sets
- * a->again (or, its wait over, ERRORs).
+ * others' answers are not waited for, see route.h).  When it fails, *pttl
+ * is the remaining lease of the holder on the master the wait listens on,
+ * one that refused; when a majority failed, it paused and sets a->again
+ * (or, its wait over, ERRORs).
  */
 static bool
 redlock_attempt(RedlockAttempt *a, int64 *pttl)
@@ -218,8 +218,8 @@ redlock_attempt(RedlockAttempt *a, int64 *pttl)
 	exclusive_build_acquire(&cmd, a->ln, a->req.lease_ms, a->req.holder,
 							false);
 	h = holds_begin_elsewhere(a->ln, RLOCK_KIND_REDLOCK, &a->req);
-	ops = redlock_run_identified(a->conns, a->n, &cmd, grants, NULL,
-								 &dup_a, &dup_b);
+	ops = redlock_run_majority(a->conns, a->n, &cmd, 1, grants, NULL,
+							   &dup_a, &dup_b);
 	elapsed_ms = (GetCurrentTimestamp() - a->req.sent_at) / 1000;
 
 	/* copy what matters out: giving holds back uses the connections */
@@ -470,7 +470,8 @@ redlock_settle(const char *const *keys, const int *targets, const int *before,
 								  holder, targets[i]);
 	sc.before = before;
 	sc.n = n;
-	ops = redlock_run_majority(conns, nm, cmds, n, settled, &sc);
+	ops = redlock_run_majority(conns, nm, cmds, n, settled, &sc,
+							   NULL, NULL);
 	for (int m = 0; m < nm; m++)
 	{
 		if (ops[m].late)

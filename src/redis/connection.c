@@ -257,9 +257,7 @@ rconn_identify(RedisConn *conn)
 const char *
 rconn_run_id(RedisConn *conn)
 {
-	if (conn->state == CS_CLOSED || !conn->identity_known)
-		return NULL;
-	return conn->run_id;
+	return conn->identity_known ? conn->run_id : NULL;
 }
 
 /* Replicas of conn's node when last asked (-1: unknown). */

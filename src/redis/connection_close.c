@@ -183,6 +183,8 @@ rconn_discard(RedisConn *conn)
 	conn->busy = false;
 	conn->owed = false;
 	conn->nscripts_run = 0;
+	conn->identity_asked = false;	/* who answers is asked anew */
+	conn->identity_known = false;
 	conn->proven = false;
 	conn->subscribed = false;
 	conn->sub_sharded = false;

@@ -309,9 +309,6 @@ rconn_begin_connect(RedisConn *conn, TimestampTz deadline)
 	}
 
 	conn->incarnation = ++rconn_incarnations;
-	conn->identity_asked = false;	/* who answers is asked anew */
-	conn->identity_known = false;
-	conn->run_id[0] = '\0';
 	conn->wes = RLOCK_CREATE_WAIT_EVENT_SET(3);
 	AddWaitEventToSet(conn->wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch,
 					  NULL);

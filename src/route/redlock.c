@@ -96,7 +96,6 @@ redlock_subscriber(int master)
 static int
 master_index(RedisConn *conn)
 {
-	look_up_masters();
 	for (int k = 0; k < redlock_num_masters(); k++)
 		if (master_conns[k] == conn)
 			return k;
@@ -159,7 +158,8 @@ master_counts(const RconnOp *op, void *arg)
  * commands may have run there, as on a master not waited for): one from a
  * connection that is not a master's of the setting any more, or whose
  * server is not known, or from the same server as an earlier master
- * (*dup_a < *dup_b name the first such pair, else both are -1).
+ * (*dup_a < *dup_b name the first such pair, else both are -1; dup_a and
+ * dup_b may be NULL).
  */
 static RconnOp *
 run_masters(RedisConn **conns, int n, RedisCmd *cmds, int ncmds,
@@ -171,7 +171,9 @@ run_masters(RedisConn **conns, int n, RedisCmd *cmds, int ncmds,
 	MasterCount mc = {ops, master, counts, arg};
 
 	Assert(n <= REDLOCK_MAX_MASTERS);
-	*dup_a = *dup_b = -1;
+	if (dup_a != NULL)
+		*dup_a = *dup_b = -1;
+	look_up_masters();			/* (master_index: the setting's masters) */
 	for (int i = 0; i < n; i++)
 	{
 		master[i] = master_index(conns[i]);
@@ -200,7 +202,7 @@ run_masters(RedisConn **conns, int n, RedisCmd *cmds, int ncmds,
 			continue;			/* it counts */
 		ops[i].ok = false;
 		ops[i].late = true;
-		if (j >= 0 && *dup_a < 0)
+		if (j >= 0 && dup_a != NULL && *dup_a < 0)
 		{
 			*dup_a = j;
 			*dup_b = k;
@@ -213,29 +215,15 @@ RconnOp *
 redlock_run(RedisConn **conns, int n, RedisCmd *cmds, int ncmds,
 			TimestampTz cap)
 {
-	int			dup_a;
-	int			dup_b;
-
-	return run_masters(conns, n, cmds, ncmds, NULL, NULL, cap,
-					   &dup_a, &dup_b);
+	return run_masters(conns, n, cmds, ncmds, NULL, NULL, cap, NULL, NULL);
 }
 
 RconnOp *
 redlock_run_majority(RedisConn **conns, int n, RedisCmd *cmds, int ncmds,
-					 RconnCounts counts, void *arg)
+					 RconnCounts counts, void *arg, int *dup_a, int *dup_b)
 {
-	int			dup_a;
-	int			dup_b;
-
 	return run_masters(conns, n, cmds, ncmds, counts, arg, DT_NOEND,
-					   &dup_a, &dup_b);
-}
-
-RconnOp *
-redlock_run_identified(RedisConn **conns, int n, RedisCmd *cmd,
-					   RconnCounts counts, void *arg, int *dup_a, int *dup_b)
-{
-	return run_masters(conns, n, cmd, 1, counts, arg, DT_NOEND, dup_a, dup_b);
+					   dup_a, dup_b);
 }
 
 /*

@@ -145,20 +145,14 @@ extern RconnOp *redlock_run(RedisConn **conns, int n, RedisCmd *cmds,
 
 /*
  * The same, returning once a majority answered with replies that counts
- * counts (rconn_run_quorum): the others are late (op->late).
+ * counts (rconn_run_quorum): the others are late (op->late).  *dup_a <
+ * *dup_b name the first two masters found to be one server (else both are
+ * -1; both may be NULL): an acquisition gives back and fails closed.
  */
 extern RconnOp *redlock_run_majority(RedisConn **conns, int n,
 									 RedisCmd *cmds, int ncmds,
-									 RconnCounts counts, void *arg);
-
-/*
- * redlock_run_majority of one command; *dup_a < *dup_b name the first two
- * masters found to be one server (else both are -1): the caller gives back
- * and fails closed.
- */
-extern RconnOp *redlock_run_identified(RedisConn **conns, int n,
-									   RedisCmd *cmd, RconnCounts counts,
-									   void *arg, int *dup_a, int *dup_b);
+									 RconnCounts counts, void *arg,
+									 int *dup_a, int *dup_b);
 
 extern bool redlock_failed_silently(RedisConn *conn);
 
