@@ -201,8 +201,9 @@ holds_run_acquire(const LockName *ln, RlockKind kind, HoldRequest *req,
  * call left uncertain, connect (an ERROR here means Redis never saw the
  * request), fill in req (lease_ms 0: the watchdog's lease, renewed), and
  * return the holder.  For this session's own holds (owner NULL), forget
- * the lock if it was lost (with a WARNING), and refuse it when this
- * session holds the name as a kind that cannot share it.
+ * its holds of the name that were lost (with a WARNING; both sides of a
+ * read/write lock), and refuse it when this session holds the name as a
+ * kind that cannot share it.
  */
 const char *
 holds_prepare_acquire(const LockName *ln, RlockKind kind, RlockScope scope,
@@ -210,9 +211,8 @@ holds_prepare_acquire(const LockName *ln, RlockKind kind, RlockScope scope,
 {
 	HeldLock   *h;
 
-	h = holds_find(ln->key, kind);
-	if (owner == NULL && h != NULL)
-		holds_check_lost(h, ln->name);
+	if (owner == NULL)
+		holds_check_lost_on_key(ln->key, kind, ln->name);
 	holds_settle();
 	holds_require_settled(ln, kind);
 	/* (in a Cluster: the node of its slot; a Redlock asks its own masters) */

@@ -102,6 +102,8 @@ extern int	holds_renew_calls(const RenewArg *args, int n, int maxper,
 extern HeldLock *holds_find_conflicting(const char *key, RlockKind kind);
 extern HeldLock *holds_enter(const char *key, RlockKind kind);
 extern bool holds_check_lost(HeldLock *h, const char *name);
+extern void holds_check_lost_on_key(const char *key, RlockKind kind,
+									const char *name);
 extern void holds_acks_refused(const char *name, RlockKind kind,
 							   RedisConn *conn, int wanted,
 							   int64 acked, const char *ack_error);

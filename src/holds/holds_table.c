@@ -427,6 +427,28 @@ holds_check_lost(HeldLock *h, const char *name)
 }
 
 /*
+ * holds_check_lost for every hold of this session on key as kind or as a
+ * kind that shares the key with it (the other side of a read/write lock):
+ * an acquisition must neither count on nor refuse for a hold that is gone.
+ * A write acquisition whose read hold's lease ran out would otherwise
+ * refuse as an upgrade, while Redis may still keep that read field.
+ */
+void
+holds_check_lost_on_key(const char *key, RlockKind kind, const char *name)
+{
+	for (int k = 0; k < RLOCK_NUM_KINDS; k++)
+	{
+		HeldLock   *h;
+
+		if (!rlock_kinds_compatible(kind, k))
+			continue;
+		h = holds_find(key, k);
+		if (h != NULL)
+			holds_check_lost(h, name);
+	}
+}
+
+/*
  * Lease to give what remains of a lock (after holds were removed from the
  * table): the renewal lease when a remaining hold uses automatic renewal,
  * else 0 (keep the key's TTL).

@@ -5,7 +5,8 @@
 # keeps rlock readers on two servers out and its release ("1") wakes them
 # both; readers share across clients; a Redisson reader's release ("0")
 # wakes an rlock writer; idle read and write holds taken without a lease
-# outlive 3 x watchdog_timeout; a terminated session's read hold is gone.
+# outlive 3 x watchdog_timeout; a writer whose read hold ran out takes the
+# write lock again; a terminated session's read hold is gone.
 use strict;
 use warnings;
 
@@ -248,6 +249,33 @@ for my $k (1, 2)
 		"the timeout key of read hold $k is renewed too");
 }
 is(q1($s1, "SELECT rlock_hold_count('rw_idle_r')"), '2', 'the reader still has both holds');
+
+# ---- a writer's read hold whose lease ran out does not stop its next write ----
+
+# The read hold's timeout key expires, but Redis keeps its field (as
+# Redisson does): once the write lock is released the hash is in read mode
+# with this session's field.  The next write acquisition forgets the lost
+# read hold (and its field) and takes the lock, instead of refusing it as
+# an upgrade of a read lock.
+q1($s1, "SELECT rlock_write_acquire('rw_lost_read', '1 minute')");
+q1($s1, "SELECT rlock_read_acquire('rw_lost_read', '1 s')");
+my $holder_lr = q1($s1, 'SELECT rlock_holder_id()');
+ok( RlockTest::wait_until(
+		sub { $redis->cli('EXISTS', "{rw_lost_read}:$holder_lr:rwlock_timeout:1") eq '0' }, 30),
+	'the read hold\'s lease runs out in Redis');
+is(q1($s1, "SELECT rlock_write_release('rw_lost_read')"), 't', 'the writer releases its write hold');
+my ($lr_out, $lr_err) = RlockTest::query_err($s1,
+	"SELECT rlock_write_try_acquire('rw_lost_read', '1 minute', '0 ms')");
+is($lr_out, 't', 'the writer takes the write lock again');
+like($lr_err, qr/was lost/, 'and is told its read hold was lost');
+unlike($lr_err, qr/ERROR/, 'without an upgrade ERROR');
+is($redis->cli('HGET', 'rw_lost_read', 'mode'), 'write', 'Redis has the lock in write mode');
+is($redis->cli('HEXISTS', 'rw_lost_read', $holder_lr), '0', 'without the lost read hold\'s field');
+is(q1($s2, "SELECT rlock_read_try_acquire('rw_lost_read', '1 minute', '0 ms')"), 'f',
+	'a reader on the other server is kept out');
+is(q1($s1, "SELECT rlock_hold_count('rw_lost_read')"), '1', 'the writer holds it once');
+q1($s1, "SELECT rlock_write_release('rw_lost_read')");
+is($redis->cli('EXISTS', 'rw_lost_read'), '0', 'its release leaves nothing');
 
 # ---- a terminated reader's holds are released at its exit ----
 
