@@ -296,8 +296,9 @@ holds_report_lost(RlockKind kind, const char *name, const char *detail)
 				 errdetail("%s", detail)));
 	else
 		ereport(WARNING,
-				(errmsg("lock \"%s\" was lost before this session released it",
-						name),
+				(errmsg("%slock \"%s\" was lost before this session released it",
+						kind == RLOCK_KIND_READ ? "read " :
+						kind == RLOCK_KIND_WRITE ? "write " : "", name),
 				 errdetail("%s", detail)));
 }
 

@@ -267,7 +267,7 @@ is(q1($s1, "SELECT rlock_write_release('rw_lost_read')"), 't', 'the writer relea
 my ($lr_out, $lr_err) = RlockTest::query_err($s1,
 	"SELECT rlock_write_try_acquire('rw_lost_read', '1 minute', '0 ms')");
 is($lr_out, 't', 'the writer takes the write lock again');
-like($lr_err, qr/was lost/, 'and is told its read hold was lost');
+like($lr_err, qr/WARNING:  read lock "rw_lost_read" was lost/, 'and is told its read hold was lost');
 unlike($lr_err, qr/ERROR/, 'without an upgrade ERROR');
 is($redis->cli('HGET', 'rw_lost_read', 'mode'), 'write', 'Redis has the lock in write mode');
 is($redis->cli('HEXISTS', 'rw_lost_read', $holder_lr), '0', 'without the lost read hold\'s field');
