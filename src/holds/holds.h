@@ -174,6 +174,7 @@ typedef struct XactHolds
 {
 	SubTransactionId subid;
 	int			count;
+	int			renewed;		/* of those, taken without a lease */
 } XactHolds;
 
 /*
@@ -187,12 +188,17 @@ typedef struct HeldLock
 	RlockKind	kind;
 	/* end of the hash key */
 	int			session_count;	/* session-level holds */
+	int			session_renewed;	/* of those, taken without a lease (at
+									 * most; a release ends fixed ones
+									 * first) */
 	int			xact_count;		/* transaction-level holds, all levels */
 	int			nxact;			/* entries used in xact[] */
 	int			maxxact;
 	XactHolds  *xact;			/* by subtransaction, innermost last */
-	int64		renew_lease_ms; /* > 0: some hold was taken without a lease,
-								 * and the watchdog renews it with this lease */
+	int64		renew_lease_ms; /* > 0: a hold taken without a lease remains
+								 * (or, for the write side, one of the read
+								 * side's), and the watchdog renews it with
+								 * this lease (holds_update_renewal) */
 	int64		lease_ms;		/* lease of the last acquisition */
 	TimestampTz expires_at;		/* earliest moment Redis may let it expire */
 	bool		uncertain;		/* Redis may disagree (interrupted call) */

@@ -65,6 +65,7 @@ extern void holds_held_as_other_kind(const LockName *ln, HeldLock *other);
 extern void holds_report_lost(RlockKind kind, const char *name,
 							  const char *detail);
 extern int64 holds_keep_lease(HeldLock *h);
+extern void holds_update_renewal(HeldLock *h);
 
 /* Does some entry have transaction-level holds? */
 static inline bool

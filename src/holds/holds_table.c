@@ -200,6 +200,7 @@ holds_enter(const char *key, RlockKind kind)
 	if (!found)
 	{
 		h->session_count = 0;
+		h->session_renewed = 0;
 		h->xact_count = 0;
 		h->nxact = 0;
 		h->maxxact = 0;
@@ -224,6 +225,7 @@ holds_enter(const char *key, RlockKind kind)
 bool
 holds_sync_registry(HeldLock *h, bool new_expiry)
 {
+	holds_update_renewal(h);
 	return registry_sync(h->key, h->kind, h->session_count, h->xact_count,
 						 h->lease_ms,
 						 holds_total(h) > 0 ? h->renew_lease_ms : 0,
@@ -311,6 +313,8 @@ holds_take_back(HeldLock *h, RlockScope scope, int levels)
 	else
 	{
 		h->xact[h->nxact - 1].count -= levels;
+		h->xact[h->nxact - 1].renewed = Min(h->xact[h->nxact - 1].renewed,
+											h->xact[h->nxact - 1].count);
 		if (h->xact[h->nxact - 1].count == 0)
 			h->nxact--;
 		h->xact_count -= levels;
@@ -346,14 +350,23 @@ holds_count_hold(HeldLock *h, const HoldRequest *req, int redis_count,
 		(void) holds_sync_registry(h, false);
 	}
 
+	h->session_renewed = Min(h->session_renewed, h->session_count);
 	if (req->scope == RLOCK_SCOPE_SESSION)
+	{
 		h->session_count += req->levels;
+		if (req->watchdog)
+			h->session_renewed += req->levels;
+	}
 	else
 	{
 		SubTransactionId subid = GetCurrentSubTransactionId();
 
 		if (h->nxact > 0 && h->xact[h->nxact - 1].subid == subid)
+		{
 			h->xact[h->nxact - 1].count += req->levels;
+			if (req->watchdog)
+				h->xact[h->nxact - 1].renewed += req->levels;
+		}
 		else
 		{
 			if (h->nxact >= h->maxxact)
@@ -368,6 +381,7 @@ holds_count_hold(HeldLock *h, const HoldRequest *req, int redis_count,
 			}
 			h->xact[h->nxact].subid = subid;
 			h->xact[h->nxact].count = req->levels;
+			h->xact[h->nxact].renewed = req->watchdog ? req->levels : 0;
 			h->nxact++;
 		}
 		if (h->xact_count == 0)
@@ -449,14 +463,85 @@ holds_check_lost_on_key(const char *key, RlockKind kind, const char *name)
 	}
 }
 
+/* How many of h's holds were taken without a lease. */
+static int
+renewed_holds(HeldLock *h)
+{
+	int			n = Min(h->session_renewed, h->session_count);
+
+	for (int i = 0; i < h->nxact; i++)
+		n += h->xact[i].renewed;
+	return n;
+}
+
+/*
+ * Whether the watchdog renews h, and with what lease: while a hold of it
+ * taken without a lease remains.  Once the last such hold ends, the holds
+ * with a fixed lease that remain are no longer renewed: they keep the
+ * expiry the last renewal gave them (the registry's) and end there.  The
+ * write side of a read/write lock is renewed as long as this session's
+ * read side is: a read hold's renewal raises the TTL of the key that
+ * carries the write too (one key, one TTL, as in Redisson), so the write
+ * hold lives as long, and rlock must not call it lost meanwhile.
+ */
+void
+holds_update_renewal(HeldLock *h)
+{
+	HeldLock   *w = h;
+	HeldLock   *r = NULL;
+
+	if (h->kind == RLOCK_KIND_READ)
+		w = holds_find(h->key, RLOCK_KIND_WRITE);
+	else if (h->kind == RLOCK_KIND_WRITE)
+		r = holds_find(h->key, RLOCK_KIND_READ);
+	else
+	{
+		if (renewed_holds(h) == 0 || holds_total(h) == 0)
+			h->renew_lease_ms = 0;
+		return;
+	}
+	if (h->kind == RLOCK_KIND_READ)
+	{
+		r = h;
+		if (renewed_holds(r) == 0 || holds_total(r) == 0)
+			r->renew_lease_ms = 0;
+	}
+	if (w == NULL)
+		return;
+	if (holds_total(w) == 0)
+		w->renew_lease_ms = 0;
+	else if (renewed_holds(w) == 0)
+	{
+		int64		was = w->renew_lease_ms;
+
+		w->renew_lease_ms = (r != NULL && r->renew_lease_ms > 0 &&
+							 holds_total(r) > 0) ? r->renew_lease_ms : 0;
+
+		/*
+		 * Renewed along with the read side from now on: the read hold
+		 * that was just taken raised the key's TTL (scripts_rw.c), so the
+		 * write lives at least as long.  The write's registry entry
+		 * follows here when the call was about the read side.
+		 */
+		if (was == 0 && w->renew_lease_ms > 0 && r->expires_at > w->expires_at)
+			w->expires_at = r->expires_at;
+		if (w != h && w->renew_lease_ms != was)
+			(void) registry_sync(w->key, w->kind, w->session_count,
+								 w->xact_count, w->lease_ms,
+								 w->renew_lease_ms,
+								 w->renew_lease_ms > 0 ? w->expires_at : 0);
+	}
+}
+
 /*
  * Lease to give what remains of a lock (after holds were removed from the
- * table): the renewal lease when a remaining hold uses automatic renewal,
- * else 0 (keep the key's TTL).
+ * table): the renewal lease when the watchdog still renews it, else 0
+ * (keep the key's TTL).
  */
 int64
 holds_keep_lease(HeldLock *h)
 {
+	holds_update_renewal(h);
 	if (h->renew_lease_ms > 0 && holds_total(h) > 0)
 		return h->renew_lease_ms;
 	return 0;

@@ -145,6 +145,7 @@ holds_subxact_commit(SubTransactionId subid, SubTransactionId parent)
 		if (h->nxact >= 2 && h->xact[h->nxact - 2].subid == parent)
 		{
 			h->xact[h->nxact - 2].count += h->xact[h->nxact - 1].count;
+			h->xact[h->nxact - 2].renewed += h->xact[h->nxact - 1].renewed;
 			h->nxact--;
 		}
 		else

@@ -2,8 +2,9 @@
 #
 # The watchdog worker renews locks taken without a lease; the shared
 # registry (rlock_locks) knows every held lock; a lost lock is loud: LOG
-# line, WARNING to its session, COMMIT refused; SIGKILL and worker restarts
-# end cleanly.  watchdog_timeout is 2 s, so a renewal period is ~0.67 s.
+# line, WARNING to its session, COMMIT refused; a fixed-lease hold is
+# renewed only while a NULL-lease hold of the same lock lasts; SIGKILL and
+# worker restarts end cleanly.  watchdog_timeout is 2 s, so a renewal period is ~0.67 s.
 use strict;
 use warnings;
 
@@ -100,6 +101,34 @@ is($rel, 'f', 'releasing the expired fixed-lease lock returns false');
 like($warn, qr/WARNING:  lock "wd_fixed" was lost/, 'with a WARNING that it was lost');
 is(q1($other, "SELECT count(*) FROM rlock_locks WHERE pid = $a_pid"), '0',
 	'and then a holds nothing in rlock_locks');
+
+# ---- a fixed-lease hold is renewed only while a NULL-lease hold of it lasts ----
+
+# A session holds a lock with a 1 s lease; a transaction takes it again
+# without a lease: the watchdog renews the lock (one key, one TTL) while the
+# transaction runs.  Once the transaction ends, only the fixed-lease hold is
+# left, and the renewals stop: the lock ends at the expiry the last renewal
+# gave it (within watchdog_timeout), rlock calls it lost, and another
+# session can take it.
+q1($a, "SELECT rlock_acquire('wd_mixed', '1s')");
+q1($a, 'BEGIN');
+q1($a, "SELECT rlock_xact_acquire('wd_mixed')");
+is(q1($a, "SELECT rlock_hold_count('wd_mixed')"), '2', 'a holds the lock twice: session (1 s lease) and transaction (none)');
+ok( RlockTest::wait_until(sub {
+		q1($other, "SELECT count(*) FROM rlock_locks WHERE name = 'wd_mixed' AND scope = 'session' AND state = 'held' AND renewed_at > acquired_at + interval '1.5 s'") eq '1'
+	}, 30),
+	'while the transaction runs, the watchdog renews the lock past the 1 s lease');
+q1($a, 'COMMIT');
+ok( RlockTest::wait_until(sub { $redis->cli('EXISTS', 'wd_mixed') eq '0' }, 30),
+	'after the transaction, the lock is no longer renewed and expires in Redis');
+ok( RlockTest::wait_until(sub {
+		q1($other, "SELECT state FROM rlock_locks WHERE name = 'wd_mixed'") eq 'lost' }, 30),
+	'rlock_locks shows it lost');
+is(q1($other, "SELECT rlock_try_acquire('wd_mixed', '1 minute')"), 't', 'another session takes it');
+($rel, $warn) = q2($a, "SELECT rlock_release('wd_mixed')");
+is($rel, 'f', 'the first session\'s release returns false');
+like($warn, qr/WARNING:  lock "wd_mixed" was lost/, 'with a WARNING that it was lost');
+is(q1($other, "SELECT rlock_release('wd_mixed')"), 't', 'the other session releases it');
 
 # ---- lost locks: force release, FLUSHALL ----
 

@@ -6,7 +6,9 @@
 # both; readers share across clients; a Redisson reader's release ("0")
 # wakes an rlock writer; idle read and write holds taken without a lease
 # outlive 3 x watchdog_timeout; a writer whose read hold ran out takes the
-# write lock again; a terminated session's read hold is gone.
+# write lock again; a write hold with a lease lives (and is believed held)
+# as long as the writer's renewed read hold; a terminated session's read
+# hold is gone.
 use strict;
 use warnings;
 
@@ -276,6 +278,46 @@ is(q1($s2, "SELECT rlock_read_try_acquire('rw_lost_read', '1 minute', '0 ms')"),
 is(q1($s1, "SELECT rlock_hold_count('rw_lost_read')"), '1', 'the writer holds it once');
 q1($s1, "SELECT rlock_write_release('rw_lost_read')");
 is($redis->cli('EXISTS', 'rw_lost_read'), '0', 'its release leaves nothing');
+
+# ---- a write hold with a lease lives as long as the writer's renewed read hold ----
+
+# The read hold taken without a lease is renewed, and its renewal keeps the
+# key (hence the write field on it) alive: rlock believes what Redis does,
+# the write hold is held, and nobody else reads or writes.  Once the read
+# hold is released, the write hold is no longer renewed: it ends within
+# watchdog_timeout, reported lost.
+q1($s1, "SELECT rlock_write_acquire('rw_keep_w', '1 s')");
+q1($s1, "SELECT rlock_read_acquire('rw_keep_w')");
+ok( RlockTest::wait_until(sub {
+		q1($s3, "SELECT count(*) FROM rlock_locks WHERE name = 'rw_keep_w' AND kind = 'write' AND renewed_at > acquired_at + interval '2 s'") eq '1'
+	}, 30),
+	'past its 1 s lease, the write hold is renewed along with the read hold');
+is(q1($s3, "SELECT string_agg(kind || ' ' || state, ',' ORDER BY kind) FROM rlock_locks WHERE name = 'rw_keep_w'"),
+	'read held,write held', 'both sides are held in rlock_locks');
+is($redis->cli('HGET', 'rw_keep_w', 'mode'), 'write', 'Redis has the lock in write mode');
+is(q1($s2, "SELECT rlock_read_try_acquire('rw_keep_w', '1 minute', '0 ms')"), 'f',
+	'a reader on the other server is kept out');
+is(q1($s1, "SELECT rlock_read_release('rw_keep_w')"), 't', 'the writer releases its read hold');
+ok( RlockTest::wait_until(sub { $redis->cli('EXISTS', 'rw_keep_w') eq '0' }, 30),
+	'then the write hold, no longer renewed, expires in Redis');
+is(q1($s2, "SELECT rlock_read_try_acquire('rw_keep_w', '1 minute', '0 ms')"), 't',
+	'and the reader on the other server gets in');
+my ($kw_out, $kw_err) = RlockTest::query_err($s1, "SELECT rlock_write_release('rw_keep_w')");
+is($kw_out, 'f', 'the writer\'s release returns false');
+like($kw_err, qr/WARNING:  write lock "rw_keep_w" was lost/, 'with a WARNING that its write lock was lost');
+q1($s2, "SELECT rlock_read_release('rw_keep_w')");
+
+# The same in one transaction: COMMIT finds both holds held.
+q1($s1, 'BEGIN');
+q1($s1, "SELECT rlock_write_xact_acquire('rw_keep_x', '1 s')");
+q1($s1, "SELECT rlock_read_xact_acquire('rw_keep_x')");
+ok( RlockTest::wait_until(sub {
+		q1($s3, "SELECT count(*) FROM rlock_locks WHERE name = 'rw_keep_x' AND kind = 'write' AND renewed_at > acquired_at + interval '2 s'") eq '1'
+	}, 30),
+	'in a transaction, the write hold is renewed past its lease too');
+my ($kx_out, $kx_err) = RlockTest::query_err($s1, 'COMMIT');
+unlike($kx_err, qr/ERROR/, 'COMMIT succeeds');
+is($redis->cli('EXISTS', 'rw_keep_x'), '0', 'and releases both holds');
 
 # ---- a terminated reader's holds are released at its exit ----
 
