@@ -159,6 +159,57 @@ SELECT rlock_fenced_acquire('sf_f', '1 minute');
 \echo :LAST_ERROR_SQLSTATE
 SELECT rlock_is_locked('sf_f') AS left_locked;
 \! redis-cli -u "$RLOCK_REDIS_URL" DEL 'redisson_lock_token:{sf_f}' > /dev/null
+-- a transaction-level hold an earlier call found lost (and forgot, with a
+-- WARNING) still fails COMMIT: a rollback to a savepoint ...
+BEGIN;
+SELECT rlock_xact_acquire('sf_lx1', '1 hour');
+SAVEPOINT s1;
+SELECT rlock_xact_acquire('sf_lx1', '1 hour');
+\! redis-cli -u "$RLOCK_REDIS_URL" DEL sf_lx1 > /dev/null
+ROLLBACK TO s1;
+\set VERBOSITY terse
+COMMIT;
+\set VERBOSITY default
+-- ... a release of a session-level hold of the same lock ...
+BEGIN;
+SELECT rlock_xact_acquire('sf_lx2', '1 hour');
+SELECT rlock_acquire('sf_lx2', '1 hour');
+\! redis-cli -u "$RLOCK_REDIS_URL" DEL sf_lx2 > /dev/null
+SELECT rlock_release('sf_lx2');
+\set VERBOSITY terse
+COMMIT;
+\set VERBOSITY default
+-- ... a new acquisition, whose hold the rollback gives back ...
+BEGIN;
+SELECT rlock_xact_acquire('sf_lx3', '1 hour');
+\! redis-cli -u "$RLOCK_REDIS_URL" DEL sf_lx3 > /dev/null
+SELECT rlock_xact_acquire('sf_lx3', '1 hour');
+\set VERBOSITY terse
+COMMIT;
+\set VERBOSITY default
+\! redis-cli -u "$RLOCK_REDIS_URL" EXISTS sf_lx3
+-- ... and a loss in a subtransaction that commits; one whose
+-- subtransaction rolls back goes with it, and COMMIT works
+BEGIN;
+SAVEPOINT s2;
+SELECT rlock_xact_acquire('sf_lx4', '1 hour');
+\! redis-cli -u "$RLOCK_REDIS_URL" DEL sf_lx4 > /dev/null
+SELECT rlock_xact_acquire('sf_lx4', '1 hour');
+RELEASE SAVEPOINT s2;
+\set VERBOSITY terse
+COMMIT;
+\set VERBOSITY default
+BEGIN;
+SAVEPOINT s3;
+SELECT rlock_xact_acquire('sf_lx5', '1 hour');
+\! redis-cli -u "$RLOCK_REDIS_URL" DEL sf_lx5 > /dev/null
+SELECT rlock_xact_acquire('sf_lx5', '1 hour');
+ROLLBACK TO s3;
+COMMIT;
+\! redis-cli -u "$RLOCK_REDIS_URL" EXISTS sf_lx4 sf_lx5
+SELECT count(*) AS registered FROM rlock_locks
+  WHERE pid = pg_backend_pid() AND name LIKE 'sf_lx%';
+
 \! redis-cli -u "$RLOCK_REDIS_URL" SET 'redisson_lock_token:{sf_f}' 41 > /dev/null
 SELECT rlock_fenced_acquire('sf_f', '1 minute') AS token;
 SELECT rlock_release('sf_f');

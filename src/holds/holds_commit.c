@@ -192,7 +192,17 @@ holds_verify_xact(void)
 	char	   *why;
 	int			n;
 
-	if (!rlock_verify_on_commit || !holds_any_xact())
+	if (!rlock_verify_on_commit)
+		return;
+	/* a loss an earlier call of this transaction found and forgot */
+	if (holds_lost_xact_key() != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_TRANSACTION_ROLLBACK),
+				 errmsg("cannot commit: lock \"%s\" held by this transaction was lost",
+						holds_lost_xact_key()),
+				 errdetail("An earlier call of this transaction found it lost (see its WARNING); the transaction is rolled back."),
+				 errhint("Writes guarded by a lost lock are never committed (rlock.verify_on_commit).")));
+	if (!holds_any_xact())
 		return;
 	holds_settle();
 	n = holds_xact_snapshot(&hs);

@@ -67,6 +67,14 @@ extern void holds_report_lost(RlockKind kind, const char *name,
 extern int64 holds_keep_lease(HeldLock *h);
 extern void holds_update_renewal(HeldLock *h);
 
+/* holds_lost.c */
+extern void holds_note_lost_xact(const HeldLock *h);
+extern void holds_lost_xact_subxact_end(SubTransactionId subid,
+										SubTransactionId parent,
+										bool committed);
+extern void holds_lost_xact_reset(void);
+extern const char *holds_lost_xact_key(void);
+
 /* Does some entry have transaction-level holds? */
 static inline bool
 holds_any_xact(void)

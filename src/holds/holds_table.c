@@ -266,6 +266,7 @@ holds_drop_if_unused(HeldLock *h)
 void
 holds_forget(HeldLock *h)
 {
+	holds_note_lost_xact(h);
 	holds_clear_xact(h);
 	h->session_count = 0;
 	h->renew_lease_ms = 0;
@@ -281,6 +282,7 @@ holds_forget(HeldLock *h)
 void
 holds_forget_and_reconcile(HeldLock *h)
 {
+	holds_note_lost_xact(h);
 	holds_clear_xact(h);
 	h->session_count = 0;
 	h->renew_lease_ms = 0;
@@ -343,6 +345,7 @@ holds_count_hold(HeldLock *h, const HoldRequest *req, int redis_count,
 			stats_count(RLOCK_STAT_LOCKS_LOST);
 		holds_report_lost(h->kind, name, psprintf("Redis no longer knew %d earlier hold(s); it expired or was released by someone else.",
 								   holds_total(h)));
+		holds_note_lost_xact(h);
 		holds_clear_xact(h);
 		h->session_count = 0;
 		h->renew_lease_ms = 0;

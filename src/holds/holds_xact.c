@@ -311,10 +311,12 @@ holds_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
 			run_guarded(holds_end_xact, InvalidSubTransactionId, false);
+			holds_lost_xact_reset();
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			run_guarded(cleanups_then_end_xact, InvalidSubTransactionId, false);
+			holds_lost_xact_reset();
 			break;
 		default:
 			break;
@@ -329,9 +331,11 @@ holds_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	{
 		case SUBXACT_EVENT_ABORT_SUB:
 			run_guarded(cleanups_then_end_xact, mySubid, false);
+			holds_lost_xact_subxact_end(mySubid, parentSubid, false);
 			break;
 		case SUBXACT_EVENT_COMMIT_SUB:
 			holds_subxact_commit(mySubid, parentSubid);
+			holds_lost_xact_subxact_end(mySubid, parentSubid, true);
 			break;
 		default:
 			break;
