@@ -23,6 +23,7 @@
  *	  holds_release.c	one release and its warnings
  *	  holds_set.c		a set of names acquired all or none
  *	  holds_commit.c	the check before COMMIT
+ *	  holds_lost.c		the transaction-level losses COMMIT must refuse
  *	  holds_xact.c		transaction, subtransaction and exit callbacks
  *	  holds_int.h		the table's inside, for this folder
  *	  registry_int.h	the registry's inside, for registry*.c

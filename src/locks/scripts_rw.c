@@ -32,7 +32,10 @@
  * field; the holds that remain (1 to "to") keep at least "mine", the
  * longest lease the holder had: a release lowers a count, and which of
  * the holder's holds it ends is not known, so what remains is promised
- * the longest.
+ * the longest.  A remaining hold whose own timeout key has already expired
+ * (a short lease re-entered with a longer one) gets it back: otherwise
+ * another reader's release would find no live read hold of this holder and
+ * delete the lock under it.
  */
 #define RW_DROP_READS(field, from, to) \
 "for k = " from ", math.max(" to " + 1, 1), -1 do\n" \
@@ -40,7 +43,8 @@
 "end\n" \
 "if mine > 0 then\n" \
 "  for k = 1, " to " do\n" \
-RAISE_TTL("base .. ':' .. " field " .. ':rwlock_timeout:' .. k", "mine") \
+"    local tk = base .. ':' .. " field " .. ':rwlock_timeout:' .. k\n" \
+"    if redis.call('pttl', tk) < mine then redis.call('set', tk, 1, 'px', mine) end\n" \
 "  end\n" \
 "end\n"
 

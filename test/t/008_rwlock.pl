@@ -7,8 +7,9 @@
 # wakes an rlock writer; idle read and write holds taken without a lease
 # outlive 3 x watchdog_timeout; a writer whose read hold ran out takes the
 # write lock again; a write hold with a lease lives (and is believed held)
-# as long as the writer's renewed read hold; a terminated session's read
-# hold is gone.
+# as long as the writer's renewed read hold; a read hold re-entered with a
+# longer lease keeps it after a release; a terminated session's read hold
+# is gone.
 use strict;
 use warnings;
 
@@ -318,6 +319,28 @@ ok( RlockTest::wait_until(sub {
 my ($kx_out, $kx_err) = RlockTest::query_err($s1, 'COMMIT');
 unlike($kx_err, qr/ERROR/, 'COMMIT succeeds');
 is($redis->cli('EXISTS', 'rw_keep_x'), '0', 'and releases both holds');
+
+# ---- a read hold re-entered with a longer lease keeps it after a release ----
+
+# Two read holds, 1 s then 1 hour.  Once the first one's timeout key has
+# expired, a release leaves one hold, promised the longest lease: its
+# timeout key comes back with it, so another reader's release does not
+# delete the lock under it and a writer stays out.
+q1($s1, "SELECT rlock_read_acquire('rw_lv', '1 s')");
+q1($s1, "SELECT rlock_read_acquire('rw_lv', '1 hour')");
+my $holder_lv = q1($s1, 'SELECT rlock_holder_id()');
+ok( RlockTest::wait_until(
+		sub { $redis->cli('EXISTS', "{rw_lv}:$holder_lv:rwlock_timeout:1") eq '0' }, 30),
+	'the 1 s read hold\'s timeout key expires');
+is(q1($s1, "SELECT rlock_read_release('rw_lv')"), 't', 'the reader releases one of its two holds');
+cmp_ok($redis->cli('PTTL', "{rw_lv}:$holder_lv:rwlock_timeout:1"), '>', 60_000,
+	'the hold that remains has a timeout key with the longest lease');
+is(q1($s2, "SELECT rlock_read_acquire('rw_lv', '10 s')"), '', 'another reader joins');
+is(q1($s2, "SELECT rlock_read_release('rw_lv')"), 't', 'and releases');
+is($redis->cli('HEXISTS', 'rw_lv', $holder_lv), '1', 'the first reader\'s hold is still in Redis');
+is(q1($s3, "SELECT rlock_write_try_acquire('rw_lv', '1 minute', '0 ms')"), 'f', 'a writer is kept out');
+is(q1($s1, "SELECT rlock_read_release('rw_lv')"), 't', 'the first reader releases its last hold');
+is($redis->cli('EXISTS', 'rw_lv'), '0', 'and the lock is gone');
 
 # ---- a terminated reader's holds are released at its exit ----
 
