@@ -219,6 +219,11 @@ SELECT rlock_acquire('redisson_lock_token:{sf_v}', '1 minute');
 \echo :LAST_ERROR_SQLSTATE
 SELECT rlock_try_acquire('redisson_lock_queue:{sf_v}', '1 minute');
 \echo :LAST_ERROR_SQLSTATE
+-- a name that is one hash tag derives the keys of the name inside it
+SELECT rlock_read_acquire('{sf_v}', '1 minute');
+SELECT rlock_semaphore_set_permits('{sf_v}', 100);
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_try_acquire('{sf_v}x', '1 minute'), rlock_release('{sf_v}x');
 \set VERBOSITY sqlstate
 SELECT rlock_is_locked('{sf_v}:' || rlock_holder_id() || ':rwlock_timeout:1');
 \set VERBOSITY default

@@ -65,6 +65,19 @@ check_derived_collision(const LockName *ln, const char *noun)
 	if (strchr(ln->key, '{') != NULL && ln->keylen >= 8 &&
 		strcmp(ln->key + ln->keylen - 8, ":timeout") == 0)
 		collides = true;
+	/*
+	 * "{X}" (X without '{'): Redisson's rule (derive_with_room) gives it the
+	 * channels, queue, token and timeout keys of "X" itself, so the two
+	 * locks would share them.
+	 */
+	if (ln->keylen >= 2 && ln->key[0] == '{' && ln->key[ln->keylen - 1] == '}' &&
+		memchr(ln->key + 1, '{', ln->keylen - 2) == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s name \"%s\" collides with the keys rlock derives from lock names",
+						noun, ln->name),
+				 errdetail("A key that is one hash tag, {X}, shares every key derived from it (channels, queues, timeout keys) with the key X."),
+				 errhint("Add to the name outside the braces, as in {X}:lock.")));
 	if (collides)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
