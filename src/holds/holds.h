@@ -17,13 +17,13 @@
  *	  registry_read.c	rlock_locks' snapshot, the watchdog's side of it
  *	  holds_kinds.c		the table of lock kinds and their operations
  *	  holds_cleanup.c	clean-ups an ERROR left; the callbacks' hook
+ *	  holds_lost.c		the transaction-level losses COMMIT must refuse
  *	  holds_table.c		the session's table of holds (no Redis I/O)
  *	  holds_batch.c		many holds told to Redis in one round trip
  *	  holds_acquire.c	one acquisition: the script, WAIT, the undo
  *	  holds_release.c	one release and its warnings
  *	  holds_set.c		a set of names acquired all or none
  *	  holds_commit.c	the check before COMMIT
- *	  holds_lost.c		the transaction-level losses COMMIT must refuse
  *	  holds_xact.c		transaction, subtransaction and exit callbacks
  *	  holds_int.h		the table's inside, for this folder
  *	  registry_int.h	the registry's inside, for registry*.c
