@@ -34,7 +34,7 @@ holds_add(HeldLock *h, const HoldRequest *req, int redis_count,
 	bool		ok = holds_count_hold(h, req, redis_count, name);
 
 	if (h->uncertain)
-		holds_settle();
+		holds_settle_entries();
 	if (!ok)
 		holds_registry_full(name);
 }
@@ -265,7 +265,7 @@ holds_end_elsewhere(HeldLock *h, const HoldRequest *req, bool granted,
 		/* (the kind judged the majority: no per-server count to compare) */
 		if (!holds_count_hold(h, req, holds_total(h) + 1, name))
 		{
-			holds_settle();
+			holds_settle_entries();
 			holds_registry_full(name);
 		}
 		stats_count(RLOCK_STAT_ACQUISITIONS);

@@ -353,12 +353,23 @@ settle_impatiently(BatchItem *items, int n)
 void
 holds_settle(void)
 {
+	holds_run_cleanups();
+	holds_settle_entries();
+}
+
+/*
+ * The reconcile alone, for a call that is under way (an attempt of a wait
+ * that gives back what it was granted): the clean-ups are for what an
+ * earlier call left, and would end this call's own wait (its channel).
+ */
+void
+holds_settle_entries(void)
+{
 	HASH_SEQ_STATUS seq;
 	HeldLock   *h;
 	BatchItem  *items;
 	int			n = 0;
 
-	holds_run_cleanups();
 	if (holds_n_uncertain == 0 || holds_table == NULL)
 		return;
 	items = holds_batch_items();

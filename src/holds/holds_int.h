@@ -66,6 +66,7 @@ extern void holds_report_lost(RlockKind kind, const char *name,
 							  const char *detail);
 extern int64 holds_keep_lease(HeldLock *h);
 extern void holds_update_renewal(HeldLock *h);
+extern void holds_settle_entries(void);
 
 /* holds_lost.c */
 extern void holds_note_lost_xact(const HeldLock *h);

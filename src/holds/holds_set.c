@@ -85,7 +85,7 @@ count_all(HeldLock **hs, const LockName *lns, int n, const HoldRequest *req,
 			holds_set_uncertain(hs[j], true);
 			(void) holds_sync_registry(hs[j], false);
 		}
-		holds_settle();
+		holds_settle_entries();
 		holds_registry_full(lns[i].name);
 	}
 	stats_add(RLOCK_STAT_ACQUISITIONS, n);
@@ -212,7 +212,7 @@ holds_run_acquire_set(const LockName *lns, int n, RlockKind kind,
 		count_all(hs, lns, n, req, res);
 		/* a replayed acquire left a surplus somewhere: bring it down */
 		if (holds_n_uncertain > 0)
-			holds_settle();
+			holds_settle_entries();
 		return true;
 	}
 
@@ -228,7 +228,7 @@ holds_run_acquire_set(const LockName *lns, int n, RlockKind kind,
 		holds_drop_if_unused(hs[i]);
 	}
 	if (ngranted > 0)
-		holds_settle();
+		holds_settle_entries();
 	if (short_of >= 0)
 		holds_acks_refused(lns[short_of].name, kind, conn, wanted[short_of], acked,
 						   ack_error);
