@@ -260,12 +260,20 @@ is(q1($s1, "SELECT rlock_hold_count('rw_idle_r')"), '2', 'the reader still has b
 # with this session's field.  The next write acquisition forgets the lost
 # read hold (and its field) and takes the lock, instead of refusing it as
 # an upgrade of a read lock.
+# Wait until the timeout key of s1's first read hold of $name has expired.
+my $holder_s1 = q1($s1, 'SELECT rlock_holder_id()');
+sub first_read_expired
+{
+	my ($name, $what) = @_;
+	ok( RlockTest::wait_until(
+			sub { $redis->cli('EXISTS', "{$name}:$holder_s1:rwlock_timeout:1") eq '0' }, 30),
+		$what);
+	return;
+}
+
 q1($s1, "SELECT rlock_write_acquire('rw_lost_read', '1 minute')");
 q1($s1, "SELECT rlock_read_acquire('rw_lost_read', '1 s')");
-my $holder_lr = q1($s1, 'SELECT rlock_holder_id()');
-ok( RlockTest::wait_until(
-		sub { $redis->cli('EXISTS', "{rw_lost_read}:$holder_lr:rwlock_timeout:1") eq '0' }, 30),
-	'the read hold\'s lease runs out in Redis');
+first_read_expired('rw_lost_read', 'the read hold\'s lease runs out in Redis');
 is(q1($s1, "SELECT rlock_write_release('rw_lost_read')"), 't', 'the writer releases its write hold');
 my ($lr_out, $lr_err) = RlockTest::query_err($s1,
 	"SELECT rlock_write_try_acquire('rw_lost_read', '1 minute', '0 ms')");
@@ -273,7 +281,7 @@ is($lr_out, 't', 'the writer takes the write lock again');
 like($lr_err, qr/WARNING:  read lock "rw_lost_read" was lost/, 'and is told its read hold was lost');
 unlike($lr_err, qr/ERROR/, 'without an upgrade ERROR');
 is($redis->cli('HGET', 'rw_lost_read', 'mode'), 'write', 'Redis has the lock in write mode');
-is($redis->cli('HEXISTS', 'rw_lost_read', $holder_lr), '0', 'without the lost read hold\'s field');
+is($redis->cli('HEXISTS', 'rw_lost_read', $holder_s1), '0', 'without the lost read hold\'s field');
 is(q1($s2, "SELECT rlock_read_try_acquire('rw_lost_read', '1 minute', '0 ms')"), 'f',
 	'a reader on the other server is kept out');
 is(q1($s1, "SELECT rlock_hold_count('rw_lost_read')"), '1', 'the writer holds it once');
@@ -328,16 +336,13 @@ is($redis->cli('EXISTS', 'rw_keep_x'), '0', 'and releases both holds');
 # delete the lock under it and a writer stays out.
 q1($s1, "SELECT rlock_read_acquire('rw_lv', '1 s')");
 q1($s1, "SELECT rlock_read_acquire('rw_lv', '1 hour')");
-my $holder_lv = q1($s1, 'SELECT rlock_holder_id()');
-ok( RlockTest::wait_until(
-		sub { $redis->cli('EXISTS', "{rw_lv}:$holder_lv:rwlock_timeout:1") eq '0' }, 30),
-	'the 1 s read hold\'s timeout key expires');
+first_read_expired('rw_lv', 'the 1 s read hold\'s timeout key expires');
 is(q1($s1, "SELECT rlock_read_release('rw_lv')"), 't', 'the reader releases one of its two holds');
-cmp_ok($redis->cli('PTTL', "{rw_lv}:$holder_lv:rwlock_timeout:1"), '>', 60_000,
+cmp_ok($redis->cli('PTTL', "{rw_lv}:$holder_s1:rwlock_timeout:1"), '>', 60_000,
 	'the hold that remains has a timeout key with the longest lease');
 is(q1($s2, "SELECT rlock_read_acquire('rw_lv', '10 s')"), '', 'another reader joins');
 is(q1($s2, "SELECT rlock_read_release('rw_lv')"), 't', 'and releases');
-is($redis->cli('HEXISTS', 'rw_lv', $holder_lv), '1', 'the first reader\'s hold is still in Redis');
+is($redis->cli('HEXISTS', 'rw_lv', $holder_s1), '1', 'the first reader\'s hold is still in Redis');
 is(q1($s3, "SELECT rlock_write_try_acquire('rw_lv', '1 minute', '0 ms')"), 'f', 'a writer is kept out');
 is(q1($s1, "SELECT rlock_read_release('rw_lv')"), 't', 'the first reader releases its last hold');
 is($redis->cli('EXISTS', 'rw_lv'), '0', 'and the lock is gone');
