@@ -207,6 +207,13 @@ SELECT rlock_xact_acquire('sf_lx5', '1 hour');
 ROLLBACK TO s3;
 COMMIT;
 \! redis-cli -u "$RLOCK_REDIS_URL" EXISTS sf_lx4 sf_lx5
+-- a transaction that force-released its own transaction lock cannot commit
+BEGIN;
+SELECT rlock_xact_acquire('sf_lx6', '1 hour');
+SELECT rlock_force_release('sf_lx6');
+\set VERBOSITY terse
+COMMIT;
+\set VERBOSITY default
 SELECT count(*) AS registered FROM rlock_locks
   WHERE pid = pg_backend_pid() AND name LIKE 'sf_lx%';
 
