@@ -200,6 +200,8 @@ typedef struct HeldLock
 								 * (or, for the write side, one of the read
 								 * side's), and the watchdog renews it with
 								 * this lease (holds_update_renewal) */
+	int64		watchdog_lease_ms;	/* lease of the holds taken without a
+									 * lease (the watchdog's, at the time) */
 	int64		lease_ms;		/* lease of the last acquisition */
 	TimestampTz expires_at;		/* earliest moment Redis may let it expire */
 	bool		uncertain;		/* Redis may disagree (interrupted call) */

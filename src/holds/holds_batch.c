@@ -9,8 +9,10 @@
  * goes out for many entries together (a single release is a batch of one,
  * holds_release.c), and how each answer puts the table and Redis in
  * agreement again (released, found gone and so lost, refused and so kept,
- * or not known and so uncertain).  Before each reconcile it runs the
- * clean-ups an ERROR left (holds_cleanup.c).
+ * or not known and so uncertain).  Before the reconcile at the start of a
+ * call it runs the clean-ups an ERROR left (holds_cleanup.c); a reconcile
+ * in the middle of a call (holds_settle_entries) does not, since they
+ * would end that call's own wait.
  *
  * Copyright (c) 2026, rlock developers
  *

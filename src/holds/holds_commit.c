@@ -15,8 +15,10 @@
  * (holds_kinds.c).  An ERROR here rolls the transaction back, which is
  * what it is for.  holds_xact.c calls it.
  *
- * Two ways to refuse the COMMIT: a lock that is gone (not in Redis, fewer
- * holds there than the table counts, not confirmed by a majority of its
+ * Three ways to refuse the COMMIT: a loss an earlier call found
+ * (holds_lost.c, holds_refuse_lost_xact; PREPARE too); a lock that is
+ * gone (not in Redis, fewer holds there than the table counts, not
+ * confirmed by a majority of its
  * servers, found lost by the watchdog, or checked on a node that is no
  * longer master) is forgotten whole, its session-level holds too, and
  * reported lost; a lock still held whose lease is too short to cover the
@@ -172,6 +174,25 @@ verify_elsewhere(HeldLock **hs, int n)
 }
 
 /*
+ * A transaction-level loss an earlier call of this transaction found and
+ * forgot (holds_lost.c) refuses its COMMIT, or its PREPARE ("what").
+ */
+void
+holds_refuse_lost_xact(const char *what)
+{
+	const char *key = holds_lost_xact_key();
+
+	if (key == NULL)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_TRANSACTION_ROLLBACK),
+			 errmsg("cannot %s: lock \"%s\" held by this transaction was lost",
+					what, key),
+			 errdetail("An earlier call of this transaction found it lost (see its WARNING); the transaction is rolled back."),
+			 errhint("Writes guarded by a lost lock are never committed (rlock.verify_on_commit).")));
+}
+
+/*
  * Before COMMIT: check in one round trip that Redis still has every lock
  * held at transaction level, with enough lease left to cover the commit
  * (see COMMIT_MIN_LEASE_MS).  An ERROR here rolls the transaction back.
@@ -194,17 +215,12 @@ holds_verify_xact(void)
 
 	if (!rlock_verify_on_commit)
 		return;
-	/* a loss an earlier call of this transaction found and forgot */
-	if (holds_lost_xact_key() != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_TRANSACTION_ROLLBACK),
-				 errmsg("cannot commit: lock \"%s\" held by this transaction was lost",
-						holds_lost_xact_key()),
-				 errdetail("An earlier call of this transaction found it lost (see its WARNING); the transaction is rolled back."),
-				 errhint("Writes guarded by a lost lock are never committed (rlock.verify_on_commit).")));
+	/* (the reconcile may find a lock gone, and note it) */
+	if (holds_any_xact())
+		holds_settle();
+	holds_refuse_lost_xact("commit");
 	if (!holds_any_xact())
 		return;
-	holds_settle();
 	n = holds_xact_snapshot(&hs);
 	if (n == 0)
 		return;

@@ -59,14 +59,13 @@ extern void holds_drop_if_unused(HeldLock *h);
 extern void holds_forget_and_reconcile(HeldLock *h);
 extern bool holds_count_hold(HeldLock *h, const HoldRequest *req,
 							 int redis_count, const char *name);
-extern void holds_take_back(HeldLock *h, RlockScope scope, int levels);
+extern void holds_take_back(HeldLock *h, const HoldRequest *req);
 extern void holds_registry_full(const char *name);
 extern void holds_held_as_other_kind(const LockName *ln, HeldLock *other);
 extern void holds_report_lost(RlockKind kind, const char *name,
 							  const char *detail);
 extern int64 holds_keep_lease(HeldLock *h);
 extern void holds_update_renewal(HeldLock *h);
-extern void holds_settle_entries(void);
 
 /* holds_lost.c */
 extern void holds_note_lost_xact(const HeldLock *h);
@@ -88,12 +87,14 @@ extern BatchItem *holds_batch_items(void);
 extern void holds_batch_add(BatchItem *items, int *n, HeldLock *h, int levels,
 							bool session);
 extern int	holds_run_batch(BatchItem *items, int n, int elevel);
+extern void holds_settle_entries(void);
 
 /* holds_release.c */
 extern HeldLock *holds_session_hold(const LockName *ln, RlockKind kind);
 
 /* holds_commit.c */
 extern void holds_verify_xact(void);
+extern void holds_refuse_lost_xact(const char *what);
 
 /* registry.c: a backend's own entries (kept in step by the table) */
 extern bool registry_sync(const char *key, RlockKind kind, int session_count,

@@ -81,7 +81,7 @@ count_all(HeldLock **hs, const LockName *lns, int n, const HoldRequest *req,
 			continue;
 		for (int j = 0; j < i; j++)
 		{
-			holds_take_back(hs[j], req->scope, req->levels);
+			holds_take_back(hs[j], req);
 			holds_set_uncertain(hs[j], true);
 			(void) holds_sync_registry(hs[j], false);
 		}

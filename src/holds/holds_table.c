@@ -3,7 +3,8 @@
  * holds_table.c
  *	  Backend-local table of the locks this session holds, at session,
  *	  transaction and subtransaction level: finding, entering, counting and
- *	  forgetting holds, and keeping the shared registry in step.  No Redis
+ *	  forgetting holds, deciding which of them the watchdog renews
+ *	  (holds_update_renewal), and keeping the shared registry in step.  No Redis
  *	  I/O: the files above it (holds_batch.c, holds_acquire.c,
  *	  holds_release.c, holds_set.c, holds_commit.c, holds_xact.c) talk to
  *	  Redis and record here what it said.
@@ -206,6 +207,7 @@ holds_enter(const char *key, RlockKind kind)
 		h->maxxact = 0;
 		h->xact = NULL;
 		h->renew_lease_ms = 0;
+		h->watchdog_lease_ms = 0;
 		h->lease_ms = 0;
 		h->expires_at = 0;
 		h->uncertain = false;
@@ -256,6 +258,8 @@ holds_drop_if_unused(HeldLock *h)
 {
 	if (holds_total(h) > 0 || h->uncertain)
 		return;
+	/* (a read side that goes no longer renews the write side) */
+	holds_update_renewal(h);
 	if (h->xact)
 		pfree(h->xact);
 	registry_remove(h->key, h->kind);
@@ -269,7 +273,7 @@ holds_forget(HeldLock *h)
 	holds_note_lost_xact(h);
 	holds_clear_xact(h);
 	h->session_count = 0;
-	h->renew_lease_ms = 0;
+	holds_update_renewal(h);
 	holds_set_uncertain(h, false);
 	holds_drop_if_unused(h);
 }
@@ -285,7 +289,7 @@ holds_forget_and_reconcile(HeldLock *h)
 	holds_note_lost_xact(h);
 	holds_clear_xact(h);
 	h->session_count = 0;
-	h->renew_lease_ms = 0;
+	holds_update_renewal(h);
 	registry_remove(h->key, h->kind);
 	holds_set_uncertain(h, true);
 }
@@ -308,15 +312,21 @@ holds_report_lost(RlockKind kind, const char *name, const char *detail)
 
 /* Take back the hold holds_count_hold just counted (scope as given). */
 void
-holds_take_back(HeldLock *h, RlockScope scope, int levels)
+holds_take_back(HeldLock *h, const HoldRequest *req)
 {
-	if (scope == RLOCK_SCOPE_SESSION)
+	int			levels = req->levels;
+
+	if (req->scope == RLOCK_SCOPE_SESSION)
+	{
 		h->session_count -= levels;
+		if (req->watchdog)
+			h->session_renewed = Max(h->session_renewed - levels, 0);
+	}
 	else
 	{
 		h->xact[h->nxact - 1].count -= levels;
-		h->xact[h->nxact - 1].renewed = Min(h->xact[h->nxact - 1].renewed,
-											h->xact[h->nxact - 1].count);
+		if (req->watchdog)
+			h->xact[h->nxact - 1].renewed -= levels;
 		if (h->xact[h->nxact - 1].count == 0)
 			h->nxact--;
 		h->xact_count -= levels;
@@ -392,7 +402,7 @@ holds_count_hold(HeldLock *h, const HoldRequest *req, int redis_count,
 		h->xact_count += req->levels;
 	}
 	if (req->watchdog)
-		h->renew_lease_ms = req->lease_ms;
+		h->renew_lease_ms = h->watchdog_lease_ms = req->lease_ms;
 	h->lease_ms = req->lease_ms;
 
 	/*
@@ -407,7 +417,7 @@ holds_count_hold(HeldLock *h, const HoldRequest *req, int redis_count,
 	if (!holds_sync_registry(h, true))
 	{
 		/* the registry is full: the reconcile gives the hold back */
-		holds_take_back(h, req->scope, req->levels);
+		holds_take_back(h, req);
 		holds_set_uncertain(h, true);
 		return false;
 	}
@@ -478,76 +488,76 @@ renewed_holds(HeldLock *h)
 }
 
 /*
- * Whether the watchdog renews h, and with what lease: while a hold of it
- * taken without a lease remains.  Once the last such hold ends, the holds
- * with a fixed lease that remain are no longer renewed: they keep the
- * expiry the last renewal gave them (the registry's) and end there.  The
- * write side of a read/write lock is renewed as long as this session's
- * read side is: a read hold's renewal raises the TTL of the key that
- * carries the write too (one key, one TTL, as in Redisson), so the write
- * hold lives as long, and rlock must not call it lost meanwhile.
+ * The lease the watchdog renews h with (0: it only checks h), from what h
+ * holds now: while a hold of it taken without a lease remains.  Once the
+ * last such hold ends, the holds with a fixed lease that remain are no
+ * longer renewed: they keep the expiry the last renewal gave them (the
+ * registry's) and end there.  The write side of a read/write lock is
+ * renewed as long as this session's read side is: a read hold's renewal
+ * raises the TTL of the key that carries the write too (one key, one TTL,
+ * as in Redisson), so the write hold lives as long, and rlock must not
+ * call it lost meanwhile.
+ */
+static int64
+renewal_lease(HeldLock *h)
+{
+	HeldLock   *r;
+
+	if (holds_total(h) == 0)
+		return 0;
+	if (renewed_holds(h) > 0)
+		return h->watchdog_lease_ms;
+	if (h->kind != RLOCK_KIND_WRITE)
+		return 0;
+	r = holds_find(h->key, RLOCK_KIND_READ);
+	if (r != NULL && holds_total(r) > 0 && renewed_holds(r) > 0)
+		return r->watchdog_lease_ms;
+	return 0;
+}
+
+/*
+ * Set h's renewal from what it holds (renewal_lease); after a change of the
+ * read side, the write side's too, with its registry entry.
  */
 void
 holds_update_renewal(HeldLock *h)
 {
-	HeldLock   *w = h;
-	HeldLock   *r = NULL;
+	HeldLock   *w;
+	int64		was;
 
-	if (h->kind == RLOCK_KIND_READ)
-		w = holds_find(h->key, RLOCK_KIND_WRITE);
-	else if (h->kind == RLOCK_KIND_WRITE)
-		r = holds_find(h->key, RLOCK_KIND_READ);
-	else
-	{
-		if (renewed_holds(h) == 0 || holds_total(h) == 0)
-			h->renew_lease_ms = 0;
+	h->renew_lease_ms = renewal_lease(h);
+	if (h->kind != RLOCK_KIND_READ)
 		return;
-	}
-	if (h->kind == RLOCK_KIND_READ)
-	{
-		r = h;
-		if (renewed_holds(r) == 0 || holds_total(r) == 0)
-			r->renew_lease_ms = 0;
-	}
+	w = holds_find(h->key, RLOCK_KIND_WRITE);
 	if (w == NULL)
 		return;
-	if (holds_total(w) == 0)
-		w->renew_lease_ms = 0;
-	else if (renewed_holds(w) == 0)
-	{
-		int64		was = w->renew_lease_ms;
+	was = w->renew_lease_ms;
+	w->renew_lease_ms = renewal_lease(w);
+	if (w->renew_lease_ms == was)
+		return;
 
-		w->renew_lease_ms = (r != NULL && r->renew_lease_ms > 0 &&
-							 holds_total(r) > 0) ? r->renew_lease_ms : 0;
-
-		/*
-		 * Renewed along with the read side from now on: the read hold
-		 * that was just taken raised the key's TTL (scripts_rw.c), so the
-		 * write lives at least as long.  The write's registry entry
-		 * follows here when the call was about the read side.
-		 */
-		if (was == 0 && w->renew_lease_ms > 0 && r->expires_at > w->expires_at)
-			w->expires_at = r->expires_at;
-		if (w != h && w->renew_lease_ms != was)
-			(void) registry_sync(w->key, w->kind, w->session_count,
-								 w->xact_count, w->lease_ms,
-								 w->renew_lease_ms,
-								 w->renew_lease_ms > 0 ? w->expires_at : 0);
-	}
+	/*
+	 * Renewed along with the read side from now on: the read hold that was
+	 * just taken raised the key's TTL (scripts_rw.c), so the write lives at
+	 * least as long.
+	 */
+	if (was == 0 && h->expires_at > w->expires_at)
+		w->expires_at = h->expires_at;
+	(void) registry_sync(w->key, w->kind, w->session_count, w->xact_count,
+						 w->lease_ms, w->renew_lease_ms,
+						 w->renew_lease_ms > 0 ? w->expires_at : 0);
 }
 
 /*
  * Lease to give what remains of a lock (after holds were removed from the
  * table): the renewal lease when the watchdog still renews it, else 0
- * (keep the key's TTL).
+ * (keep the key's TTL).  Changes nothing: a release Redis refuses puts the
+ * counts back, and the renewal with them.
  */
 int64
 holds_keep_lease(HeldLock *h)
 {
-	holds_update_renewal(h);
-	if (h->renew_lease_ms > 0 && holds_total(h) > 0)
-		return h->renew_lease_ms;
-	return 0;
+	return renewal_lease(h);
 }
 
 /*

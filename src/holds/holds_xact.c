@@ -303,6 +303,7 @@ holds_xact_callback(XactEvent event, void *arg)
 			holds_verify_xact();
 			break;
 		case XACT_EVENT_PRE_PREPARE:
+			holds_refuse_lost_xact("prepare");
 			if (holds_any_xact())
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -311,6 +312,9 @@ holds_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
 			run_guarded(holds_end_xact, InvalidSubTransactionId, false);
+			holds_lost_xact_reset();
+			break;
+		case XACT_EVENT_PREPARE:
 			holds_lost_xact_reset();
 			break;
 		case XACT_EVENT_ABORT:

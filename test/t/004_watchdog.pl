@@ -104,20 +104,20 @@ is(q1($other, "SELECT count(*) FROM rlock_locks WHERE pid = $a_pid"), '0',
 
 # ---- a fixed-lease hold is renewed only while a NULL-lease hold of it lasts ----
 
-# A session holds a lock with a 1 s lease; a transaction takes it again
+# A session holds a lock with a 3 s lease; a transaction takes it again
 # without a lease: the watchdog renews the lock (one key, one TTL) while the
 # transaction runs.  Once the transaction ends, only the fixed-lease hold is
 # left, and the renewals stop: the lock ends at the expiry the last renewal
 # gave it (within watchdog_timeout), rlock calls it lost, and another
 # session can take it.
-q1($a, "SELECT rlock_acquire('wd_mixed', '1s')");
+q1($a, "SELECT rlock_acquire('wd_mixed', '3s')");
 q1($a, 'BEGIN');
 q1($a, "SELECT rlock_xact_acquire('wd_mixed')");
-is(q1($a, "SELECT rlock_hold_count('wd_mixed')"), '2', 'a holds the lock twice: session (1 s lease) and transaction (none)');
+is(q1($a, "SELECT rlock_hold_count('wd_mixed')"), '2', 'a holds the lock twice: session (3 s lease) and transaction (none)');
 ok( RlockTest::wait_until(sub {
-		q1($other, "SELECT count(*) FROM rlock_locks WHERE name = 'wd_mixed' AND scope = 'session' AND state = 'held' AND renewed_at > acquired_at + interval '1.5 s'") eq '1'
+		q1($other, "SELECT count(*) FROM rlock_locks WHERE name = 'wd_mixed' AND scope = 'session' AND state = 'held' AND renewed_at > acquired_at + interval '3.5 s'") eq '1'
 	}, 30),
-	'while the transaction runs, the watchdog renews the lock past the 1 s lease');
+	'while the transaction runs, the watchdog renews the lock past the 3 s lease');
 q1($a, 'COMMIT');
 ok( RlockTest::wait_until(sub { $redis->cli('EXISTS', 'wd_mixed') eq '0' }, 30),
 	'after the transaction, the lock is no longer renewed and expires in Redis');
