@@ -295,12 +295,20 @@ is($redis->cli('EXISTS', 'rw_lost_read'), '0', 'its release leaves nothing');
 # the write hold is held, and nobody else reads or writes.  Once the read
 # hold is released, the write hold is no longer renewed: it ends within
 # watchdog_timeout, reported lost.
+# Wait until the write hold of $name (3 s lease) was renewed past its lease.
+sub write_renewed_past_lease
+{
+	my ($name, $what) = @_;
+	ok( RlockTest::wait_until(sub {
+			q1($s3, "SELECT count(*) FROM rlock_locks WHERE name = '$name' AND kind = 'write' AND renewed_at > acquired_at + interval '3.5 s'") eq '1'
+		}, 30),
+		$what);
+	return;
+}
+
 q1($s1, "SELECT rlock_write_acquire('rw_keep_w', '3 s')");
 q1($s1, "SELECT rlock_read_acquire('rw_keep_w')");
-ok( RlockTest::wait_until(sub {
-		q1($s3, "SELECT count(*) FROM rlock_locks WHERE name = 'rw_keep_w' AND kind = 'write' AND renewed_at > acquired_at + interval '3.5 s'") eq '1'
-	}, 30),
-	'past its 3 s lease, the write hold is renewed along with the read hold');
+write_renewed_past_lease('rw_keep_w', 'past its 3 s lease, the write hold is renewed along with the read hold');
 is(q1($s3, "SELECT string_agg(kind || ' ' || state, ',' ORDER BY kind) FROM rlock_locks WHERE name = 'rw_keep_w'"),
 	'read held,write held', 'both sides are held in rlock_locks');
 is($redis->cli('HGET', 'rw_keep_w', 'mode'), 'write', 'Redis has the lock in write mode');
@@ -320,10 +328,7 @@ q1($s2, "SELECT rlock_read_release('rw_keep_w')");
 q1($s1, 'BEGIN');
 q1($s1, "SELECT rlock_write_xact_acquire('rw_keep_x', '3 s')");
 q1($s1, "SELECT rlock_read_xact_acquire('rw_keep_x')");
-ok( RlockTest::wait_until(sub {
-		q1($s3, "SELECT count(*) FROM rlock_locks WHERE name = 'rw_keep_x' AND kind = 'write' AND renewed_at > acquired_at + interval '3.5 s'") eq '1'
-	}, 30),
-	'in a transaction, the write hold is renewed past its lease too');
+write_renewed_past_lease('rw_keep_x', 'in a transaction, the write hold is renewed past its lease too');
 my ($kx_out, $kx_err) = RlockTest::query_err($s1, 'COMMIT');
 unlike($kx_err, qr/ERROR/, 'COMMIT succeeds');
 is($redis->cli('EXISTS', 'rw_keep_x'), '0', 'and releases both holds');
