@@ -230,7 +230,7 @@ holds_sync_registry(HeldLock *h, bool new_expiry)
 	holds_update_renewal(h);
 	return registry_sync(h->key, h->kind, h->session_count, h->xact_count,
 						 h->lease_ms,
-						 holds_total(h) > 0 ? h->renew_lease_ms : 0,
+						 h->renew_lease_ms,
 						 new_expiry ? h->expires_at : 0);
 }
 
@@ -358,7 +358,6 @@ holds_count_hold(HeldLock *h, const HoldRequest *req, int redis_count,
 		holds_note_lost_xact(h);
 		holds_clear_xact(h);
 		h->session_count = 0;
-		h->renew_lease_ms = 0;
 		/* a new lock: its expiry is the acquisition's, not the old one's */
 		(void) holds_sync_registry(h, false);
 	}
@@ -402,7 +401,7 @@ holds_count_hold(HeldLock *h, const HoldRequest *req, int redis_count,
 		h->xact_count += req->levels;
 	}
 	if (req->watchdog)
-		h->renew_lease_ms = h->watchdog_lease_ms = req->lease_ms;
+		h->watchdog_lease_ms = req->lease_ms;
 	h->lease_ms = req->lease_ms;
 
 	/*

@@ -189,7 +189,6 @@ holds_release_everything(bool session_only)
 	{
 		if (h->session_count == 0 && (h->uncertain || h->xact_count == 0))
 		{
-			h->renew_lease_ms = 0;
 			holds_set_uncertain(h, false);
 			holds_drop_if_unused(h);
 		}
@@ -225,8 +224,6 @@ holds_abandon_after_failure(SubTransactionId subid, bool at_exit)
 		(void) drop_xact_holds(h, subid);
 		if (at_exit)
 			h->session_count = 0;
-		if (holds_total(h) == 0)
-			h->renew_lease_ms = 0;
 		holds_set_uncertain(h, true);
 		(void) holds_sync_registry(h, false);
 	}
