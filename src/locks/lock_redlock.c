@@ -230,7 +230,7 @@ redlock_attempt(RedlockAttempt *a, int64 *pttl)
 
 		why[m] = NULL;
 		silent[m] = false;
-		if (ops[m].late)
+		if (ops[m].late && !rconn_silent(a->conns[m]))
 			continue;			/* not waited for, or set aside (route.h) */
 		if (!ops[m].ok)
 		{

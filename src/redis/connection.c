@@ -260,6 +260,17 @@ rconn_run_id(RedisConn *conn)
 	return conn->identity_known ? conn->run_id : NULL;
 }
 
+/*
+ * Has conn's server been silent since a round trip of it timed out (no
+ * reply since, on any socket)?  An optional op (a Redlock's master) is then
+ * not waited for once the others are done.
+ */
+bool
+rconn_silent(RedisConn *conn)
+{
+	return conn->silent;
+}
+
 /* Replicas of conn's node when last asked (-1: unknown). */
 int
 rconn_replicas(RedisConn *conn)

@@ -76,6 +76,9 @@ rconn_op_failed(OpState *os)
 {
 	RedisConn  *conn = os->op->conn;
 
+	/* no answer in time: silent until a reply comes (rconn_silent) */
+	if (conn->failure == RF_TIMEOUT)
+		conn->silent = true;
 	/* a located master that failed is not the sentinels' first answer */
 	if (conn->node.kind == NODE_SENTINEL_MASTER && conn->node.host[0] != '\0' &&
 		conn->failure != RF_NOT_MASTER && conn->failure != RF_NO_MASTER)
@@ -250,6 +253,7 @@ take_reply(OpState *os, int slot, redisReply *r)
 {
 	RedisConn  *conn = os->op->conn;
 
+	conn->silent = false;		/* its server answers again */
 	if (slot == SLOT_IDENTITY)
 	{
 		take_identity(conn, r);

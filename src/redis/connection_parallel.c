@@ -68,9 +68,22 @@ op_late(OpState *os)
 	}
 	else
 		rconn_discard(conn);
+	if (conn->silent)
+		rconn_set_failure(conn, RF_TIMEOUT,
+						  "It has not answered since a round trip timed out, and was not waited for once the others were done.");
 	os->done = true;
 	os->op->ok = false;
 	os->op->late = true;
+}
+
+/*
+ * Is os an optional op whose server is silent (rconn_silent)?  It may be
+ * left once the others are done, however new its connection.
+ */
+static bool
+left_silent(const OpState *os)
+{
+	return os->op->optional && !os->op->awaited && os->op->conn->silent;
 }
 
 /*
@@ -82,11 +95,33 @@ static bool
 may_leave(OpState *os, int nops)
 {
 	for (int i = 0; i < nops; i++)
-		if (!os[i].done &&
+		if (!os[i].done && !left_silent(&os[i]) &&
 			(os[i].op->awaited || !os[i].op->conn->proven ||
 			 !rconn_scripts_known(os[i].op)))
 			return false;
 	return true;
+}
+
+/* Are the ops not done all silent ones, and some op done? */
+static bool
+only_silent_left(OpState *os, int nops, int active)
+{
+	if (active == nops)
+		return false;
+	for (int i = 0; i < nops; i++)
+		if (!os[i].done && !left_silent(&os[i]))
+			return false;
+	return true;
+}
+
+/* Is an op not done a silent one (left only after the grace)? */
+static bool
+silent_pending(OpState *os, int nops)
+{
+	for (int i = 0; i < nops; i++)
+		if (!os[i].done && left_silent(&os[i]))
+			return true;
+	return false;
 }
 
 /* Will conn go on as it is at its next use (see run_ops)? */
@@ -121,6 +156,8 @@ run_ops(RconnOp *ops, int nops, int need, RconnCounts counts, void *arg)
 	RconnWaiter inline_waiters[INLINE_OPS];
 	StringInfoData shared = {0};	/* the bytes ops share (data: none yet) */
 	int			counted = 0;	/* answers that count (rconn_run_quorum) */
+	TimestampTz start = 0;		/* (when an op is optional) */
+	TimestampTz grace = DT_NOEND;	/* silent ops are left then */
 	OpState    *os = nops <= INLINE_OPS ? inline_os :
 		palloc(nops * sizeof(OpState));
 	bool	   *ready = nops <= INLINE_OPS ? inline_ready :
@@ -153,6 +190,8 @@ run_ops(RconnOp *ops, int nops, int need, RconnCounts counts, void *arg)
 		ops[i].late = false;
 		ops[i].replies = NULL;
 		ready[i] = true;		/* every op takes its first step */
+		if (ops[i].optional && start == 0)
+			start = GetCurrentTimestamp();
 		/* left mid-way (an interrupt), stale, broken or idle: start afresh */
 		if (conn->state != CS_CLOSED && !keeps_socket(conn))
 			rconn_discard(conn);
@@ -180,15 +219,29 @@ run_ops(RconnOp *ops, int nops, int need, RconnCounts counts, void *arg)
 		if (active == 0)
 			break;
 		/*
-		 * Enough answered: the rest are not waited for, unless one may
-		 * yet need its script's body (may_leave).
+		 * Enough answered, or only silent servers' ops are left: the rest
+		 * are not waited for, unless one may yet need its script's body
+		 * (may_leave).  A silent server gets a grace first, three times
+		 * what the round trip took so far (and 2 ms): one that answers
+		 * again is heard (no longer silent, it is waited for as any), one
+		 * still stopped costs that, not a command_timeout each time.
 		 */
-		if (counts != NULL && counted >= need && may_leave(os, nops))
+		if ((counts != NULL && counted >= need && may_leave(os, nops)) ||
+			only_silent_left(os, nops, active))
 		{
-			for (int i = 0; i < nops; i++)
-				if (!os[i].done)
-					op_late(&os[i]);
-			break;
+			if (silent_pending(os, nops) && grace == DT_NOEND)
+			{
+				TimestampTz now = GetCurrentTimestamp();
+
+				grace = now + 3 * (now - start) + 2000;
+			}
+			if (!silent_pending(os, nops) || GetCurrentTimestamp() >= grace)
+			{
+				for (int i = 0; i < nops; i++)
+					if (!os[i].done)
+						op_late(&os[i]);
+				break;
+			}
 		}
 
 		if (active == 1)
@@ -200,7 +253,8 @@ run_ops(RconnOp *ops, int nops, int need, RconnCounts counts, void *arg)
 				if (os[i].done)
 					continue;
 				ready[i] = true;
-				if (!rconn_wait(conn, conn->want, os[i].deadline, NULL))
+				if (!rconn_wait(conn, conn->want, Min(os[i].deadline, grace),
+								NULL) && grace >= os[i].deadline)
 				{
 					rconn_set_failure(conn, RF_TIMEOUT, NULL);
 					rconn_op_failed(&os[i]);
@@ -212,7 +266,7 @@ run_ops(RconnOp *ops, int nops, int need, RconnCounts counts, void *arg)
 		{
 			waiters[i].conn = os[i].op->conn;
 			waiters[i].done = os[i].done;
-			waiters[i].deadline = os[i].deadline;
+			waiters[i].deadline = Min(os[i].deadline, grace);
 		}
 		rconn_wait_many(waiters, nops);
 		for (int i = 0; i < nops; i++)

@@ -148,6 +148,9 @@ typedef struct RconnOp
 	RReply	  **replies;		/* out: ncmds replies, owned by conn */
 	bool		late;			/* out: not waited for (rconn_run_quorum) */
 	bool		awaited;		/* in: waited for, even once enough counted */
+	bool		optional;		/* in: while its server is silent (it timed
+								 * out, nothing heard since), not waited for
+								 * once the others are done (a grace later) */
 } RconnOp;
 
 /*
@@ -184,6 +187,7 @@ extern void rconn_set_label(RedisConn *conn, const char *label);
 extern bool rconn_is_closed(RedisConn *conn);
 extern void rconn_identify(RedisConn *conn);
 extern const char *rconn_run_id(RedisConn *conn);
+extern bool rconn_silent(RedisConn *conn);
 extern void rconn_relocate(RedisConn *conn, bool avoid_here);
 extern MemoryContext rconn_reply_context(RedisConn *conn);
 extern RedisConn *rconn_target(RedisConn *conn);

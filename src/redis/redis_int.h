@@ -88,6 +88,8 @@ struct RedisConn
 	const RlockScript *scripts_run[RCONN_SCRIPTS_KNOWN];	/* on this socket */
 	int			nscripts_run;
 	bool		proven;			/* completed a round trip since connecting */
+	bool		silent;			/* a round trip timed out and no reply came
+								 * since, on any socket (kept across them) */
 	bool		subscribed;		/* may be subscribed to some channel */
 	bool		connected_before;	/* a connection was established once */
 	TimestampTz last_used;		/* end of its last round trip */

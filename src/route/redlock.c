@@ -9,7 +9,12 @@
  * while the others answer in parallel (rconn_run_parallel); a round trip
  * that needs only a majority's answers (an acquisition, a release) does
  * not wait for the last masters once a majority granted (rconn_run_quorum),
- * unless it does not know yet which server one of them is.
+ * unless it does not know yet which server one of them is.  A master that
+ * has been silent since a round trip timed out (stopped, a stalled link)
+ * costs that once: later round trips wait for it only a short grace once
+ * the others are done (RconnOp.optional), so a stopped minority does not
+ * slow every call by rlock.command_timeout nor keep short leases out; its
+ * answer counts again once it is heard.
  *
  * Each master must count once toward the majority: the setting's check
  * hook refuses a server named twice where it can tell, and the pool asks,
@@ -180,9 +185,10 @@ run_masters(RedisConn **conns, int n, RedisCmd *cmds, int ncmds,
 		ops[i].conn = conns[i];
 		ops[i].cmds = cmds;
 		ops[i].ncmds = ncmds;
-		ops[i].awaited = master[i] >= 0 &&
+		ops[i].awaited = master[i] >= 0 && !rconn_silent(conns[i]) &&
 			(rconn_run_id(conns[i]) == NULL ||
 			 twin_of(master[i], master[i]) >= 0);
+		ops[i].optional = master[i] >= 0;
 		rconn_set_deadline_cap(conns[i], cap);
 	}
 	if (counts != NULL)

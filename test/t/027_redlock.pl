@@ -532,6 +532,61 @@ is(states(\@all, $lq, $me), expect_states(\@all, 'none'), '... leaving nothing')
 q1($s, "RESET statement_timeout");
 q1($s, "SET rlock.command_timeout = '${short_ms}ms'");
 
+# ---- d4) a master that timed out is not waited for again ----
+
+# Each of master 4 (plain: its socket is kept, owing the replies), master 3
+# (a password: a fresh connection's handshake is pending) and master 1 (TLS:
+# its handshake stalls) stopped in turn, then a new session: its first
+# round trip to the stopped master, on a new connection, is waited for and
+# times out (300 ms).  The next ones do not wait for it, even with command
+# and connect timeouts (60 s) longer than the statement may run (30 s) and
+# a fresh connection each time: acquired on the other four, again and
+# again, released.  Resumed, it is heard again: an acquisition is soon held
+# on all five.
+foreach my $m (4, 3, 1)
+{
+	my $ls = "rl_silent$m";
+	my $t = session();
+	my $tme = RlockTest::holder_of($t);
+	my @up = grep { $_ != $m } @all;
+	q1($t, "SET rlock.command_timeout = '${short_ms}ms'");
+	q1($t, "SET rlock.connect_timeout = '${short_ms}ms'");
+	$rl->pause($m);
+	($out, $err) = RlockTest::run_sql($t,
+		"SELECT rlock_redlock_try_acquire('$ls', '30s'), rlock_redlock_release('$ls')");
+	is("$out/$err", 't|t/',
+		"master $m stopped: a new session's first round trip to it times out, the others grant");
+	($out, $err) = RlockTest::run_sql($t,
+		"SET rlock.command_timeout = '60s'; SET rlock.connect_timeout = '60s'; SET statement_timeout = '30s'");
+	is($err, '', '... then 60 s command and connect timeouts, a 30 s statement timeout');
+	for my $round (1 .. 3)
+	{
+		($out, $err) = RlockTest::run_sql($t,
+			"SELECT rlock_redlock_try_acquire('$ls', '30s')");
+		is("$out/$err", 't/',
+			"... acquisition $round does not wait for master $m: acquired");
+		is(states(\@up, $ls, $tme), expect_states(\@up, 'me=1'),
+			'... held on the four running masters');
+		($out, $err) = RlockTest::run_sql($t, "SELECT rlock_redlock_release('$ls')");
+		is("$out/$err", 't/', '... released');
+	}
+	$rl->resume($m);
+	ok(RlockTest::wait_until(sub { state_on($m, $ls, $tme) eq 'none' }, 60),
+		"master $m, running again, ran what it was sent and has nothing left of it");
+	ok( RlockTest::wait_until(
+			sub {
+				my ($o, $e) = RlockTest::run_sql($t,
+					"SELECT rlock_redlock_try_acquire('$ls', '30s')");
+				my $st = states(\@all, $ls, $tme);
+				RlockTest::run_sql($t, "SELECT rlock_redlock_release('$ls')");
+				return $o eq 't' && $st eq expect_states(\@all, 'me=1');
+			},
+			60),
+		'... and is heard again: an acquisition is held on all five masters');
+	is(states(\@all, $ls, $tme), expect_states(\@all, 'none'), '... leaving nothing');
+	$t->quit;
+}
+
 # ---- e) transaction level, waiting ----
 
 my $lx = 'rl_xact';
