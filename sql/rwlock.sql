@@ -81,7 +81,7 @@ SELECT rlock_hold_count('rw_x');
 ROLLBACK;
 SELECT rlock_is_locked('rw_x');
 
--- rlock_release_all releases both sides
+-- rlock_release_all releases both sides, and counts the names (2)
 SELECT rlock_write_acquire('rw_d', '1 minute'), rlock_read_acquire('rw_d', '1 minute');
 SELECT rlock_acquire('rw_e', '1 minute');
 SELECT rlock_release_all();

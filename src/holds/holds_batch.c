@@ -31,6 +31,24 @@
 static int	holds_run_local_batch(BatchItem *items, int n, int elevel);
 
 /*
+ * Was h's name counted already, as the other side of a read/write lock?
+ * (Counted now if not: *names, room for n, in holds_batch_cxt.)
+ */
+static bool
+rw_side_counted(HeldLock *h, char ***names, int *nnames, int n)
+{
+	if (h->kind != RLOCK_KIND_READ && h->kind != RLOCK_KIND_WRITE)
+		return false;
+	for (int i = 0; i < *nnames; i++)
+		if (strcmp((*names)[i], h->key) == 0)
+			return true;
+	if (*names == NULL)
+		*names = MemoryContextAlloc(holds_batch_cxt, n * sizeof(char *));
+	(*names)[(*nnames)++] = MemoryContextStrdup(holds_batch_cxt, h->key);
+	return false;
+}
+
+/*
  * Tell Redis about holds already removed from our table, in one round trip.
  * Locks found gone are reported as lost and forgotten.  When Redis cannot
  * be reached the entries become uncertain and the failure is reported at
@@ -38,7 +56,8 @@ static int	holds_run_local_batch(BatchItem *items, int n, int elevel);
  * happen: with elevel ERROR (a user's call) its session-level holds are
  * put back and the first such error is raised once the others are done;
  * otherwise (transaction end, exit) it is a WARNING and the entry stays
- * uncertain.  Returns the number of items whose lock was still held.
+ * uncertain.  Returns the number of names whose lock was still held (a
+ * read/write lock's two sides count once).
  */
 /*
  * The items of a kind whose locks live on servers of their own (a
@@ -188,6 +207,8 @@ holds_run_local_batch(BatchItem *items, int n, int elevel)
 	RReply *failed = NULL;
 	const char *failed_key = NULL;
 	TimestampTz sent_at = GetCurrentTimestamp();
+	char	  **rw_counted = NULL;	/* read/write names counted (copies) */
+	int			nrw_counted = 0;
 
 	if (n == 0)
 	{
@@ -283,7 +304,8 @@ holds_run_local_batch(BatchItem *items, int n, int elevel)
 			holds_forget(h);
 			continue;
 		}
-		nheld++;
+		if (!rw_side_counted(h, &rw_counted, &nrw_counted, n))
+			nheld++;
 		new_expiry = false;
 		if (items[i].levels > 0)
 		{
@@ -396,7 +418,8 @@ holds_settle_entries(void)
 
 /*
  * rlock_release_all(): release every session-level hold, all levels.
- * Returns the number of locks released.
+ * Returns the number of names released (both sides of a read/write lock:
+ * one name).
  */
 int
 holds_release_all_session(void)
