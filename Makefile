@@ -15,7 +15,7 @@ SHLIB_LINK = -lhiredis
 SHLIB_LINK += -lanl   # getaddrinfo_a: libanl before glibc 2.34, an empty stub since
 SHLIB_LINK += -lssl -lcrypto   # TLS (transport_tls.c), digests (digest.c)
 PG_CPPFLAGS = -I$(srcdir)/src
-PG_CFLAGS = -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter \
+PG_CFLAGS = -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow=compatible-local \
 	-Wno-missing-field-initializers -Wno-sign-compare
 
 # Tests.  `make installcheck` runs the regress and isolation suites against

@@ -230,8 +230,9 @@ redlock_attempt(RedlockAttempt *a, int64 *pttl)
 
 		why[m] = NULL;
 		silent[m] = false;
+		/* not waited for, or set aside (route.h); silent: counted below */
 		if (ops[m].late && !rconn_silent(a->conns[m]))
-			continue;			/* not waited for, or set aside (route.h) */
+			continue;
 		if (!ops[m].ok)
 		{
 			/* before the give-back, which may reconnect it */

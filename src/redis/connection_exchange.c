@@ -14,7 +14,8 @@
  * left owing the replies of a round trip not waited for
  * (rconn_run_quorum) reads and drops them first.  Such a round trip is
  * left only where its server was seen running each of its scripts on this
- * socket (rconn_scripts_known); a NOSCRIPT among the dropped replies
+ * socket (rconn_scripts_known), or is silent (connection_parallel.c); a
+ * NOSCRIPT among the dropped replies
  * (the scripts flushed meanwhile) makes the connection forget them all.
  *
  * Copyright (c) 2026, rlock developers
@@ -76,9 +77,18 @@ rconn_op_failed(OpState *os)
 {
 	RedisConn  *conn = os->op->conn;
 
-	/* no answer in time: silent until a reply comes (rconn_silent) */
+	/*
+	 * No answer in time: silent until a reply comes (rconn_silent), and
+	 * waited for in full again only after a pause (connection_parallel.c).
+	 */
 	if (conn->failure == RF_TIMEOUT)
+	{
+		if (!conn->silent)
+			conn->silent_pause_ms = 1000;
 		conn->silent = true;
+		conn->silent_probe_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+															conn->silent_pause_ms);
+	}
 	/* a located master that failed is not the sentinels' first answer */
 	if (conn->node.kind == NODE_SENTINEL_MASTER && conn->node.host[0] != '\0' &&
 		conn->failure != RF_NOT_MASTER && conn->failure != RF_NO_MASTER)
@@ -465,6 +475,8 @@ rconn_step(OpState *os)
 		conn->proven = true;
 		conn->failure = RF_NONE;
 		conn->last_used = GetCurrentTimestamp();
+		if (os->started != 0)	/* (an optional op: its time, for its grace) */
+			conn->op_us = Max(conn->last_used - os->started, 1);
 		os->op->replies = conn->replies;
 		os->op->ok = true;
 		os->done = true;

@@ -24,6 +24,15 @@
  * the replies still to come, which their next round trip reads and drops
  * before its own.
  *
+ * A server whose round trip timed out is silent (RedisConn.silent) until
+ * a reply comes from it.  An optional op (RconnOp.optional: a Redlock's
+ * master) on a silent server is left, once the others are done or enough
+ * counted, after a short grace (silent_grace), however new its connection
+ * and whatever it may lack: its answer could not count, and a server that
+ * stopped must not cost every round trip a timeout.  Its commands may run
+ * there later, or (a NOSCRIPT dropped, a connection closed mid-way) not
+ * at all: what it holds then expires with its lease.
+ *
  * Everything here serves single nodes: which node a command goes to (a
  * Cluster's slot map, a Sentinel's master) is the route layer's business,
  * which sits above and calls in here; the pool never asks a router.
@@ -44,7 +53,7 @@
 
 /*
  * Leave os, whose connection is not waited for any longer (enough others
- * answered): a connection that sent everything keeps its socket, owing the
+ * answered, or its server is silent and the others are done): a connection that sent everything keeps its socket, owing the
  * replies still to come (its next round trip sends its own commands
  * behind them, and reads and drops them first); one still connecting or
  * sending is closed.
@@ -78,18 +87,43 @@ op_late(OpState *os)
 
 /*
  * Is os an optional op whose server is silent (rconn_silent)?  It may be
- * left once the others are done, however new its connection.
+ * left once the others are done, however new its connection (may_skip:
+ * see silent_may_skip), until it is heard again.
  */
 static bool
 left_silent(const OpState *os)
 {
-	return os->op->optional && !os->op->awaited && os->op->conn->silent;
+	return os->may_skip && os->op->conn->silent;
+}
+
+/*
+ * May op, whose server is silent, be left after a grace this round trip?
+ * Not one awaited, nor a probe: a server whose round trips were never
+ * timed (silent since the session first met it, so the grace cannot be
+ * fitted to it) is waited for in full now and then, after a pause that
+ * doubles from 1 s to a minute, so that a far one that answers again is
+ * heard even if its grace is too short for it.
+ */
+#define SILENT_PROBE_MAX_MS		60000
+static bool
+silent_may_skip(RconnOp *op, TimestampTz now)
+{
+	RedisConn  *conn = op->conn;
+
+	if (!op->optional || op->awaited || !conn->silent)
+		return false;
+	if (conn->op_us > 0 || now < conn->silent_probe_at)
+		return true;
+	/* (the probe's timeout sets the next one's time, after this pause) */
+	conn->silent_pause_ms = Min(conn->silent_pause_ms * 2, SILENT_PROBE_MAX_MS);
+	return false;
 }
 
 /*
  * May the ops not done be left without their replies?  Not one its caller
  * awaits, nor on a connection's first round trip, nor with a script its
- * server was not seen running on this socket (rconn_scripts_known).
+ * server was not seen running on this socket (rconn_scripts_known), unless
+ * its server is silent (left_silent).
  */
 static bool
 may_leave(OpState *os, int nops)
@@ -114,14 +148,22 @@ only_silent_left(OpState *os, int nops, int active)
 	return true;
 }
 
-/* Is an op not done a silent one (left only after the grace)? */
-static bool
-silent_pending(OpState *os, int nops)
+/*
+ * When the silent ops not done are left: three times what the round trip
+ * took so far, and 2 ms, or twice what a round trip of theirs last took
+ * if longer (DT_NOEND: no silent op is pending).
+ */
+static TimestampTz
+silent_grace(OpState *os, int nops, TimestampTz start, TimestampTz now)
 {
+	int64		us = -1;
+
 	for (int i = 0; i < nops; i++)
 		if (!os[i].done && left_silent(&os[i]))
-			return true;
-	return false;
+			us = Max(us, 2 * os[i].op->conn->op_us);
+	if (us < 0)
+		return DT_NOEND;
+	return now + Max(us, 3 * (now - start) + 2000);
 }
 
 /* Will conn go on as it is at its next use (see run_ops)? */
@@ -158,6 +200,7 @@ run_ops(RconnOp *ops, int nops, int need, RconnCounts counts, void *arg)
 	int			counted = 0;	/* answers that count (rconn_run_quorum) */
 	TimestampTz start = 0;		/* (when an op is optional) */
 	TimestampTz grace = DT_NOEND;	/* silent ops are left then */
+	TimestampTz until;			/* the grace, while the others are done */
 	OpState    *os = nops <= INLINE_OPS ? inline_os :
 		palloc(nops * sizeof(OpState));
 	bool	   *ready = nops <= INLINE_OPS ? inline_ready :
@@ -190,8 +233,13 @@ run_ops(RconnOp *ops, int nops, int need, RconnCounts counts, void *arg)
 		ops[i].late = false;
 		ops[i].replies = NULL;
 		ready[i] = true;		/* every op takes its first step */
-		if (ops[i].optional && start == 0)
-			start = GetCurrentTimestamp();
+		if (ops[i].optional)
+		{
+			if (start == 0)
+				start = GetCurrentTimestamp();
+			os[i].started = start;
+			os[i].may_skip = silent_may_skip(&ops[i], start);
+		}
 		/* left mid-way (an interrupt), stale, broken or idle: start afresh */
 		if (conn->state != CS_CLOSED && !keeps_socket(conn))
 			rconn_discard(conn);
@@ -226,16 +274,18 @@ run_ops(RconnOp *ops, int nops, int need, RconnCounts counts, void *arg)
 		 * again is heard (no longer silent, it is waited for as any), one
 		 * still stopped costs that, not a command_timeout each time.
 		 */
+		until = DT_NOEND;
 		if ((counts != NULL && counted >= need && may_leave(os, nops)) ||
 			only_silent_left(os, nops, active))
 		{
-			if (silent_pending(os, nops) && grace == DT_NOEND)
-			{
-				TimestampTz now = GetCurrentTimestamp();
+			TimestampTz t = start != 0 ? GetCurrentTimestamp() : 0;
 
-				grace = now + 3 * (now - start) + 2000;
-			}
-			if (!silent_pending(os, nops) || GetCurrentTimestamp() >= grace)
+			if (grace == DT_NOEND && start != 0)
+				grace = silent_grace(os, nops, start, t);
+			if (grace != DT_NOEND && t < grace &&
+				silent_grace(os, nops, start, t) != DT_NOEND)
+				until = grace;	/* a silent op: its grace first */
+			else
 			{
 				for (int i = 0; i < nops; i++)
 					if (!os[i].done)
@@ -253,8 +303,8 @@ run_ops(RconnOp *ops, int nops, int need, RconnCounts counts, void *arg)
 				if (os[i].done)
 					continue;
 				ready[i] = true;
-				if (!rconn_wait(conn, conn->want, Min(os[i].deadline, grace),
-								NULL) && grace >= os[i].deadline)
+				if (!rconn_wait(conn, conn->want, Min(os[i].deadline, until),
+								NULL) && until >= os[i].deadline)
 				{
 					rconn_set_failure(conn, RF_TIMEOUT, NULL);
 					rconn_op_failed(&os[i]);
@@ -266,7 +316,7 @@ run_ops(RconnOp *ops, int nops, int need, RconnCounts counts, void *arg)
 		{
 			waiters[i].conn = os[i].op->conn;
 			waiters[i].done = os[i].done;
-			waiters[i].deadline = Min(os[i].deadline, grace);
+			waiters[i].deadline = Min(os[i].deadline, until);
 		}
 		rconn_wait_many(waiters, nops);
 		for (int i = 0; i < nops; i++)

@@ -90,6 +90,10 @@ struct RedisConn
 	bool		proven;			/* completed a round trip since connecting */
 	bool		silent;			/* a round trip timed out and no reply came
 								 * since, on any socket (kept across them) */
+	TimestampTz silent_probe_at;	/* a silent server never timed: when it
+									 * is waited for in full next */
+	int			silent_pause_ms;	/* ... and the pause after that */
+	int64		op_us;			/* what its last optional op took (0: none) */
 	bool		subscribed;		/* may be subscribed to some channel */
 	bool		connected_before;	/* a connection was established once */
 	TimestampTz last_used;		/* end of its last round trip */
@@ -263,6 +267,8 @@ typedef struct OpState
 	int			attempt;
 	TimestampTz deadline;
 	StringInfo	shared;			/* the bytes of commands other ops send too */
+	TimestampTz started;		/* an optional op: when the round trip began */
+	bool		may_skip;		/* ... left after a grace while silent */
 } OpState;
 
 extern void rconn_step(OpState *os);

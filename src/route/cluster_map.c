@@ -294,6 +294,7 @@ cluster_map_load(RedisConn *conn)
 		rcmd_str(&cmds[1], "COMMAND");
 		rcmd_str(&cmds[1], "INFO");
 		rcmd_str(&cmds[1], "SPUBLISH");
+		memset(&op, 0, sizeof(op));
 		op.conn = c;
 		op.cmds = cmds;
 		op.ncmds = 2;

@@ -272,7 +272,7 @@ plan_round(ClusterCall *call, ClusterRound *r)
 	r->opof = palloc(nnodes * sizeof(int) + sizeof(int));
 	for (int k = 0; k < nnodes; k++)
 		r->opof[k] = -1;
-	r->ops = palloc(Max(nunits, 1) * sizeof(RconnOp));
+	r->ops = palloc0(Max(nunits, 1) * sizeof(RconnOp));
 	r->opcmds = palloc(Max(nunits, 1) * sizeof(RedisCmd *));
 	r->opunits = palloc(Max(nunits, 1) * sizeof(int *));
 	r->opn = palloc0(Max(nunits, 1) * sizeof(int));

@@ -290,6 +290,7 @@ ask_sentinel(const RedisUrlConf *conf, int i, TimestampTz cap, char *host,
 	rcmd_str(&cmd, "SENTINEL");
 	rcmd_str(&cmd, "GET-MASTER-ADDR-BY-NAME");
 	rcmd_str(&cmd, conf->url.master_name);
+	memset(&op, 0, sizeof(op));
 	op.conn = s;
 	op.cmds = &cmd;
 	op.ncmds = 1;

@@ -536,26 +536,31 @@ q1($s, "SET rlock.command_timeout = '${short_ms}ms'");
 
 # Each of master 4 (plain: its socket is kept, owing the replies), master 3
 # (a password: a fresh connection's handshake is pending) and master 1 (TLS:
-# its handshake stalls) stopped in turn, then a new session: its first
-# round trip to the stopped master, on a new connection, is waited for and
-# times out (300 ms).  The next ones do not wait for it, even with command
-# and connect timeouts (60 s) longer than the statement may run (30 s) and
-# a fresh connection each time: acquired on the other four, again and
-# again, released.  Resumed, it is heard again: an acquisition is soon held
-# on all five.
+# its handshake stalls) stopped in turn, in a new session that took a
+# Redlock once (every master answered): its connection to the master is
+# cut (CLIENT KILL) before the stop, so its next round trip there, on a
+# new connection, is waited for and times out (300 ms).  The next ones do
+# not wait for it, even with command and connect timeouts (60 s) longer
+# than the statement may run (30 s) and a fresh connection each time:
+# acquired on the other four, again and again, released.  Resumed, it is
+# heard again: an acquisition is soon held on all five.
 foreach my $m (4, 3, 1)
 {
 	my $ls = "rl_silent$m";
 	my $t = session();
 	my $tme = RlockTest::holder_of($t);
 	my @up = grep { $_ != $m } @all;
+	($out, $err) = RlockTest::run_sql($t,
+		"SELECT rlock_redlock_try_acquire('$ls', '30s'), rlock_redlock_release('$ls')");
+	is("$out/$err", 't|t/', "a new session takes and releases \"$ls\" on the five masters");
 	q1($t, "SET rlock.command_timeout = '${short_ms}ms'");
 	q1($t, "SET rlock.connect_timeout = '${short_ms}ms'");
+	$rl->cli($m, 'CLIENT', 'KILL', 'TYPE', 'normal');
 	$rl->pause($m);
 	($out, $err) = RlockTest::run_sql($t,
 		"SELECT rlock_redlock_try_acquire('$ls', '30s'), rlock_redlock_release('$ls')");
 	is("$out/$err", 't|t/',
-		"master $m stopped: a new session's first round trip to it times out, the others grant");
+		"master $m cut and stopped: its round trip on a new connection times out, the others grant");
 	($out, $err) = RlockTest::run_sql($t,
 		"SET rlock.command_timeout = '60s'; SET rlock.connect_timeout = '60s'; SET statement_timeout = '30s'");
 	is($err, '', '... then 60 s command and connect timeouts, a 30 s statement timeout');
