@@ -38,6 +38,24 @@ SELECT rlock_stats_reset();
 \echo :LAST_ERROR_SQLSTATE
 SELECT rlock_semaphore_add_permits('pv_sem', 100);
 \echo :LAST_ERROR_SQLSTATE
+-- ... nor give a semaphore permits through the latch functions (with no
+-- permit out, a semaphore's key looks like a latch's count): counting it
+-- down and setting a count are refused, and once its key is gone (a Java
+-- latch's countDown to zero, say) it is not set anew
+RESET ROLE;
+SELECT rlock_semaphore_set_permits('pv_sem2', 2);
+SET ROLE rlock_priv_plain;
+SELECT rlock_latch_count_down('pv_sem2');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_latch_set_count('pv_sem2', 100);
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_semaphore_available('pv_sem2');
+\! redis-cli -u "$RLOCK_REDIS_URL" DEL pv_sem2 > /dev/null
+SELECT rlock_semaphore_set_permits('pv_sem2', 100);
+SELECT rlock_latch_set_count('pv_sem2', 100);
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_semaphore_available('pv_sem2');
+\! redis-cli -u "$RLOCK_REDIS_URL" DEL pv_sem2 '{pv_sem2}:rlock_semaphore' > /dev/null
 -- where locks live and their prefix are not its to see or change (the
 -- wording of the SHOW error differs between versions: only the SQLSTATE)
 \set VERBOSITY sqlstate

@@ -61,8 +61,9 @@ latch_wrong_kind(const LockName *ln, const char *reply)
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("latch \"%s\" is a semaphore, not a count-down latch",
 						ln->name),
-				 errdetail("Permits of a semaphore of that name are out (Redis key \"%s\").",
-						   lockname_suffixed(ln->key, "timeout")),
+				 errdetail("Redis key \"%s\" (its permits out) or \"%s\" (its permits set, added or taken through rlock) shows a semaphore of that name.",
+						   lockname_suffixed(ln->key, "timeout"),
+						   lockname_suffixed(ln->key, SEM_MARKER_SUFFIX)),
 				 errhint("Use the rlock_semaphore_* functions for it, or another name.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_WRONG_OBJECT_TYPE),
@@ -79,10 +80,11 @@ latch_run(const LockName *ln, RlockScriptId id, int64 count)
 	RedisCmd	cmd;
 	RReply	   *r;
 
-	rcmd_script(&cmd, id, 3);
+	rcmd_script(&cmd, id, 4);
 	rcmd_arg(&cmd, ln->key, ln->keylen);
 	rcmd_str(&cmd, latch_channel(ln->key));
 	rcmd_str(&cmd, lockname_suffixed(ln->key, "timeout"));
+	rcmd_str(&cmd, lockname_suffixed(ln->key, SEM_MARKER_SUFFIX));
 	if (id == RLOCK_SCRIPT_LATCH_SET_COUNT)
 		rcmd_int(&cmd, count);
 	r = route_run1(route_backend(), &cmd, ln->name);

@@ -112,4 +112,12 @@ extern void exclusive_build_reconcile(RedisCmd *cmd, RlockKind kind,
 									  const char *key, const char *holder,
 									  int target);
 
+/*
+ * semaphore.c, latch.c: the key ({N}:rlock_semaphore) by which a name
+ * whose permits rlock set, added or took stays a semaphore, for the latch
+ * scripts to refuse once no permit is out (a semaphore's permits and a
+ * latch's count look alike in Redis).
+ */
+#define SEM_MARKER_SUFFIX	"rlock_semaphore"
+
 #endif							/* RLOCK_LOCKS_INT_H */

@@ -10,12 +10,18 @@
  * count-down that reaches zero deletes the key and publishes "0" there
  * (PROTOCOL.md, as extended in the project's notes).  A name is one kind
  * of object: every latch script refuses a lock's hash, and a name whose
- * semaphore permits key ({N}:timeout) exists, before it writes anything.
+ * semaphore permits key ({N}:timeout) or marker ({N}:rlock_semaphore)
+ * exists, before it writes anything.
  *
  * A semaphore is a string key holding the permits available, and the
  * sorted set {N}:timeout of the permits out, each an id scored by its
  * expiry (epoch ms); a release (or an expiry noticed) publishes the
- * permits available on redisson_sc:{N}.  rlock's permit ids are
+ * permits available on redisson_sc:{N}.  The scripts that set permits or
+ * take them also write {N}:rlock_semaphore (if absent, whatever else has
+ * that name is left alone), so that the latch's scripts refuse the name
+ * even with no permit out: a role without the grant of
+ * rlock_semaphore_add_permits cannot count a semaphore down and set it
+ * anew through the latch.  rlock's permit ids are
  * "<holder>:<k>", k = 1, 2, ...: a session's permits are held like a
  * lock's holds, one hold per permit, and its k-th permit is its k-th hold.
  *
@@ -29,7 +35,7 @@
 
 /*
  * Lua: KEYS[1] the latch, KEYS[3] the permits key a semaphore of the same
- * name would have.  Refuses what is not a latch ("RLOCKKIND lock" for a
+ * name would have, KEYS[4] its marker.  Refuses what is not a latch ("RLOCKKIND lock" for a
  * hash, "RLOCKKIND semaphore", "RLOCKKIND value" for any other value, a
  * string that is not a decimal integer included), else sets "cur" to the
  * count (0 when absent; a Lua number, exact only to 2^53, so only compared)
@@ -39,7 +45,7 @@
 "local t = redis.call('type', KEYS[1])['ok']\n" \
 "if t == 'hash' then return redis.error_reply('RLOCKKIND lock') end\n" \
 "if t ~= 'none' and t ~= 'string' then return redis.error_reply('RLOCKKIND value') end\n" \
-"if redis.call('exists', KEYS[3]) == 1 then return redis.error_reply('RLOCKKIND semaphore') end\n" \
+"if redis.call('exists', KEYS[3], KEYS[4]) > 0 then return redis.error_reply('RLOCKKIND semaphore') end\n" \
 "local cur = 0\n" \
 "local v = false\n" \
 "if t == 'string' then\n" \
@@ -50,7 +56,7 @@
 
 /*
  * latch count: KEYS[1] latch, KEYS[2] its channel, KEYS[3] the semaphore
- * permits key of the name.  Returns the count: 0 at zero or absent, else
+ * permits key of the name, KEYS[4] the semaphore marker.  Returns the count: 0 at zero or absent, else
  * the stored text (a bulk string: exact whatever its size).
  */
 const char rlock_latch_count_body[] =
@@ -181,7 +187,7 @@ PUBLISH_OR_REFUSE("KEYS[3]", "avail + gb") \
 "end\n"
 
 /*
- * semaphore acquire: KEYS as SEM_PRELUDE; ARGV[1] permits, ARGV[2] the
+ * semaphore acquire: KEYS as SEM_PRELUDE, KEYS[4] its marker; ARGV[1] permits, ARGV[2] the
  * lease ms, ARGV[3] holder, ARGV[4] the permits the holder's session
  * believes it holds.  Ids of its own that Redis has while the session
  * believes it holds none (a release that a failover lost left them there)
@@ -223,6 +229,7 @@ SEM_GIVE_BACK("ARGV[3]", "#mine")
 "local exp = math.max(now + tonumber(ARGV[2]), mine_exp)\n"
 "local top = mine[#mine] or 0\n"
 "avail = redis.call('decrby', KEYS[1], want)\n"
+"redis.call('set', KEYS[4], '1', 'NX')\n"
 "for _, k in ipairs(mine) do\n"
 "  redis.call('zadd', KEYS[2], 'xx', exp, ARGV[3] .. ':' .. k)\n"
 "end\n"
@@ -287,22 +294,25 @@ SEM_GIVE_BACK("ARGV[1]", "found - target")
 "return found\n";
 
 /*
- * semaphore set permits (trySetPermits): KEYS as SEM_PRELUDE; ARGV[1] the
- * permits.  Only a semaphore never set (its key absent, no permit out):
- * returns 1 when set, 0 otherwise.
+ * semaphore set permits (trySetPermits): KEYS as SEM_PRELUDE, KEYS[4] its
+ * marker; ARGV[1] the permits.  Only a semaphore never set (its key absent,
+ * no permit out, not marked: one whose key went, say counted down to
+ * nothing as a latch, is not set anew by a role without the grant of add
+ * permits): returns 1 when set, 0 otherwise.
  */
 const char rlock_sem_set_permits_body[] =
 SEM_PRELUDE("false")
-"if t ~= 'none' or redis.call('exists', KEYS[2]) == 1 then return 0 end\n"
+"if t ~= 'none' or redis.call('exists', KEYS[2], KEYS[4]) > 0 then return 0 end\n"
 PUBLISH_OR_REFUSE("KEYS[3]", "ARGV[1]")
 "redis.call('set', KEYS[1], ARGV[1])\n"
+"redis.call('set', KEYS[4], '1', 'NX')\n"
 "return 1\n";
 
 /*
- * semaphore add permits: KEYS as SEM_PRELUDE; ARGV[1] permits to add (may
- * be negative).  Returns the permits available after it, or
- * "RLOCKRANGE" when that would reach 10^15 either way (the count would no
- * longer be exact, and no script would read it).
+ * semaphore add permits: KEYS as SEM_PRELUDE, KEYS[4] its marker; ARGV[1]
+ * permits to add (may be negative).  Returns the permits available after
+ * it, or "RLOCKRANGE" when that would reach 10^15 either way (the count
+ * would no longer be exact, and no script would read it).
  */
 const char rlock_sem_add_permits_body[] =
 SEM_PRELUDE("true")
@@ -311,6 +321,7 @@ SEM_PRELUDE("true")
 "if tonumber(ARGV[1]) > 0 and after > 0 then\n"
 PUBLISH_OR_REFUSE("KEYS[3]", "after")
 "end\n"
+"redis.call('set', KEYS[4], '1', 'NX')\n"
 "return redis.call('incrby', KEYS[1], ARGV[1])\n";
 
 /*

@@ -32,14 +32,21 @@
 
 #define SEM_CHANNEL		"redisson_sc"
 
-/* Start cmd as the script id on the semaphore at key (its three keys). */
+/*
+ * Start cmd as the script id on the semaphore at key (its three keys, and
+ * with nkeys SEM_MARKED_KEYS its marker as the fourth: the scripts that set
+ * permits or take them mark the name a semaphore).
+ */
+#define SEM_MARKED_KEYS	-4
 static void
 sem_script(RedisCmd *cmd, RlockScriptId id, int nkeys, const char *key)
 {
-	rcmd_script(cmd, id, nkeys);
+	rcmd_script(cmd, id, nkeys == SEM_MARKED_KEYS ? 4 : nkeys);
 	rcmd_str(cmd, key);
 	rcmd_str(cmd, lockname_suffixed(key, "timeout"));
 	rcmd_str(cmd, lockname_derive(key, SEM_CHANNEL));
+	if (nkeys == SEM_MARKED_KEYS)
+		rcmd_str(cmd, lockname_suffixed(key, SEM_MARKER_SUFFIX));
 }
 
 /* The name is another kind of object (what: "lock" or "value"). */
@@ -116,7 +123,7 @@ sem_try(void *arg, int64 *pttl)
 	RedisCmd	cmd;
 	AcquireResult res;
 
-	sem_script(&cmd, RLOCK_SCRIPT_SEM_ACQUIRE, 3, ln->key);
+	sem_script(&cmd, RLOCK_SCRIPT_SEM_ACQUIRE, SEM_MARKED_KEYS, ln->key);
 	rcmd_int(&cmd, a->req.levels);
 	rcmd_int(&cmd, a->req.lease_ms);
 	rcmd_str(&cmd, a->holder);
@@ -208,7 +215,8 @@ sem_run(const LockName *ln, RlockScriptId id, bool with_arg, int64 arg)
 	RedisCmd	cmd;
 	RReply	   *r;
 
-	sem_script(&cmd, id, 3, ln->key);
+	sem_script(&cmd, id, id == RLOCK_SCRIPT_SEM_AVAILABLE ? 3 : SEM_MARKED_KEYS,
+			   ln->key);
 	if (with_arg)
 		rcmd_int(&cmd, arg);
 	r = route_run1(route_backend(), &cmd, ln->name);
