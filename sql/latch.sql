@@ -118,6 +118,11 @@ SELECT rlock_latch_count('redisson_sc:{lt_b}');
 \echo :LAST_ERROR_SQLSTATE
 SELECT rlock_latch_count('{lt_b}:timeout');
 \echo :LAST_ERROR_SQLSTATE
+-- ... a semaphore's marker too (else counting it down would unmark it)
+SELECT rlock_latch_count_down('{lt_b}:rlock_semaphore');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_latch_set_count('{lt_b}:rlock_semaphore', 1);
+\echo :LAST_ERROR_SQLSTATE
 SELECT rlock_try_acquire('redisson_countdownlatch__channel__{lt_b}', '1s');
 \echo :LAST_ERROR_SQLSTATE
 \! redis-cli -u "$RLOCK_REDIS_URL" EXISTS lt_b
@@ -144,6 +149,12 @@ SELECT rlock_latch_count_down('lt_sem');
 \echo :LAST_ERROR_SQLSTATE
 \! redis-cli -u "$RLOCK_REDIS_URL" GET lt_sem
 \! redis-cli -u "$RLOCK_REDIS_URL" DEL lt_sem '{lt_sem}:timeout' > /dev/null
+-- a latch's count taken as semaphore permits (and given back) by mistake:
+-- still a latch
+SELECT rlock_latch_set_count('lt_perm', 3);
+SELECT rlock_semaphore_try_acquire('lt_perm'), rlock_semaphore_release('lt_perm');
+SELECT rlock_latch_count_down('lt_perm');
+\! redis-cli -u "$RLOCK_REDIS_URL" DEL lt_perm > /dev/null
 -- ... and other Redis values, touched by no latch call
 \! redis-cli -u "$RLOCK_REDIS_URL" SET lt_str 'not a count' > /dev/null
 SELECT rlock_latch_count('lt_str');

@@ -61,7 +61,7 @@ latch_wrong_kind(const LockName *ln, const char *reply)
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("latch \"%s\" is a semaphore, not a count-down latch",
 						ln->name),
-				 errdetail("Redis key \"%s\" (its permits out) or \"%s\" (its permits set, added or taken through rlock) shows a semaphore of that name.",
+				 errdetail("Redis key \"%s\" (its permits out) or \"%s\" (its permits set or added through rlock) shows a semaphore of that name.",
 						   lockname_suffixed(ln->key, "timeout"),
 						   lockname_suffixed(ln->key, SEM_MARKER_SUFFIX)),
 				 errhint("Use the rlock_semaphore_* functions for it, or another name.")));

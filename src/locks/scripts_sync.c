@@ -16,12 +16,13 @@
  * A semaphore is a string key holding the permits available, and the
  * sorted set {N}:timeout of the permits out, each an id scored by its
  * expiry (epoch ms); a release (or an expiry noticed) publishes the
- * permits available on redisson_sc:{N}.  The scripts that set permits or
- * take them also write {N}:rlock_semaphore (if absent, whatever else has
+ * permits available on redisson_sc:{N}.  The scripts that set or add
+ * permits also write {N}:rlock_semaphore (if absent: whatever else has
  * that name is left alone), so that the latch's scripts refuse the name
  * even with no permit out: a role without the grant of
  * rlock_semaphore_add_permits cannot count a semaphore down and set it
- * anew through the latch.  rlock's permit ids are
+ * anew through the latch.  (Taking permits does not mark it: a latch's
+ * count taken as permits by mistake must stay usable as a latch.)  rlock's permit ids are
  * "<holder>:<k>", k = 1, 2, ...: a session's permits are held like a
  * lock's holds, one hold per permit, and its k-th permit is its k-th hold.
  *
@@ -187,7 +188,7 @@ PUBLISH_OR_REFUSE("KEYS[3]", "avail + gb") \
 "end\n"
 
 /*
- * semaphore acquire: KEYS as SEM_PRELUDE, KEYS[4] its marker; ARGV[1] permits, ARGV[2] the
+ * semaphore acquire: KEYS as SEM_PRELUDE; ARGV[1] permits, ARGV[2] the
  * lease ms, ARGV[3] holder, ARGV[4] the permits the holder's session
  * believes it holds.  Ids of its own that Redis has while the session
  * believes it holds none (a release that a failover lost left them there)
@@ -229,7 +230,6 @@ SEM_GIVE_BACK("ARGV[3]", "#mine")
 "local exp = math.max(now + tonumber(ARGV[2]), mine_exp)\n"
 "local top = mine[#mine] or 0\n"
 "avail = redis.call('decrby', KEYS[1], want)\n"
-"redis.call('set', KEYS[4], '1', 'NX')\n"
 "for _, k in ipairs(mine) do\n"
 "  redis.call('zadd', KEYS[2], 'xx', exp, ARGV[3] .. ':' .. k)\n"
 "end\n"

@@ -35,7 +35,7 @@
 /*
  * Start cmd as the script id on the semaphore at key (its three keys, and
  * with nkeys SEM_MARKED_KEYS its marker as the fourth: the scripts that set
- * permits or take them mark the name a semaphore).
+ * or add permits mark the name a semaphore).
  */
 #define SEM_MARKED_KEYS	-4
 static void
@@ -123,7 +123,7 @@ sem_try(void *arg, int64 *pttl)
 	RedisCmd	cmd;
 	AcquireResult res;
 
-	sem_script(&cmd, RLOCK_SCRIPT_SEM_ACQUIRE, SEM_MARKED_KEYS, ln->key);
+	sem_script(&cmd, RLOCK_SCRIPT_SEM_ACQUIRE, 3, ln->key);
 	rcmd_int(&cmd, a->req.levels);
 	rcmd_int(&cmd, a->req.lease_ms);
 	rcmd_str(&cmd, a->holder);

@@ -78,16 +78,15 @@ rconn_op_failed(OpState *os)
 	RedisConn  *conn = os->op->conn;
 
 	/*
-	 * No answer in time: silent until a reply comes (rconn_silent), and
-	 * waited for in full again only after a pause (connection_parallel.c).
+	 * No answer in time: silent until a reply comes (rconn_silent), probed
+	 * after a pause (connection_parallel.c).
 	 */
-	if (conn->failure == RF_TIMEOUT)
+	if (conn->failure == RF_TIMEOUT && !conn->silent)
 	{
-		if (!conn->silent)
-			conn->silent_pause_ms = 1000;
 		conn->silent = true;
+		conn->silent_pause_ms = 500;	/* (doubled at the first probe) */
 		conn->silent_probe_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-															conn->silent_pause_ms);
+															1000);
 	}
 	/* a located master that failed is not the sentinels' first answer */
 	if (conn->node.kind == NODE_SENTINEL_MASTER && conn->node.host[0] != '\0' &&

@@ -97,26 +97,31 @@ left_silent(const OpState *os)
 }
 
 /*
- * May op, whose server is silent, be left after a grace this round trip?
- * Not one awaited, nor a probe: a server whose round trips were never
- * timed (silent since the session first met it, so the grace cannot be
- * fitted to it) is waited for in full now and then, after a pause that
- * doubles from 1 s to a minute, so that a far one that answers again is
- * heard even if its grace is too short for it.
+ * May os, whose server is silent, be left after a grace this round trip
+ * (an optional op not awaited)?  Now and then, after a pause that doubles
+ * from 1 s to a minute, its grace is a probe's, a second at least: so a
+ * far server that answers again is heard even when a new connection to it
+ * (TCP, TLS, AUTH) takes longer than the grace fitted to its last round
+ * trip, and one still stopped costs that second, not a command timeout.
  */
 #define SILENT_PROBE_MAX_MS		60000
+#define SILENT_PROBE_WAIT_MS	1000
 static bool
-silent_may_skip(RconnOp *op, TimestampTz now)
+silent_may_skip(OpState *os, TimestampTz now)
 {
-	RedisConn  *conn = op->conn;
+	RedisConn  *conn = os->op->conn;
 
-	if (!op->optional || op->awaited || !conn->silent)
+	if (!os->op->optional || os->op->awaited || !conn->silent)
 		return false;
-	if (conn->op_us > 0 || now < conn->silent_probe_at)
-		return true;
-	/* (the probe's timeout sets the next one's time, after this pause) */
-	conn->silent_pause_ms = Min(conn->silent_pause_ms * 2, SILENT_PROBE_MAX_MS);
-	return false;
+	if (now >= conn->silent_probe_at)
+	{
+		os->probe = true;
+		conn->silent_pause_ms = Min(conn->silent_pause_ms * 2,
+									SILENT_PROBE_MAX_MS);
+		conn->silent_probe_at = TimestampTzPlusMilliseconds(now,
+															conn->silent_pause_ms);
+	}
+	return true;
 }
 
 /*
@@ -151,7 +156,7 @@ only_silent_left(OpState *os, int nops, int active)
 /*
  * When the silent ops not done are left: three times what the round trip
  * took so far, and 2 ms, or twice what a round trip of theirs last took
- * if longer (DT_NOEND: no silent op is pending).
+ * if longer, or a probe's second (DT_NOEND: no silent op is pending).
  */
 static TimestampTz
 silent_grace(OpState *os, int nops, TimestampTz start, TimestampTz now)
@@ -160,7 +165,8 @@ silent_grace(OpState *os, int nops, TimestampTz start, TimestampTz now)
 
 	for (int i = 0; i < nops; i++)
 		if (!os[i].done && left_silent(&os[i]))
-			us = Max(us, 2 * os[i].op->conn->op_us);
+			us = Max(us, os[i].probe ? SILENT_PROBE_WAIT_MS * INT64CONST(1000) :
+					 2 * os[i].op->conn->op_us);
 	if (us < 0)
 		return DT_NOEND;
 	return now + Max(us, 3 * (now - start) + 2000);
@@ -238,7 +244,7 @@ run_ops(RconnOp *ops, int nops, int need, RconnCounts counts, void *arg)
 			if (start == 0)
 				start = GetCurrentTimestamp();
 			os[i].started = start;
-			os[i].may_skip = silent_may_skip(&ops[i], start);
+			os[i].may_skip = silent_may_skip(&os[i], start);
 		}
 		/* left mid-way (an interrupt), stale, broken or idle: start afresh */
 		if (conn->state != CS_CLOSED && !keeps_socket(conn))

@@ -90,8 +90,8 @@ struct RedisConn
 	bool		proven;			/* completed a round trip since connecting */
 	bool		silent;			/* a round trip timed out and no reply came
 								 * since, on any socket (kept across them) */
-	TimestampTz silent_probe_at;	/* a silent server never timed: when it
-									 * is waited for in full next */
+	TimestampTz silent_probe_at;	/* a silent server: when its grace is a
+									 * probe's next */
 	int			silent_pause_ms;	/* ... and the pause after that */
 	int64		op_us;			/* what its last optional op took (0: none) */
 	bool		subscribed;		/* may be subscribed to some channel */
@@ -269,6 +269,7 @@ typedef struct OpState
 	StringInfo	shared;			/* the bytes of commands other ops send too */
 	TimestampTz started;		/* an optional op: when the round trip began */
 	bool		may_skip;		/* ... left after a grace while silent */
+	bool		probe;			/* ... a longer grace (a probe's) */
 } OpState;
 
 extern void rconn_step(OpState *os);
