@@ -17,6 +17,7 @@
  *	  lock_fair.c		the fair lock
  *	  lock_multi.c		the multi-lock: a set of exclusive locks, all or none
  *	  lock_redlock.c	the Redlock: the exclusive lock on a majority of masters
+ *	  lock_redlock_status.c	what its masters say of it, for introspection
  *	  latch.c			the count-down latch (Redisson RCountDownLatch)
  *	  semaphore.c		the semaphore (Redisson RPermitExpirableSemaphore),
  *						its permits held like locks
@@ -170,6 +171,13 @@ extern bool redlock_acquire(const LockName *ln, RlockScope scope,
 							int64 lease_ms, int64 wait_ms,
 							bool honour_lock_timeout);
 extern bool redlock_release(const LockName *ln);
+
+/*
+ * lock_redlock_status: what a majority of the masters say of a Redlock this
+ * session holds (false: it holds none of that name).
+ */
+extern bool redlock_own_status(const LockName *ln, int64 *count,
+							   int64 *pttl);
 
 /*
  * latch: The count-down latch (Redisson RCountDownLatch): no holds, a

@@ -101,11 +101,16 @@ lock_status(const LockName *ln)
 /*
  * This session's holds of a lock, as Redis counts them: its exclusive (or
  * read) field plus its write field ("<holder>:write", read/write locks);
- * of a semaphore, its permits.
+ * of a semaphore, its permits; of a Redlock it holds, a majority's count.
  */
 static int64
 own_hold_count(const LockName *ln)
 {
+	int64		count;
+	int64		pttl;
+
+	if (redlock_own_status(ln, &count, &pttl))
+		return count;
 	return lock_status(ln)->element[2]->integer;
 }
 
@@ -143,13 +148,22 @@ rlock_holder_id(PG_FUNCTION_ARGS)
 	PG_RETURN_TEXT_P(cstring_to_text(rlock_backend_holder()));
 }
 
+/*
+ * A name this session holds as a Redlock lives on the Redlock's masters:
+ * is_locked, is_held, hold_count and remaining_lease ask them
+ * (redlock_own_status) rather than rlock.redis_url's Redis.
+ */
 PG_FUNCTION_INFO_V1(rlock_is_locked);
 Datum
 rlock_is_locked(PG_FUNCTION_ARGS)
 {
 	LockName	ln;
+	int64		count;
+	int64		pttl;
 
 	name_arg(fcinfo, &ln);
+	if (redlock_own_status(&ln, &count, &pttl) && count > 0)
+		PG_RETURN_BOOL(true);
 	PG_RETURN_BOOL(lock_status(&ln)->element[0]->integer != -2);
 }
 
@@ -178,10 +192,12 @@ Datum
 rlock_remaining_lease(PG_FUNCTION_ARGS)
 {
 	LockName	ln;
+	int64		count;
 	int64		pttl;
 
 	name_arg(fcinfo, &ln);
-	pttl = lock_status(&ln)->element[0]->integer;
+	if (!redlock_own_status(&ln, &count, &pttl) || pttl == -2)
+		pttl = lock_status(&ln)->element[0]->integer;
 	/* -2: not locked; -1: locked without expiry (not set by rlock) */
 	if (pttl < 0)
 		PG_RETURN_NULL();

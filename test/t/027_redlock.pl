@@ -171,8 +171,30 @@ is($rl->master(3)->cli('EXISTS', 'rl_first'), '0',
 	'master 3 keeps it in database 3 (the URL\'s), not in 0');
 is(q1($mon, "SELECT kind, scope, state, holder = '$me' FROM rlock_locks WHERE name = 'rl_first'"),
 	'redlock|session|held|t', 'rlock_locks: kind redlock, scope session, held, this holder');
+# the introspection functions ask the masters of a Redlock this session
+# holds (rlock.redis_url's Redis has nothing of it): what a majority has
+my $intro = "SELECT rlock_is_held('rl_first'), rlock_hold_count('rl_first'), "
+  . "rlock_is_locked('rl_first'), rlock_remaining_lease('rl_first') > '20 s'";
+is(q1($s, $intro), 't|1|t|t',
+	'is_held, hold_count 1, is_locked, a remaining lease from the masters');
+($out, $err) = RlockTest::run_sql($s, "SELECT rlock_redlock_try_acquire('rl_first', '30s')");
+is("$out/$err", 't/', 're-entered');
+$rl->cli($_, 'DEL', 'rl_first') for (0, 1);
+is(q1($s, $intro), 't|2|t|t', '... 2 holds while a majority (3 of 5) has them');
+$rl->cli(2, 'DEL', 'rl_first');
+is(q1($s, "SELECT rlock_is_held('rl_first'), rlock_hold_count('rl_first')"), 'f|0',
+	'... none once only 2 of 5 have them');
+is($home->cli('EXISTS', 'rl_first'), '0', "rlock.redis_url's Redis was never written");
+($out, $err) = RlockTest::run_sql($s,
+	"SELECT rlock_redlock_release('rl_first'), rlock_redlock_release('rl_first')");
+like($out, qr/^[tf]\|[tf]$/, 'rlock_redlock_release, twice (the lock was cut to a minority)');
+($out, $err) = RlockTest::run_sql($s, "SELECT rlock_redlock_try_acquire('rl_first', '30s')");
+is("$out/$err", 't/', 'taken again on the five masters');
+is(q1($s, $intro), 't|1|t|t', '... the introspection functions say so');
 ($out, $err) = RlockTest::run_sql($s, "SELECT rlock_redlock_release('rl_first')");
 is("$out/$err", 't/', 'rlock_redlock_release returns true');
+is(q1($s, "SELECT rlock_is_held('rl_first'), rlock_hold_count('rl_first'), rlock_is_locked('rl_first')"),
+	'f|0|f', '... and then none is held, nothing locked');
 is(states(\@all, 'rl_first', $me), expect_states(\@all, 'none'), 'nothing is left on any master');
 is(q1($mon, "SELECT count(*) FROM rlock_locks WHERE name = 'rl_first'"), '0',
 	'nor in rlock_locks');
