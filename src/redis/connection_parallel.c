@@ -99,13 +99,14 @@ left_silent(const OpState *os)
 /*
  * May os, whose server is silent, be left after a grace this round trip
  * (an optional op not awaited)?  Now and then, after a pause that doubles
- * from 1 s to a minute, its grace is a probe's, a second at least: so a
+ * from 1 s to a minute, its grace is a probe's, a second at least (or
+ * rlock.command_timeout, if shorter: never longer than a full wait): so a
  * far server that answers again is heard even when a new connection to it
  * (TCP, TLS, AUTH) takes longer than the grace fitted to its last round
  * trip, and one still stopped costs that second, not a command timeout.
  */
 #define SILENT_PROBE_MAX_MS		60000
-#define SILENT_PROBE_WAIT_MS	1000
+#define SILENT_PROBE_WAIT_MS	Min(1000, rconn_command_timeout_ms())
 static bool
 silent_may_skip(OpState *os, TimestampTz now)
 {
@@ -118,8 +119,10 @@ silent_may_skip(OpState *os, TimestampTz now)
 		os->probe = true;
 		conn->silent_pause_ms = Min(conn->silent_pause_ms * 2,
 									SILENT_PROBE_MAX_MS);
+		/* (the pause counts from the probe's end) */
 		conn->silent_probe_at = TimestampTzPlusMilliseconds(now,
-															conn->silent_pause_ms);
+															conn->silent_pause_ms +
+															SILENT_PROBE_WAIT_MS);
 	}
 	return true;
 }
