@@ -497,8 +497,8 @@ redlock_settle(const char *const *keys, const int *targets, const int *before,
 		held[i] = before[i] <= 0 || count[i] >= redlock_quorum(nm);
 }
 
-static int
-compare_desc(const void *a, const void *b)
+int
+redlock_compare_desc(const void *a, const void *b)
 {
 	int64		x = *(const int64 *) a;
 	int64		y = *(const int64 *) b;
@@ -584,7 +584,7 @@ redlock_renew(const RenewArg *args, int n, int elevel, TimestampTz cap,
 			int64	   *p = &pttls[i * REDLOCK_MAX_MASTERS];
 
 			outcome[i] = RENEW_HELD;
-			qsort(p, holding[i], sizeof(int64), compare_desc);
+			qsort(p, holding[i], sizeof(int64), redlock_compare_desc);
 			if (left_ms)
 				left_ms[i] = p[quorum - 1];
 		}

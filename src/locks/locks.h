@@ -17,7 +17,8 @@
  *	  lock_fair.c		the fair lock
  *	  lock_multi.c		the multi-lock: a set of exclusive locks, all or none
  *	  lock_redlock.c	the Redlock: the exclusive lock on a majority of masters
- *	  lock_redlock_status.c	what its masters say of it, for introspection
+ *	  lock_status.c		a lock's status for introspection (a Redlock's:
+ *						from its masters)
  *	  latch.c			the count-down latch (Redisson RCountDownLatch)
  *	  semaphore.c		the semaphore (Redisson RPermitExpirableSemaphore),
  *						its permits held like locks
@@ -173,9 +174,11 @@ extern bool redlock_acquire(const LockName *ln, RlockScope scope,
 extern bool redlock_release(const LockName *ln);
 
 /*
- * lock_redlock_status: what a majority of the masters say of a Redlock this
- * session holds (false: it holds none of that name).
+ * lock_status: a lock's status for introspection: the status script's call
+ * (as this session's holder); what a majority of the masters say of a
+ * Redlock this session holds (false: it holds none of that name).
  */
+extern void rcmd_status(RedisCmd *cmd, const LockName *ln);
 extern bool redlock_own_status(const LockName *ln, int64 *count,
 							   int64 *pttl);
 

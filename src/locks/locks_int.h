@@ -112,6 +112,9 @@ extern void exclusive_build_reconcile(RedisCmd *cmd, RlockKind kind,
 									  const char *key, const char *holder,
 									  int target);
 
+/* lock_redlock.c: int64s in descending order (qsort), for majorities */
+extern int	redlock_compare_desc(const void *a, const void *b);
+
 /*
  * semaphore.c, latch.c: the key ({N}:rlock_semaphore) by which a name
  * whose permits rlock set, added or took stays a semaphore, for the latch

@@ -81,11 +81,7 @@ lock_status(const LockName *ln)
 	RedisCmd	cmd;
 	RReply *r;
 
-	rcmd_script(&cmd, RLOCK_SCRIPT_STATUS, 3);
-	rcmd_arg(&cmd, ln->key, ln->keylen);
-	rcmd_str(&cmd, lockname_derive(ln->key, "redisson_lock_queue"));
-	rcmd_str(&cmd, lockname_suffixed(ln->key, "timeout"));
-	rcmd_str(&cmd, rlock_backend_holder());
+	rcmd_status(&cmd, ln);
 	r = route_run1(route_backend(), &cmd, ln->name);
 	if (r->type == RREPLY_ERROR)
 		rconn_reply_error(r, ERROR, ln->name);

@@ -1,9 +1,10 @@
 /*-------------------------------------------------------------------------
  *
- * lock_redlock_status.c
- *	  What the masters of a Redlock this session holds say of it, for the
- *	  introspection functions (rlock_is_held, rlock_hold_count,
- *	  rlock_remaining_lease, rlock_is_locked).
+ * lock_status.c
+ *	  A lock's status as the introspection functions read it (rlock_is_held,
+ *	  rlock_hold_count, rlock_remaining_lease, rlock_is_locked,
+ *	  rlock_status): the status script's call, and what the masters of a
+ *	  Redlock this session holds say of it.
  *
  * Those functions ask rlock.redis_url's Redis, where a Redlock does not
  * live: for a name this session holds as a Redlock they ask its masters
@@ -24,14 +25,21 @@
 #include "route/route.h"
 #include "holds/holds.h"
 #include "locks/locks.h"
+#include "locks/locks_int.h"
 
-static int
-compare_desc(const void *a, const void *b)
+/*
+ * The status script's call for ln, asked as this session's holder
+ * (scripts.c, status_body): the introspection functions send it to rlock.redis_url's
+ * Redis, or to a Redlock's masters (below).
+ */
+void
+rcmd_status(RedisCmd *cmd, const LockName *ln)
 {
-	int64		x = *(const int64 *) a;
-	int64		y = *(const int64 *) b;
-
-	return x > y ? -1 : (x < y ? 1 : 0);
+	rcmd_script(cmd, RLOCK_SCRIPT_STATUS, 3);
+	rcmd_arg(cmd, ln->key, ln->keylen);
+	rcmd_str(cmd, lockname_derive(ln->key, "redisson_lock_queue"));
+	rcmd_str(cmd, lockname_suffixed(ln->key, "timeout"));
+	rcmd_str(cmd, rlock_backend_holder());
 }
 
 /*
@@ -57,11 +65,7 @@ redlock_own_status(const LockName *ln, int64 *count, int64 *pttl)
 		return false;
 	nm = redlock_masters(conns, ln->name);
 	quorum = redlock_quorum(nm);
-	rcmd_script(&cmd, RLOCK_SCRIPT_STATUS, 3);
-	rcmd_arg(&cmd, ln->key, ln->keylen);
-	rcmd_str(&cmd, lockname_derive(ln->key, "redisson_lock_queue"));
-	rcmd_str(&cmd, lockname_suffixed(ln->key, "timeout"));
-	rcmd_str(&cmd, rlock_backend_holder());
+	rcmd_status(&cmd, ln);
 	ops = redlock_run(conns, nm, &cmd, 1, DT_NOEND);
 	for (int m = 0; m < nm; m++)
 	{
@@ -79,8 +83,8 @@ redlock_own_status(const LockName *ln, int64 *count, int64 *pttl)
 		pttls[nheld++] = r->element[0]->integer == -1 ? PG_INT64_MAX :
 			r->element[0]->integer;
 	}
-	qsort(counts, nm, sizeof(int64), compare_desc);
-	qsort(pttls, nheld, sizeof(int64), compare_desc);
+	qsort(counts, nm, sizeof(int64), redlock_compare_desc);
+	qsort(pttls, nheld, sizeof(int64), redlock_compare_desc);
 	*count = counts[quorum - 1];
 	*pttl = nheld < quorum ? -2 :
 		(pttls[quorum - 1] == PG_INT64_MAX ? -1 : pttls[quorum - 1]);
