@@ -33,20 +33,16 @@
 #define SEM_CHANNEL		"redisson_sc"
 
 /*
- * Start cmd as the script id on the semaphore at key (its three keys, and
- * with nkeys SEM_MARKED_KEYS its marker as the fourth: the scripts that set
- * or add permits mark the name a semaphore).
+ * Start cmd as the script id (nkeys keys) on the semaphore at key: its
+ * three keys; the caller adds any other.
  */
-#define SEM_MARKED_KEYS	-4
 static void
 sem_script(RedisCmd *cmd, RlockScriptId id, int nkeys, const char *key)
 {
-	rcmd_script(cmd, id, nkeys == SEM_MARKED_KEYS ? 4 : nkeys);
+	rcmd_script(cmd, id, nkeys);
 	rcmd_str(cmd, key);
 	rcmd_str(cmd, lockname_suffixed(key, "timeout"));
 	rcmd_str(cmd, lockname_derive(key, SEM_CHANNEL));
-	if (nkeys == SEM_MARKED_KEYS)
-		rcmd_str(cmd, lockname_suffixed(key, SEM_MARKER_SUFFIX));
 }
 
 /* The name is another kind of object (what: "lock" or "value"). */
@@ -214,9 +210,12 @@ sem_run(const LockName *ln, RlockScriptId id, bool with_arg, int64 arg)
 {
 	RedisCmd	cmd;
 	RReply	   *r;
+	bool		marks = (id != RLOCK_SCRIPT_SEM_AVAILABLE);
 
-	sem_script(&cmd, id, id == RLOCK_SCRIPT_SEM_AVAILABLE ? 3 : SEM_MARKED_KEYS,
-			   ln->key);
+	/* setting or adding permits marks the name a semaphore (its 4th key) */
+	sem_script(&cmd, id, marks ? 4 : 3, ln->key);
+	if (marks)
+		rcmd_str(&cmd, lockname_suffixed(ln->key, SEM_MARKER_SUFFIX));
 	if (with_arg)
 		rcmd_int(&cmd, arg);
 	r = route_run1(route_backend(), &cmd, ln->name);

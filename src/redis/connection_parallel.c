@@ -53,10 +53,11 @@
 
 /*
  * Leave os, whose connection is not waited for any longer (enough others
- * answered, or its server is silent and the others are done): a connection that sent everything keeps its socket, owing the
- * replies still to come (its next round trip sends its own commands
- * behind them, and reads and drops them first); one still connecting or
- * sending is closed.
+ * answered, or its server is silent and the others are done): a
+ * connection that sent everything keeps its socket, owing the replies
+ * still to come (its next round trip sends its own commands behind them,
+ * and reads and drops them first); one still connecting or sending is
+ * closed.
  */
 static void
 op_late(OpState *os)
@@ -278,23 +279,27 @@ run_ops(RconnOp *ops, int nops, int need, RconnCounts counts, void *arg)
 		/*
 		 * Enough answered, or only silent servers' ops are left: the rest
 		 * are not waited for, unless one may yet need its script's body
-		 * (may_leave).  A silent server gets a grace first, three times
-		 * what the round trip took so far (and 2 ms): one that answers
-		 * again is heard (no longer silent, it is waited for as any), one
-		 * still stopped costs that, not a command_timeout each time.
+		 * (may_leave).  A silent server gets its grace first
+		 * (silent_grace, fixed when first needed): one that answers again
+		 * is heard (no longer silent, it is waited for as any), one still
+		 * stopped costs that, not a command_timeout each time.
 		 */
 		until = DT_NOEND;
 		if ((counts != NULL && counted >= need && may_leave(os, nops)) ||
 			only_silent_left(os, nops, active))
 		{
 			TimestampTz t = start != 0 ? GetCurrentTimestamp() : 0;
+			TimestampTz g = start != 0 ? silent_grace(os, nops, start, t) :
+				DT_NOEND;
 
-			if (grace == DT_NOEND && start != 0)
-				grace = silent_grace(os, nops, start, t);
-			if (grace != DT_NOEND && t < grace &&
-				silent_grace(os, nops, start, t) != DT_NOEND)
-				until = grace;	/* a silent op: its grace first */
-			else
+			if (g != DT_NOEND)
+			{
+				if (grace == DT_NOEND)
+					grace = g;
+				if (t < grace)
+					until = grace;	/* a silent op: its grace first */
+			}
+			if (until == DT_NOEND)
 			{
 				for (int i = 0; i < nops; i++)
 					if (!os[i].done)
