@@ -263,6 +263,37 @@ sub wait_until
 
 =pod
 
+=item RlockTest::kill_backend_and_wait_restart($node, $pid)
+
+SIGKILL backend $pid of $node (restart_after_crash on) and wait until the
+postmaster has reinitialised (its log says so after the kill) and accepts
+connections again: a connection made right after the kill could reach the
+server before it noticed, and be cut by the reinitialisation.  True once
+it accepts.
+
+=cut
+
+sub kill_backend_and_wait_restart
+{
+	my ($node, $pid) = @_;
+	my $offset = -s $node->logfile;
+	kill 'KILL', $pid;
+	my $since = sub {
+		open(my $fh, '<', $node->logfile) or return '';
+		seek($fh, $offset, 0);
+		local $/;
+		my $text = <$fh> // '';
+		close $fh;
+		return $text;
+	};
+	return wait_until(sub { $since->() =~ /reinitializing/ }, 60)
+	  && wait_until(sub {
+		my ($rc) = $node->psql('postgres', 'SELECT 1');
+		return $rc == 0; }, 60);
+}
+
+=pod
+
 =item RlockTest::wait_for_rlock_waiters($node, $db, $n, $like)
 
 Wait until $n backends are waiting in rlock (wait_event_type 'Extension'),

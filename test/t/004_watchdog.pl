@@ -222,12 +222,9 @@ ok( RlockTest::wait_until(sub {
 my $old_holder = q1($a, 'SELECT rlock_holder_id()');
 q1($a, "SELECT rlock_acquire('wd_killed')");
 $other->quit;
-kill 'KILL', $a_pid;
 $t0 = time();
 # the postmaster reinitialises shared memory; wait until it accepts again
-ok( RlockTest::wait_until(sub {
-		my ($rc) = $node->psql('postgres', 'SELECT 1');
-		return $rc == 0; }, 60),
+ok(RlockTest::kill_backend_and_wait_restart($node, $a_pid),
 	'the server restarts after the SIGKILL');
 my $c = $node->background_psql('postgres', on_error_stop => 0);
 my $new_holder = q1($c, 'SELECT rlock_holder_id()');

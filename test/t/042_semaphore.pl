@@ -248,11 +248,8 @@ is(q1($b, "SELECT count(*) FROM rlock_locks WHERE name = 'guard'"), '0',
 
 is(q1($a, "SELECT hold_count FROM rlock_locks WHERE name = 'exports'"), '2',
 	'the session holds two permits');
-kill 'KILL', $a_pid;
 $t0 = time();
-ok( RlockTest::wait_until(sub {
-		my ($rc) = $node->psql('postgres', 'SELECT 1');
-		return $rc == 0; }, 60),
+ok(RlockTest::kill_backend_and_wait_restart($node, $a_pid),
 	'the server restarts after the SIGKILL');
 my $c = $node->background_psql('postgres', on_error_stop => 0);
 # nobody renews the killed session's permits: they come back when their
