@@ -271,6 +271,23 @@ rconn_silent(RedisConn *conn)
 	return conn->silent;
 }
 
+/*
+ * conn's server is silent from now until a reply comes (rconn_silent),
+ * probed after a pause (connection_parallel.c): a round trip of it timed
+ * out, or another process of this server found it so (a new backend need
+ * not pay a command timeout to learn what its neighbours know).
+ */
+void
+rconn_mark_silent(RedisConn *conn)
+{
+	if (conn->silent)
+		return;
+	conn->silent = true;
+	conn->silent_pause_ms = 500;	/* (doubled at the first probe) */
+	conn->silent_probe_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+														1000);
+}
+
 /* Replicas of conn's node when last asked (-1: unknown). */
 int
 rconn_replicas(RedisConn *conn)

@@ -81,13 +81,8 @@ rconn_op_failed(OpState *os)
 	 * No answer in time: silent until a reply comes (rconn_silent), probed
 	 * after a pause (connection_parallel.c).
 	 */
-	if (conn->failure == RF_TIMEOUT && !conn->silent)
-	{
-		conn->silent = true;
-		conn->silent_pause_ms = 500;	/* (doubled at the first probe) */
-		conn->silent_probe_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-															1000);
-	}
+	if (conn->failure == RF_TIMEOUT)
+		rconn_mark_silent(conn);
 	/* a located master that failed is not the sentinels' first answer */
 	if (conn->node.kind == NODE_SENTINEL_MASTER && conn->node.host[0] != '\0' &&
 		conn->failure != RF_NOT_MASTER && conn->failure != RF_NO_MASTER)

@@ -188,6 +188,7 @@ extern bool rconn_is_closed(RedisConn *conn);
 extern void rconn_identify(RedisConn *conn);
 extern const char *rconn_run_id(RedisConn *conn);
 extern bool rconn_silent(RedisConn *conn);
+extern void rconn_mark_silent(RedisConn *conn);
 extern void rconn_relocate(RedisConn *conn, bool avoid_here);
 extern MemoryContext rconn_reply_context(RedisConn *conn);
 extern RedisConn *rconn_target(RedisConn *conn);

@@ -14,7 +14,9 @@
  * costs that once: later round trips wait for it only a short grace once
  * the others are done (RconnOp.optional), so a stopped minority does not
  * slow every call by rlock.command_timeout nor keep short leases out; its
- * answer counts again once it is heard.
+ * answer counts again once it is heard.  The other processes of this
+ * server are told (redlock_silence.c): a new backend does not pay the
+ * timeout again.
  *
  * Each master must count once toward the majority: the setting's check
  * hook refuses a server named twice where it can tell, and the pool asks,
@@ -180,8 +182,10 @@ run_masters(RedisConn **conns, int n, RedisCmd *cmds, int ncmds,
 		*dup_a = *dup_b = -1;
 	look_up_masters();			/* (master_index: the setting's masters) */
 	for (int i = 0; i < n; i++)
-	{
 		master[i] = master_index(conns[i]);
+	redlock_silence_apply(conns, master, n);	/* what the others found */
+	for (int i = 0; i < n; i++)
+	{
 		ops[i].conn = conns[i];
 		ops[i].cmds = cmds;
 		ops[i].ncmds = ncmds;
@@ -195,6 +199,7 @@ run_masters(RedisConn **conns, int n, RedisCmd *cmds, int ncmds,
 		rconn_run_quorum(ops, n, redlock_quorum(n), master_counts, &mc);
 	else
 		rconn_run_parallel(ops, n);
+	redlock_silence_record(conns, master, ops, n);
 	for (int i = 0; i < n; i++)
 	{
 		int			k = master[i];

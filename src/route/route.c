@@ -24,7 +24,7 @@
  *
  * route_init, from _PG_init, sets the connection layer up (rconn_init)
  * and registers the topology's hooks with it (topology.c says which and
- * why).
+ * why); route_shmem_install asks for the layer's shared memory.
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -52,6 +52,17 @@ route_init(void)
 {
 	rconn_init();
 	topology_init();
+}
+
+/*
+ * Ask for the shared memory of this layer (when preloaded): a Sentinel
+ * deployment's topology, the Redlock masters found silent.
+ */
+void
+route_shmem_install(void)
+{
+	topology_shmem_install();
+	redlock_silence_shmem_install();
 }
 
 /* Is conn a Cluster's routed connection (no socket of its own)? */

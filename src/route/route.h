@@ -16,12 +16,14 @@
  *	  cluster_map.c		the slot map, learned and kept current
  *	  cluster.c			questions about the map: a key's node, the masters
  *	  cluster_route.c	routed round trips: each command to its slot's master
+ *	  redlock_conf.c	rlock.redlock_urls: the Redlock's masters, as named
+ *	  redlock_silence.c	masters found silent, shared by this server's
+ *						processes
  *	  route.c			the routed entry points (route_run, route_subscribe...)
  *	  master_confirm.c	the check before COMMIT asks whether the node is
  *						still master
- *	  redlock_conf.c	rlock.redlock_urls: the Redlock's masters, as named
- *	  redlock.c			their connections; asked in parallel, a majority's
- *						answer
+ *	  redlock.c			the masters' connections; asked in parallel, a
+ *						majority's answer
  *	  route_int.h		what the files of this folder share
  *
  * Copyright (c) 2026, rlock developers

@@ -24,6 +24,12 @@ extern void route_label_cluster(RedisConn *conn);
 extern const RedisUrl *redlock_master_url(int i);
 extern uint64 redlock_conf_generation(void);
 
+/* redlock_silence.c: masters found silent, shared by this server's processes */
+extern void redlock_silence_shmem_install(void);
+extern void redlock_silence_apply(RedisConn **conns, const int *master, int n);
+extern void redlock_silence_record(RedisConn **conns, const int *master,
+								   const RconnOp *ops, int n);
+
 /* cluster_check.c: a server's word, checked */
 extern const char *route_bad_address(const char *host, size_t len,
 									 size_t hostsize, long long port);
@@ -43,6 +49,7 @@ extern bool cluster_parse_redirect(const char *err, ClusterRedirect *out);
 
 /* topology.c: a Sentinel deployment's master */
 extern void topology_init(void);
+extern void topology_shmem_install(void);
 extern int	topology_replicas_seen(const char *addr, int now);
 
 /* cluster_slot.c: hash slots */

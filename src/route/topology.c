@@ -128,7 +128,7 @@ topology_shmem_startup(void)
 }
 
 void
-route_shmem_install(void)
+topology_shmem_install(void)
 {
 	RLOCK_SHMEM_REQUEST(prev_shmem_request_hook, topology_shmem_request);
 	prev_shmem_startup_hook = shmem_startup_hook;

@@ -614,6 +614,64 @@ foreach my $m (4, 3, 1)
 	$t->quit;
 }
 
+# ---- d5) a new session does not pay again what another one learned ----
+
+# Master 2 cut (CLIENT KILL) and stopped, found silent by one session (its
+# round trip there, on a new connection, times out: 300 ms): a new
+# session, whose command and connect timeouts
+# (60 s) are longer than its statement may run (30 s), does not wait for
+# that master either, on its very first Redlock call and the next: the
+# processes of one server share which masters they found silent.
+# Resumed, master 2 is heard again by the new session.
+{
+	my $m = 2;
+	my $ls = 'rl_silent_shared';
+	my @up = grep { $_ != $m } @all;
+	my $t = session();
+	q1($t, "SET rlock.command_timeout = '${short_ms}ms'");
+	q1($t, "SET rlock.connect_timeout = '${short_ms}ms'");
+	($out, $err) = RlockTest::run_sql($t,
+		"SELECT rlock_redlock_try_acquire('$ls', '30s'), rlock_redlock_release('$ls')");
+	is("$out/$err", 't|t/', "a session takes and releases \"$ls\" on the five masters");
+	$rl->cli($m, 'CLIENT', 'KILL', 'TYPE', 'normal');
+	$rl->pause($m);
+	($out, $err) = RlockTest::run_sql($t,
+		"SELECT rlock_redlock_try_acquire('$ls', '30s'), rlock_redlock_release('$ls')");
+	is("$out/$err", 't|t/',
+		"master $m cut and stopped: that session's round trip there times out, the others grant");
+	my $u = session();
+	my $ume = RlockTest::holder_of($u);
+	($out, $err) = RlockTest::run_sql($u,
+		"SET rlock.command_timeout = '60s'; SET rlock.connect_timeout = '60s'; SET statement_timeout = '30s'");
+	is($err, '', 'a new session: 60 s command and connect timeouts, a 30 s statement timeout');
+	for my $round (1 .. 2)
+	{
+		($out, $err) = RlockTest::run_sql($u,
+			"SELECT rlock_redlock_try_acquire('$ls', '30s')");
+		is("$out/$err", 't/',
+			"... its Redlock call $round does not wait for master $m: acquired");
+		is(states(\@up, $ls, $ume), expect_states(\@up, 'me=1'),
+			'... held on the four running masters');
+		($out, $err) = RlockTest::run_sql($u, "SELECT rlock_redlock_release('$ls')");
+		is("$out/$err", 't/', '... released');
+	}
+	$rl->resume($m);
+	ok( RlockTest::wait_until(
+			sub {
+				my ($o, $e) = RlockTest::run_sql($u,
+					"SELECT rlock_redlock_try_acquire('$ls', '30s')");
+				my $st = states(\@all, $ls, $ume);
+				RlockTest::run_sql($u, "SELECT rlock_redlock_release('$ls')");
+				return $o eq 't' && $st eq expect_states(\@all, 'me=1');
+			},
+			60),
+		"master $m resumed is heard again: an acquisition is held on all five");
+	ok(RlockTest::wait_until(sub { state_on($m, $ls, $ume) eq 'none' }, 60),
+		'... leaving nothing');
+	$t->quit;
+	$u->quit;
+}
+
 # ---- e) transaction level, waiting ----
 
 my $lx = 'rl_xact';
