@@ -188,3 +188,19 @@ ALTER SYSTEM RESET rlock.tls_verify;
 ALTER SYSTEM SET rlock.connect_timeout = 0;
 \set VERBOSITY default
 \echo :LAST_ERROR_SQLSTATE
+
+-- a name too long is cut in the message on a character boundary (a UTF8
+-- database; 'x' and 2-byte characters: 40 bytes would split one)
+SELECT current_database() AS origdb \gset
+SET client_min_messages = warning;
+DROP DATABASE IF EXISTS rlock_err_utf8;
+CREATE DATABASE rlock_err_utf8 TEMPLATE template0 ENCODING 'UTF8' LOCALE 'C';
+RESET client_min_messages;
+\c rlock_err_utf8
+SET client_min_messages = warning;
+CREATE EXTENSION rlock;
+RESET client_min_messages;
+\set VERBOSITY default
+SELECT rlock_try_acquire('x' || repeat(U&'\00e9', 600));
+\c :origdb
+DROP DATABASE rlock_err_utf8;

@@ -7,6 +7,12 @@ RESET client_min_messages;
 \set VERBOSITY default
 \set SHOW_CONTEXT never
 
+-- a multi release in a session that never took a lock (nothing to look in
+-- yet): a WARNING for each name, false, and the session goes on
+\c
+SELECT rlock_multi_release(ARRAY['multi.never', 'multi.never2']);
+SELECT 1 AS still_here;
+
 -- a set is taken at once; each member is an exclusive lock of this session
 SELECT rlock_multi_acquire(ARRAY['multi.a', 'multi.b', 'multi.c'], '1 minute');
 SELECT n, rlock_is_locked(n), rlock_is_held(n), rlock_hold_count(n)

@@ -335,6 +335,7 @@ holds_run_local_batch(BatchItem *items, int n, int elevel)
 BatchItem *
 holds_batch_items(void)
 {
+	Assert(holds_table != NULL);	/* callers have something to release */
 	return MemoryContextAlloc(holds_batch_cxt,
 							  Max(1, hash_get_num_entries(holds_table)) *
 							  sizeof(BatchItem));

@@ -259,6 +259,7 @@ bool
 holds_release_set(const LockName *lns, int n, RlockKind kind)
 {
 	bool		all = true;
+	bool		any = false;
 	HeldLock  **hs = palloc(n * sizeof(HeldLock *));
 	bool	   *lost = palloc0(n * sizeof(bool));
 	BatchItem  *items;
@@ -285,7 +286,11 @@ holds_release_set(const LockName *lns, int n, RlockKind kind)
 		hs[i] = holds_session_hold(&lns[i], kind);
 		if (hs[i] == NULL)
 			all = false;
+		else
+			any = true;
 	}
+	if (!any)
+		return false;			/* (nor, maybe, any table of holds yet) */
 	items = holds_batch_items();
 	for (int i = 0; i < n; i++)
 	{

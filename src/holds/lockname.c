@@ -21,6 +21,7 @@
 
 #include "miscadmin.h"
 
+#include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 
 #include "holds/holds.h"
@@ -128,7 +129,8 @@ lockname_init_as(LockName *ln, text *name, const char *noun)
 	if (plen + nlen > RLOCK_MAX_KEY_LEN)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s name \"%.40s...\" is too long", noun, ln->name),
+				 errmsg("%s name \"%.*s...\" is too long", noun,
+						pg_mbcliplen(ln->name, nlen, 40), ln->name),
 				 errdetail("The name is %d bytes with rlock.key_prefix; the limit is %d bytes.",
 						   plen + nlen, RLOCK_MAX_KEY_LEN)));
 	memcpy(ln->key, rlock_key_prefix, plen);

@@ -17,7 +17,10 @@
  * that dies without leaving (SIGKILL, a crash) is dropped when its deadline passes: every
  * attempt of a live waiter (one at least every 5 s) pushes its own
  * deadline to the holder's remaining lease plus FAIR_WAIT_MS, so live
- * waiters never expire and dead ones are gone within that time.
+ * waiters never expire and dead ones are gone within that time; and once
+ * the lock is free, a head that is not the one asking has FAIR_WAIT_MS
+ * to take it (the acquire script brings its deadline in), so a dead head
+ * does not stall the queue until a long lease would have ended.
  *
  * Copyright (c) 2026, rlock developers
  *

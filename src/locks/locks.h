@@ -7,6 +7,7 @@
  *
  *	  Its files, lowest first:
  *	  scripts_lua.h		Lua fragments several scripts share
+ *	  scripts_fair.c	the fair lock's scripts
  *	  scripts_rw.c		the read/write lock's scripts
  *	  scripts_sync.c	the count-down latch's and the semaphore's scripts
  *	  scripts.c			the Lua scripts, their digests, EVALSHA

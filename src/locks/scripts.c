@@ -74,15 +74,6 @@ RAISE_TTL("KEYS[1]", "ARGV[1]")
 "return {1, n}\n";
 
 /*
- * Lua: a release or reconcile of an exclusive or fair lock refuses a
- * read/write lock (an owner token must never touch another kind's fields).
- * Its error reply, "RLOCKKIND <mode>", is mapped to SQLSTATE 42809.
- */
-#define REFUSE_RW_KEYS1 \
-"local rwmode = redis.call('hget', KEYS[1], 'mode')\n" \
-"if rwmode then return redis.error_reply('RLOCKKIND ' .. rwmode) end\n"
-
-/*
  * release: KEYS[1] lock, KEYS[2] channel, KEYS[3] unlock latch, KEYS[4]
  * the fair queue; ARGV[1] release message, ARGV[2] lease ms for the
  * remaining holds (0: keep the TTL), ARGV[3] holder, ARGV[4] levels to
@@ -328,145 +319,6 @@ RAISE_TTL("base .. ':' .. field .. ':rwlock_timeout:' .. k", "ARGV[3 * i]")
 "end\n"
 "return r\n";
 
-/*
- * Lua: drop queue heads whose deadline (ZSET KEYS[3]) is before ARGV[now],
- * but never "self", the waiter running the script: it is alive, and
- * refreshes its deadline instead.
- */
-#define FAIR_DROP_STALE_HEADS(now, self) \
-"while true do\n" \
-"  local h = redis.call('lindex', KEYS[2], 0)\n" \
-"  if h == false or h == " self " then break end\n" \
-"  local d = tonumber(redis.call('zscore', KEYS[3], h))\n" \
-"  if d ~= nil and d > tonumber(" now ") then break end\n" \
-"  redis.call('zrem', KEYS[3], h)\n" \
-"  redis.call('lpop', KEYS[2])\n" \
-"end\n"
-
-/*
- * fair acquire: KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines; ARGV[1]
- * lease ms, ARGV[2] holder, ARGV[3] wait ms (how long a queued waiter
- * counts as alive past its predecessor's deadline), ARGV[4] now (epoch
- * ms), ARGV[5] '1' to queue when the lock cannot be taken, '0' not to.
- * The lock goes to the queue's head, or to anyone when nobody queues.  A
- * queued waiter that asks again is alive: its deadline is pushed out
- * (never in) to where Redisson's queue puts it, its predecessor's deadline
- * (the lock's expiry, at the head) plus its own wait, so that the chain
- * of deadlines stays cumulative with Redisson waiters in it, and only
- * waiters that stopped asking expire.  (No ZADD GT: Redis 6.0 lacks it.)
- * Returns {1, count}, {0, pttl}, or {2, mode} for a read/write lock.
- */
-static const char fair_acquire_body[] =
-FAIR_DROP_STALE_HEADS("ARGV[4]", "ARGV[2]")
-"if redis.call('hexists', KEYS[1], 'mode') == 1 then\n"
-"  return {2, redis.call('hget', KEYS[1], 'mode')}\n"
-"end\n"
-"if redis.call('exists', KEYS[1]) == 0 then\n"
-"  local head = redis.call('lindex', KEYS[2], 0)\n"
-"  if head == false or head == ARGV[2] then\n"
-"    if head == ARGV[2] then\n"
-"      redis.call('lpop', KEYS[2])\n"
-"      redis.call('zrem', KEYS[3], ARGV[2])\n"
-"      for _, k in ipairs(redis.call('zrange', KEYS[3], 0, -1)) do\n"
-"        redis.call('zincrby', KEYS[3], -tonumber(ARGV[3]), k)\n"
-"      end\n"
-"    end\n"
-"    redis.call('hset', KEYS[1], ARGV[2], 1)\n"
-"    redis.call('pexpire', KEYS[1], ARGV[1])\n"
-"    return {1, 1}\n"
-"  end\n"
-"elseif redis.call('hexists', KEYS[1], ARGV[2]) == 1 then\n"
-"  local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
-RAISE_TTL("KEYS[1]", "ARGV[1]")
-"  return {1, n}\n"
-"end\n"
-"local pttl = redis.call('pttl', KEYS[1])\n"
-"if ARGV[5] ~= '1' then return {0, pttl} end\n"
-"local now = tonumber(ARGV[4])\n"
-"local wait = tonumber(ARGV[3])\n"
-"local mine = redis.call('zscore', KEYS[3], ARGV[2])\n"
-"if mine then\n"
-"  local prev = false\n"
-"  for _, q in ipairs(redis.call('lrange', KEYS[2], 0, -1)) do\n"
-"    if q == ARGV[2] then break end\n"
-"    prev = q\n"
-"  end\n"
-"  local want = now + math.max(pttl, 0) + wait\n"
-"  if prev then\n"
-"    local pd = redis.call('zscore', KEYS[3], prev)\n"
-"    if pd then want = tonumber(pd) + wait end\n"
-"  end\n"
-"  if want > tonumber(mine) then redis.call('zadd', KEYS[3], want, ARGV[2]) end\n"
-"  return {0, pttl}\n"
-"end\n"
-"local last = redis.call('lindex', KEYS[2], -1)\n"
-"local base = math.max(pttl, 0)\n"
-"if last ~= false then\n"
-"  base = math.max(tonumber(redis.call('zscore', KEYS[3], last) or now) - now, 0)\n"
-"end\n"
-"redis.call('zadd', KEYS[3], now + base + wait, ARGV[2])\n"
-"redis.call('rpush', KEYS[2], ARGV[2])\n"
-"return {0, pttl}\n";
-
-/*
- * fair release: KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines, KEYS[4]
- * unlock latch; ARGV[1] holder, ARGV[2] levels, ARGV[3] lease ms of the
- * remaining holds (0: keep), ARGV[4] latch TTL ms, ARGV[5] now (epoch
- * ms), ARGV[6] the channel prefix redisson_lock__channel:{N}.  As the
- * exclusive release, but the last release tells only the queue's head, on
- * its own channel (with nobody queued, the lock's channel, where waiters
- * of the same name as an exclusive lock listen).
- */
-static const char fair_release_body[] =
-"local v = redis.call('get', KEYS[4])\n"
-"if v then return tonumber(v) end\n"
-REFUSE_RW_KEYS1
-FAIR_DROP_STALE_HEADS("ARGV[5]", "false")
-"local c = redis.call('hget', KEYS[1], ARGV[1])\n"
-"if not c then return nil end\n"
-"local n = tonumber(c) - tonumber(ARGV[2])\n"
-"if n > 0 then\n"
-"  redis.call('set', KEYS[4], 0, 'px', ARGV[4])\n"
-"  redis.call('hset', KEYS[1], ARGV[1], n)\n"
-"  if tonumber(ARGV[3]) > 0 then\n"
-RAISE_TTL("KEYS[1]", "ARGV[3]")
-"  end\n"
-"  return 0\n"
-"end\n"
-"local head = redis.call('lindex', KEYS[2], 0)\n"
-"local ch = ARGV[6]\n"
-"if head then ch = ARGV[6] .. ':' .. head end\n"
-PUBLISH_OR_REFUSE("ch", "'0'")
-"redis.call('set', KEYS[4], 1, 'px', ARGV[4])\n"
-"redis.call('del', KEYS[1])\n"
-"return 1\n";
-
-/*
- * fair give-up (a waiter stops waiting): KEYS[1] lock, KEYS[2] queue,
- * KEYS[3] deadlines; ARGV[1] holder, ARGV[2] wait ms, ARGV[3] channel
- * prefix.  Leaves the queue, moves the deadlines of those behind it in by
- * the wait, and when it was the head of a free lock tells the next head.
- * Returns 1 when it was queued.
- */
-static const char fair_give_up_body[] =
-"local queue = redis.call('lrange', KEYS[2], 0, -1)\n"
-"local i = 1\n"
-"while i <= #queue and queue[i] ~= ARGV[1] do i = i + 1 end\n"
-"if i > #queue then\n"
-"  redis.call('zrem', KEYS[3], ARGV[1])\n"
-"  return 0\n"
-"end\n"
-"for j = i + 1, #queue do\n"
-"  redis.call('zincrby', KEYS[3], -tonumber(ARGV[2]), queue[j])\n"
-"end\n"
-"redis.call('zrem', KEYS[3], ARGV[1])\n"
-"redis.call('lrem', KEYS[2], 0, ARGV[1])\n"
-"if i == 1 and redis.call('exists', KEYS[1]) == 0 then\n"
-"  local head = redis.call('lindex', KEYS[2], 0)\n"
-"  if head then redis.call('publish', ARGV[3] .. ':' .. head, '0') end\n"
-"end\n"
-"return 1\n";
-
 static RlockScript scripts[RLOCK_NUM_SCRIPTS] = {
 	[RLOCK_SCRIPT_ACQUIRE] = {"acquire", acquire_body},
 	[RLOCK_SCRIPT_RELEASE] = {"release", release_body},
@@ -479,9 +331,9 @@ static RlockScript scripts[RLOCK_NUM_SCRIPTS] = {
 	[RLOCK_SCRIPT_READ_RELEASE] = {"read release", rlock_read_release_body},
 	[RLOCK_SCRIPT_WRITE_RELEASE] = {"write release", rlock_write_release_body},
 	[RLOCK_SCRIPT_RW_RECONCILE] = {"read/write reconcile", rlock_rw_reconcile_body},
-	[RLOCK_SCRIPT_FAIR_ACQUIRE] = {"fair acquire", fair_acquire_body},
-	[RLOCK_SCRIPT_FAIR_RELEASE] = {"fair release", fair_release_body},
-	[RLOCK_SCRIPT_FAIR_GIVE_UP] = {"fair give-up", fair_give_up_body},
+	[RLOCK_SCRIPT_FAIR_ACQUIRE] = {"fair acquire", rlock_fair_acquire_body},
+	[RLOCK_SCRIPT_FAIR_RELEASE] = {"fair release", rlock_fair_release_body},
+	[RLOCK_SCRIPT_FAIR_GIVE_UP] = {"fair give-up", rlock_fair_give_up_body},
 	[RLOCK_SCRIPT_LATCH_COUNT] = {"latch count", rlock_latch_count_body},
 	[RLOCK_SCRIPT_LATCH_SET_COUNT] = {"latch set count", rlock_latch_set_count_body},
 	[RLOCK_SCRIPT_LATCH_COUNT_DOWN] = {"latch count down", rlock_latch_count_down_body},

@@ -2,7 +2,8 @@
  *
  * scripts_lua.h
  *	  Lua fragments shared by the scripts of several lock kinds
- *	  (scripts.c, scripts_rw.c), and the read/write lock's script bodies.
+ *	  (scripts.c, scripts_fair.c, scripts_rw.c, scripts_sync.c), and the
+ *	  script bodies kept outside scripts.c.
  *	  Internal to the scripts: the rest of rlock sees locks.h.
  *
  * Copyright (c) 2026, rlock developers
@@ -19,6 +20,15 @@
  * name the command for a script) so that the hint can name it.
  */
 #define PUBLISH_OR_REFUSE(ch, msg) PUBLISH_OR_UNDO(ch, msg, "")
+
+/*
+ * Lua: a release or reconcile of an exclusive or fair lock refuses a
+ * read/write lock (an owner token must never touch another kind's fields).
+ * Its error reply, "RLOCKKIND <mode>", is mapped to SQLSTATE 42809.
+ */
+#define REFUSE_RW_KEYS1 \
+"local rwmode = redis.call('hget', KEYS[1], 'mode')\n" \
+"if rwmode then return redis.error_reply('RLOCKKIND ' .. rwmode) end\n"
 
 /*
  * The same for a script that wrote something before: undo, Lua run on a
@@ -67,6 +77,9 @@
 "if not string.find(base, '{', 1, true) then base = '{' .. base .. '}' end\n"
 
 /* the read/write lock's scripts (scripts_rw.c) */
+extern const char rlock_fair_acquire_body[];
+extern const char rlock_fair_release_body[];
+extern const char rlock_fair_give_up_body[];
 extern const char rlock_read_acquire_body[];
 extern const char rlock_write_acquire_body[];
 extern const char rlock_read_release_body[];

@@ -420,7 +420,8 @@ rconn_parse_deployment(const char *url, RedisUrl *out,
 
 /*
  * Where the password of url is, if it has one: [*start, *end).  The
- * userinfo is what precedes the last '@' before the path (or fragment).
+ * userinfo is what precedes the last '@' before the path, as rconn_parse_url
+ * reads it (a '#' in a password is the password's).
  */
 static bool
 find_password(const char *url, const char **start, const char **end)
@@ -433,7 +434,7 @@ find_password(const char *url, const char **start, const char **end)
 	if (p == NULL)
 		return false;
 	p += 3;
-	slash = strpbrk(p, "/#");
+	slash = strchr(p, '/');
 	at = NULL;
 	for (const char *q = p; *q && (slash == NULL || q < slash); q++)
 		if (*q == '@')

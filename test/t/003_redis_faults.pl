@@ -150,6 +150,34 @@ unlike($err, qr/wrongpw/, 'without showing the password');
 unlike($out, qr/wrongpw/, 'SHOW hides the password');
 $s->quit;
 
+# A '#' in the password is the password's, as the URL is read: masked too,
+# in SHOW, pg_settings and the reload's log line.
+{
+	my $logpos = -s $node->logfile;
+	# (the statement itself is not logged)
+	my $q = $node->background_psql('postgres', on_error_stop => 0);
+	my ($o, $e) = RlockTest::run_sql($q,
+		"SET log_statement = 'none'; SET log_min_error_statement = 'panic'");
+	($o, $e) = RlockTest::run_sql($q,
+		"ALTER SYSTEM SET rlock.redis_url = 'redis://default:wr#ngpw\@127.0.0.1:$port/2'");
+	is($e, '', "a password with a '#' in it set");
+	$q->quit;
+	$node->reload;
+	$node->poll_query_until('postgres',
+		"SELECT current_setting('rlock.redis_url') LIKE '%127.0.0.1:$port/2'")
+	  or die "rlock.redis_url did not change";
+	is($node->safe_psql('postgres', 'SHOW rlock.redis_url'),
+		"redis://default:********\@127.0.0.1:$port/2",
+		"a password with a '#' in it is masked in SHOW");
+	is($node->safe_psql('postgres',
+			"SELECT setting FROM pg_settings WHERE name = 'rlock.redis_url'"),
+		"redis://default:********\@127.0.0.1:$port/2", '... and in pg_settings');
+	ok(RlockTest::wait_until(
+			sub { slurp_file($node->logfile, $logpos) =~ /"rlock\.redis_url" changed/ }, 30),
+		'... the reload is logged');
+	unlike(slurp_file($node->logfile, $logpos), qr/wr#ngpw/, '... without it');
+}
+
 set_url("redis://127.0.0.1:$port/0", "redis://127.0.0.1:$port/0");
 $s = $node->background_psql('postgres', on_error_stop => 0);
 ($out, $err, $state) = RlockTest::run_sql($s, "SELECT rlock_try_acquire('auth', '10s')");

@@ -182,6 +182,31 @@ is(q1($w[3], "SELECT rlock_fair_try_acquire('f_idle', '1 minute')"),
 	'f', 'after 3 x watchdog_timeout the idle fair hold is still held');
 is(q1($holder, "SELECT rlock_fair_release('f_idle')"), 't', 'and released by its holder');
 
+# ---- a waiter that died during a long hold does not stall the queue ----
+
+# A Redisson waiter that died while the lock was held for an hour: its
+# deadline is the holder's lease plus its wait, an hour away.  Once the
+# lock is released, the next waiter does not wait for that hour: the dead
+# head has its wait (10 s) to take the free lock, then is dropped, and the
+# waiter behind it gets the lock well within its own wait (60 s).
+{
+	my $l = 'f_dead';
+	my $dead = '0b1d9a7e-5c3f-4e21-9a8b-7c6d5e4f3a2b:77';
+	is(q1($holder, "SELECT rlock_fair_try_acquire('$l', '1 hour')"), 't',
+		'the holder takes the lock for an hour');
+	my $now_ms = int(time() * 1000);
+	$redis->cli('RPUSH', "redisson_lock_queue:{$l}", $dead);
+	$redis->cli('ZADD', "redisson_lock_timeout:{$l}", $now_ms + 3_610_000, $dead);
+	is(queue($l), $dead, 'a waiter that died queues with a deadline an hour away');
+	is(q1($holder, "SELECT rlock_fair_release('$l')"), 't', 'the holder releases');
+	is(q1($w[4], "SELECT rlock_fair_try_acquire('$l', '1 minute', '60 s')"), 't',
+		'the next waiter gets the lock within its wait');
+	is(queue($l), '', '... the dead waiter is gone from the queue');
+	is($redis->cli('ZSCORE', "redisson_lock_timeout:{$l}", $dead), '',
+		'... and from the deadlines');
+	is(q1($w[4], "SELECT rlock_fair_release('$l')"), 't', '... released');
+}
+
 $holder->quit;
 $_->quit for @w;
 $node->stop;
