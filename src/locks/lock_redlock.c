@@ -207,7 +207,7 @@ redlock_attempt(RedlockAttempt *a, int64 *pttl)
 	AcquireResult other_kind = {0};
 	char	   *error = NULL;
 	int64		elapsed_ms;
-	int64		drift_ms = a->req.lease_ms / 100 + 2;
+	int64		drift_ms = REDLOCK_DRIFT_MS(a->req.lease_ms);
 	bool		ok;
 	ErrorData  *why[REDLOCK_MAX_MASTERS];
 	bool		silent[REDLOCK_MAX_MASTERS];
@@ -282,14 +282,7 @@ redlock_attempt(RedlockAttempt *a, int64 *pttl)
 	req.sent_at -= drift_ms * 1000;
 	holds_end_elsewhere(h, &req, ok, a->ln->name);
 	if (dup_a >= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("could not acquire Redlock \"%s\": two of its masters are one Redis server",
-						a->ln->name),
-				 errdetail("Master %d (%s) and master %d (%s) of rlock.redlock_urls answer with the same server run_id; one server must not count twice toward the majority.",
-						   dup_a + 1, rconn_address(a->conns[dup_a]),
-						   dup_b + 1, rconn_address(a->conns[dup_b])),
-				 errhint("Name each Redis master of rlock.redlock_urls once.")));
+		redlock_refuse_masters(a->conns, dup_a, dup_b, a->ln->name);
 	if (ok)
 	{
 		/*

@@ -166,6 +166,12 @@ extern bool multi_release(const LockName *lns, int n);
 extern const RlockKindOps redlock_ops;
 
 /*
+ * The clock drift a Redlock allows its masters: 1 % of the lease plus 2 ms
+ * (a lease no longer than that can never be valid, and is refused).
+ */
+#define REDLOCK_DRIFT_MS(lease_ms)	((lease_ms) / 100 + 2)
+
+/*
  * Acquire.  lease_ms 0 = watchdog lease; wait_ms 0 = one attempt, -1 = no
  * limit.
  */

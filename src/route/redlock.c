@@ -109,6 +109,15 @@ master_index(RedisConn *conn)
 	return -1;
 }
 
+/* Has conn's server told its run_id on the socket it has now? */
+static bool
+told(RedisConn *conn)
+{
+	const char *id = rconn_run_id(conn);
+
+	return id != NULL && id[0] != '\0';
+}
+
 /*
  * A master before master "before" that is the same server as master k,
  * both known by their run_id on the sockets they have now; -1 if none.
@@ -141,8 +150,9 @@ typedef struct MasterCount
 
 /*
  * Does op's answer count (rconn_run_quorum's counting)?  Only from a
- * master of the setting whose server is known and is no other master's
- * (either twin: the one run_masters keeps is not known before both are).
+ * master of the setting whose server told its run_id and is no other
+ * master's (either twin: the one run_masters keeps is not known before
+ * both are).
  */
 static bool
 master_counts(const RconnOp *op, void *arg)
@@ -150,8 +160,7 @@ master_counts(const RconnOp *op, void *arg)
 	MasterCount *mc = arg;
 	int			k = mc->master[op - mc->ops];
 
-	if (k < 0 || rconn_run_id(op->conn) == NULL ||
-		twin_of(k, redlock_num_masters()) >= 0)
+	if (k < 0 || !told(op->conn) || twin_of(k, redlock_num_masters()) >= 0)
 		return false;
 	return mc->counts(op, mc->arg);
 }
@@ -208,9 +217,10 @@ run_masters(RedisConn **conns, int n, RedisCmd *cmds, int ncmds,
 		rconn_set_deadline_cap(conns[i], DT_NOEND);
 		if (!ops[i].ok)
 			continue;
-		if (k >= 0 && rconn_run_id(conns[i]) != NULL &&
-			(j = twin_of(k, k)) < 0)
+		if (k >= 0 && told(conns[i]) && (j = twin_of(k, k)) < 0)
 			continue;			/* it counts */
+		if (k >= 0 && rconn_run_id(conns[i]) != NULL && !told(conns[i]))
+			j = k;				/* not told: it cannot be told apart */
 		ops[i].ok = false;
 		ops[i].late = true;
 		if (j >= 0 && dup_a != NULL && *dup_a < 0)
@@ -235,6 +245,34 @@ redlock_run_majority(RedisConn **conns, int n, RedisCmd *cmds, int ncmds,
 {
 	return run_masters(conns, n, cmds, ncmds, counts, arg, DT_NOEND,
 					   dup_a, dup_b);
+}
+
+/*
+ * The ERROR of an acquisition whose masters redlock_run_majority found to
+ * be one server (dup_a < dup_b), or one of which (dup_a == dup_b) did not
+ * tell which server it is: one server must not count twice toward the
+ * majority, and when that cannot be told, the acquisition fails closed.
+ */
+void
+redlock_refuse_masters(RedisConn **conns, int dup_a, int dup_b,
+					   const char *name)
+{
+	if (dup_a == dup_b)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("could not acquire Redlock \"%s\": master %d does not tell which Redis server it is",
+						name, dup_a + 1),
+				 errdetail("Master %d (%s) of rlock.redlock_urls did not give its server run_id (INFO server), so it cannot be told apart from the other masters; one server must not count twice toward the majority.",
+						   dup_a + 1, rconn_address(conns[dup_a])),
+				 errhint("Allow INFO to rlock's Redis user on that master (ACL SETUSER <user> +info).")));
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("could not acquire Redlock \"%s\": two of its masters are one Redis server",
+					name),
+			 errdetail("Master %d (%s) and master %d (%s) of rlock.redlock_urls answer with the same server run_id; one server must not count twice toward the majority.",
+					   dup_a + 1, rconn_address(conns[dup_a]),
+					   dup_b + 1, rconn_address(conns[dup_b])),
+			 errhint("Name each Redis master of rlock.redlock_urls once.")));
 }
 
 /*

@@ -139,8 +139,9 @@ redlock_quorum(int n)
  * that may not count is set aside (ok false, late true, as a master not
  * waited for: its commands may have run there): one from a connection
  * that is not a master's of the setting any more, or whose server has not
- * answered INFO, or from the same server as an earlier master.  A server
- * that does not tell its run_id (an ACL refusing INFO) is not compared.
+ * answered INFO or did not tell its run_id (an ACL refusing INFO: it
+ * cannot be told apart from the others), or from the same server as an
+ * earlier master.
  */
 extern RconnOp *redlock_run(RedisConn **conns, int n, RedisCmd *cmds,
 							int ncmds, TimestampTz cap);
@@ -148,13 +149,17 @@ extern RconnOp *redlock_run(RedisConn **conns, int n, RedisCmd *cmds,
 /*
  * The same, returning once a majority answered with replies that counts
  * counts (rconn_run_quorum): the others are late (op->late).  *dup_a <
- * *dup_b name the first two masters found to be one server (else both are
- * -1; both may be NULL): an acquisition gives back and fails closed.
+ * *dup_b name the first two masters found to be one server, or both name
+ * a master that did not tell which server it is (else both are -1; both
+ * may be NULL): an acquisition gives back and fails closed, with
+ * redlock_refuse_masters' ERROR.
  */
 extern RconnOp *redlock_run_majority(RedisConn **conns, int n,
 									 RedisCmd *cmds, int ncmds,
 									 RconnCounts counts, void *arg,
 									 int *dup_a, int *dup_b);
+extern void redlock_refuse_masters(RedisConn **conns, int dup_a, int dup_b,
+								   const char *name) pg_attribute_noreturn();
 
 extern bool redlock_failed_silently(RedisConn *conn);
 

@@ -195,6 +195,13 @@ redlock_acquire_sql(FunctionCallInfo fcinfo, RlockScope scope, bool try)
 
 	sql_name_arg(fcinfo, 0, &ln);
 	lease = sql_lease_arg(fcinfo, 1, &ln);
+	if (lease > 0 && lease <= REDLOCK_DRIFT_MS(lease))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lease of Redlock \"%s\" is too short", ln.name),
+				 errdetail("A Redlock is valid for its lease less its masters' round trip and a clock drift of 1%% of the lease plus 2 ms: %lld ms leave nothing.",
+						   (long long) lease),
+				 errhint("Give a lease of seconds: the masters' round trips must fit in it.")));
 	wait = try ? sql_wait_arg(fcinfo, 2, &ln) : -1;
 	ok = redlock_acquire(&ln, scope, lease, wait, !try);
 	if (!try)

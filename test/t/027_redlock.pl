@@ -801,6 +801,28 @@ is(states(\@all, $lsc, $me), expect_states(\@all, 'none'),
 	'... the lock is gone from every master, master 4 included');
 $sn->quit;
 
+# ---- e2) a lease the drift eats whole ----
+
+# Valid for its lease less the round trip and a drift of 1 % plus 2 ms: a
+# lease of 2 ms can never be valid.  Refused at once (the code before
+# waited for ever, on a free name, or said false after the wait).
+{
+	my $tl = session();
+	q1($tl, "SET statement_timeout = '20s'");
+	for my $sql ("SELECT rlock_redlock_acquire('rl_tiny', '2 ms')",
+		"SELECT rlock_redlock_try_acquire('rl_tiny', '1 ms', '5 s')",
+		"SELECT rlock_redlock_xact_acquire('rl_tiny', '2 ms')")
+	{
+		($out, $err, $state) = RlockTest::run_sql($tl, $sql);
+		is($state, '22023', "$sql: refused (22023)");
+		like($err, qr/lease of Redlock "rl_tiny" is too short/, '... saying so');
+	}
+	($out, $err) = RlockTest::run_sql($tl,
+		"SELECT rlock_redlock_try_acquire('rl_tiny', '3 s'), rlock_redlock_release('rl_tiny')");
+	is("$out/$err", 't|t/', 'a lease of seconds is taken on the free name');
+	$tl->quit;
+}
+
 # ---- f) no masters configured ----
 
 RlockTest::set_gucs($node, 'rlock.redlock_urls' => '');

@@ -185,6 +185,22 @@ is($state, '22023', 'a Redlock on them fails closed');
 like($err, qr/two of its masters are one Redis server.*\n.*DETAIL:.*[Mm]aster 1 .* master 2 /,
 	'... naming the two masters');
 is($twin->cli('EXISTS', 'twin1'), '0', '... and leaves nothing on that server');
+
+# the same two names for one server, through a Redis user INFO is refused
+# to: the run_id is not told, so the masters cannot be told apart, and the
+# Redlock fails closed, naming the master that does not tell
+$twin->cli('ACL', 'SETUSER', 'noinfo', 'on', '>nopw', '~*',
+	RlockTest::redis_version() >= 60200 ? ('&*') : (),
+	'+@all', '-info');
+reload_with(join(',', 'redis://noinfo:nopw@127.0.0.1:' . $twin->port,
+		"unix://noinfo:nopw\@$sock", $down_url));
+($out, $err, $state) =
+  RlockTest::run_sql($psql, "SELECT rlock_redlock_try_acquire('untold1', '30 seconds')");
+is($state, '22023', 'masters that do not tell their run_id (INFO refused): fails closed');
+like($err, qr/master 1 does not tell which Redis server it is.*\n.*DETAIL:.*[Mm]aster 1 /,
+	'... naming the master');
+like($err, qr/HINT:.*\+info/, '... and what to allow');
+is($twin->cli('EXISTS', 'untold1'), '0', '... and leaves nothing on that server');
 reload_with($good);
 
 # a master's name that leads to another master's server once its round
