@@ -149,12 +149,24 @@ SELECT rlock_latch_count_down('lt_sem');
 \echo :LAST_ERROR_SQLSTATE
 \! redis-cli -u "$RLOCK_REDIS_URL" GET lt_sem
 \! redis-cli -u "$RLOCK_REDIS_URL" DEL lt_sem '{lt_sem}:timeout' > /dev/null
--- a latch's count taken as semaphore permits (and given back) by mistake:
--- still a latch
+-- a latch whose count runs is no semaphore: the semaphore calls refuse it
+-- (they would take or read its count as permits) and leave it counting
 SELECT rlock_latch_set_count('lt_perm', 3);
-SELECT rlock_semaphore_try_acquire('lt_perm'), rlock_semaphore_release('lt_perm');
-SELECT rlock_latch_count_down('lt_perm');
-\! redis-cli -u "$RLOCK_REDIS_URL" DEL lt_perm > /dev/null
+SELECT rlock_semaphore_try_acquire('lt_perm');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_semaphore_available('lt_perm');
+SELECT rlock_semaphore_add_permits('lt_perm', 1);
+SELECT rlock_semaphore_set_permits('lt_perm', 5);
+SELECT rlock_latch_count('lt_perm');
+-- at zero it is no latch any more: the name is free again
+SELECT rlock_latch_count_down('lt_perm'), rlock_latch_count_down('lt_perm'),
+       rlock_latch_count_down('lt_perm');
+\! redis-cli -u "$RLOCK_REDIS_URL" EXISTS lt_perm '{lt_perm}:rlock_latch'
+SELECT rlock_semaphore_set_permits('lt_perm', 1), rlock_semaphore_available('lt_perm');
+\! redis-cli -u "$RLOCK_REDIS_URL" DEL lt_perm '{lt_perm}:rlock_semaphore' > /dev/null
+-- a latch's marker is no name
+SELECT rlock_latch_set_count('{lt_perm}:rlock_latch', 1);
+\echo :LAST_ERROR_SQLSTATE
 -- ... and other Redis values, touched by no latch call
 \! redis-cli -u "$RLOCK_REDIS_URL" SET lt_str 'not a count' > /dev/null
 SELECT rlock_latch_count('lt_str');

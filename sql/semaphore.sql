@@ -331,12 +331,20 @@ SELECT rlock_semaphore_release('sm_f', 2);
 SELECT rlock_hold_count('sm_f'), rlock_semaphore_available('sm_f');
 \! redis-cli -u "$RLOCK_REDIS_URL" ZCARD '{sm_f}:timeout'
 \! redis-cli -u "$RLOCK_REDIS_URL" DEL sm_f '{sm_f}:timeout' > /dev/null
--- permits stay below 10^15 (exact in Lua): an add beyond is refused
-\! redis-cli -u "$RLOCK_REDIS_URL" SET sm_e 999999999999000 > /dev/null
-SELECT rlock_semaphore_add_permits('sm_e', 2147483647);
+-- permits stay within an integer (rlock_semaphore_available returns one):
+-- an add beyond is refused, either way; one back toward it is not
+\! redis-cli -u "$RLOCK_REDIS_URL" SET sm_e 2147483647 > /dev/null
+SELECT rlock_semaphore_add_permits('sm_e', 1);
 \echo :LAST_ERROR_SQLSTATE
 \! redis-cli -u "$RLOCK_REDIS_URL" GET sm_e
+SELECT rlock_semaphore_available('sm_e');
+\! redis-cli -u "$RLOCK_REDIS_URL" SET sm_e -2147483000 > /dev/null
+SELECT rlock_semaphore_add_permits('sm_e', -1000);
+\! redis-cli -u "$RLOCK_REDIS_URL" GET sm_e
+\! redis-cli -u "$RLOCK_REDIS_URL" SET sm_e 999999999999000 > /dev/null
+SELECT rlock_semaphore_add_permits('sm_e', 2147483647);
 SELECT rlock_semaphore_add_permits('sm_e', -999999999);
+\! redis-cli -u "$RLOCK_REDIS_URL" GET sm_e
 \! redis-cli -u "$RLOCK_REDIS_URL" DEL sm_e '{sm_e}:timeout' > /dev/null
 -- the session holds nothing after all of that
 SELECT count(*) FROM rlock_locks WHERE pid = pg_backend_pid();

@@ -63,14 +63,16 @@ check_derived_collision(const LockName *ln, const char *noun)
 	if (strstr(ln->key, ":rwlock_timeout:") != NULL)
 		collides = true;
 	/*
-	 * a semaphore's permits, {N}:timeout, and its marker,
-	 * {N}:rlock_semaphore (N:... when N has a '{')
+	 * a semaphore's permits, {N}:timeout, its marker, {N}:rlock_semaphore,
+	 * and a latch's marker, {N}:rlock_latch (N:... when N has a '{')
 	 */
 	if (strchr(ln->key, '{') != NULL &&
 		((ln->keylen >= 8 &&
 		  strcmp(ln->key + ln->keylen - 8, ":timeout") == 0) ||
 		 (ln->keylen >= 16 &&
-		  strcmp(ln->key + ln->keylen - 16, ":rlock_semaphore") == 0)))
+		  strcmp(ln->key + ln->keylen - 16, ":rlock_semaphore") == 0) ||
+		 (ln->keylen >= 12 &&
+		  strcmp(ln->key + ln->keylen - 12, ":rlock_latch") == 0)))
 		collides = true;
 	/*
 	 * "{X}" (X without '{'): Redisson's rule (derive_with_room) gives it the
@@ -90,7 +92,7 @@ check_derived_collision(const LockName *ln, const char *noun)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s name \"%s\" collides with the keys rlock derives from lock names",
 						noun, ln->name),
-				 errdetail("Keys starting with redisson_lock__channel:, redisson_lock_token:, redisson_unlock_latch:, redisson_lock_queue:, redisson_lock_timeout:, redisson_rwlock:, redisson_sc: or redisson_countdownlatch__channel__, keys containing :rwlock_timeout:, and keys with a '{' that end in :timeout or :rlock_semaphore belong to other locks, semaphores and latches."),
+				 errdetail("Keys starting with redisson_lock__channel:, redisson_lock_token:, redisson_unlock_latch:, redisson_lock_queue:, redisson_lock_timeout:, redisson_rwlock:, redisson_sc: or redisson_countdownlatch__channel__, keys containing :rwlock_timeout:, and keys with a '{' that end in :timeout, :rlock_semaphore or :rlock_latch belong to other locks, semaphores and latches."),
 				 errhint("Choose another %s name.", noun)));
 }
 

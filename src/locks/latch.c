@@ -13,9 +13,11 @@
  * count again on "1" or when it looks on its own (every few seconds, or
  * after the connection broke).  A latch shares the space of names with
  * the locks and the semaphores: its scripts refuse a name used by either
- * (a semaphore only once it has permits out: before that, its key is a
- * count like a latch's), and lockname.c refuses the keys derived from
- * names.
+ * (a semaphore once rlock set or added its permits, or once it has
+ * permits out: before that, its key is a count like a latch's), setting a
+ * count marks the name a latch ({N}:rlock_latch, deleted with the count at
+ * zero) for the semaphore's scripts to refuse, and lockname.c refuses the
+ * keys derived from names.
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -80,11 +82,12 @@ latch_run(const LockName *ln, RlockScriptId id, int64 count)
 	RedisCmd	cmd;
 	RReply	   *r;
 
-	rcmd_script(&cmd, id, 4);
+	rcmd_script(&cmd, id, 5);
 	rcmd_arg(&cmd, ln->key, ln->keylen);
 	rcmd_str(&cmd, latch_channel(ln->key));
 	rcmd_str(&cmd, lockname_suffixed(ln->key, "timeout"));
 	rcmd_str(&cmd, lockname_suffixed(ln->key, SEM_MARKER_SUFFIX));
+	rcmd_str(&cmd, lockname_suffixed(ln->key, LATCH_MARKER_SUFFIX));
 	if (id == RLOCK_SCRIPT_LATCH_SET_COUNT)
 		rcmd_int(&cmd, count);
 	r = route_run1(route_backend(), &cmd, ln->name);

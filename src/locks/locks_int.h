@@ -117,10 +117,17 @@ extern int	redlock_compare_desc(const void *a, const void *b);
 
 /*
  * semaphore.c, latch.c: the key ({N}:rlock_semaphore) by which a name
- * whose permits rlock set, added or took stays a semaphore, for the latch
+ * whose permits rlock set or added stays a semaphore, for the latch
  * scripts to refuse once no permit is out (a semaphore's permits and a
  * latch's count look alike in Redis).
  */
 #define SEM_MARKER_SUFFIX	"rlock_semaphore"
+
+/*
+ * {N}:rlock_latch marks N a count-down latch while rlock_latch_set_count's
+ * count runs (the count-down that reaches zero deletes it): the
+ * semaphore's scripts refuse such a name.
+ */
+#define LATCH_MARKER_SUFFIX	"rlock_latch"
 
 #endif							/* RLOCK_LOCKS_INT_H */

@@ -66,37 +66,41 @@ LATCH_COUNT_OF_KEYS1
 "return v\n";
 
 /*
- * latch set count (trySetCount): keys as above; ARGV[1] the count (>= 0).
- * Only a latch at zero (or absent) takes a count: returns 1 when set, 0
- * when the latch is counting.  A count of 0 leaves it absent.  Announces
- * the new count ("1") before writing, so that a refused PUBLISH changes
- * nothing.
+ * latch set count (trySetCount): keys as above, KEYS[5] the latch's
+ * marker; ARGV[1] the count (>= 0).  Only a latch at zero (or absent)
+ * takes a count: returns 1 when set (and marked), 0 when the latch is
+ * counting.  A count of 0 leaves it absent.  Announces the new count ("1")
+ * before writing, so that a refused PUBLISH changes nothing.
  */
 const char rlock_latch_set_count_body[] =
 LATCH_COUNT_OF_KEYS1
 "if cur > 0 then return 0 end\n"
 "if tonumber(ARGV[1]) <= 0 then\n"
-"  redis.call('del', KEYS[1])\n"
+"  redis.call('del', KEYS[1], KEYS[5])\n"
 "  return 1\n"
 "end\n"
 PUBLISH_OR_REFUSE("KEYS[2]", "'1'")
 "redis.call('set', KEYS[1], ARGV[1])\n"
+"redis.call('set', KEYS[5], '1')\n"
 "return 1\n";
 
 /*
- * latch count down: keys as above.  Returns the count after it (0, or the
- * stored text: DECR's answer would pass through a Lua number, exact only
- * to 2^53); at zero the key is deleted and "0" published (once: a latch
- * already at zero or absent stays so, silently).
+ * latch count down: keys as set count's.  Returns the count after it (0,
+ * or the stored text: DECR's answer would pass through a Lua number, exact
+ * only to 2^53); at zero the key and its marker are deleted and "0"
+ * published (once: a latch already at zero or absent stays so, silently).
  */
 const char rlock_latch_count_down_body[] =
 LATCH_COUNT_OF_KEYS1
-"if t == 'none' then return 0 end\n"
+"if t == 'none' then\n"
+"  redis.call('del', KEYS[5])\n"
+"  return 0\n"
+"end\n"
 "if cur <= 1 then\n"
 "  if cur == 1 then\n"
 PUBLISH_OR_REFUSE("KEYS[2]", "'0'")
 "  end\n"
-"  redis.call('del', KEYS[1])\n"
+"  redis.call('del', KEYS[1], KEYS[5])\n"
 "  return 0\n"
 "end\n"
 "redis.call('decr', KEYS[1])\n"
@@ -188,7 +192,16 @@ PUBLISH_OR_REFUSE("KEYS[3]", "avail + gb") \
 "end\n"
 
 /*
- * semaphore acquire: KEYS as SEM_PRELUDE; ARGV[1] permits, ARGV[2] the
+ * Lua, for the semaphore's scripts that take, set, add or count permits:
+ * refuse a name that rlock_latch_set_count made a count-down latch (its
+ * marker {N}:rlock_latch, KEYS[n], exists while its count runs).
+ */
+#define SEM_REFUSE_LATCH(n, refusal) \
+"if redis.call('exists', KEYS[" n "]) == 1 then return " refusal " end\n"
+
+/*
+ * semaphore acquire: KEYS as SEM_PRELUDE, KEYS[4] the latch marker
+ * (SEM_REFUSE_LATCH); ARGV[1] permits, ARGV[2] the
  * lease ms, ARGV[3] holder, ARGV[4] the permits the holder's session
  * believes it holds.  Ids of its own that Redis has while the session
  * believes it holds none (a release that a failover lost left them there)
@@ -208,6 +221,7 @@ PUBLISH_OR_REFUSE("KEYS[3]", "avail + gb") \
  * {2, 'value'} for a name that is not a semaphore.
  */
 const char rlock_sem_acquire_body[] =
+SEM_REFUSE_LATCH("4", "{2, 'latch'}")
 SEM_PRELUDE_AS("true", "{2, 'lock'}", "{2, 'value'}")
 SEM_MINE("ARGV[3]")
 "if #mine > 0 and tonumber(ARGV[4]) == 0 then\n"
@@ -295,12 +309,13 @@ SEM_GIVE_BACK("ARGV[1]", "found - target")
 
 /*
  * semaphore set permits (trySetPermits): KEYS as SEM_PRELUDE, KEYS[4] its
- * marker; ARGV[1] the permits.  Only a semaphore never set (its key absent,
+ * marker, KEYS[5] the latch marker; ARGV[1] the permits.  Only a semaphore never set (its key absent,
  * no permit out, not marked: one whose key went, say counted down to
  * nothing as a latch, is not set anew by a role without the grant of add
  * permits): returns 1 when set, 0 otherwise.
  */
 const char rlock_sem_set_permits_body[] =
+SEM_REFUSE_LATCH("5", "redis.error_reply('RLOCKKIND latch')")
 SEM_PRELUDE("false")
 "if t ~= 'none' or redis.call('exists', KEYS[2], KEYS[4]) > 0 then return 0 end\n"
 PUBLISH_OR_REFUSE("KEYS[3]", "ARGV[1]")
@@ -309,15 +324,19 @@ PUBLISH_OR_REFUSE("KEYS[3]", "ARGV[1]")
 "return 1\n";
 
 /*
- * semaphore add permits: KEYS as SEM_PRELUDE, KEYS[4] its marker; ARGV[1]
- * permits to add (may be negative).  Returns the permits available after
- * it, or "RLOCKRANGE" when that would reach 10^15 either way (the count
- * would no longer be exact, and no script would read it).
+ * semaphore add permits: KEYS as set permits'; ARGV[1] permits to add
+ * (may be negative).  Returns the permits available after it, or
+ * "RLOCKRANGE" when that would leave the range of an integer, or go
+ * further out of it (a Redisson semaphore's permits are a Java int, and
+ * rlock_semaphore_available returns an integer).
  */
 const char rlock_sem_add_permits_body[] =
+SEM_REFUSE_LATCH("5", "redis.error_reply('RLOCKKIND latch')")
 SEM_PRELUDE("true")
 "local after = avail + tonumber(ARGV[1])\n"
-"if after >= 1e15 or after <= -1e15 then return redis.error_reply('RLOCKRANGE') end\n"
+"if (after > 2147483647 and after > avail) or (after < -2147483648 and after < avail) then\n"
+"  return redis.error_reply('RLOCKRANGE')\n"
+"end\n"
 "if tonumber(ARGV[1]) > 0 and after > 0 then\n"
 PUBLISH_OR_REFUSE("KEYS[3]", "after")
 "end\n"
@@ -325,9 +344,11 @@ PUBLISH_OR_REFUSE("KEYS[3]", "after")
 "return redis.call('incrby', KEYS[1], ARGV[1])\n";
 
 /*
- * semaphore available: KEYS as SEM_PRELUDE.  Returns the permits
+ * semaphore available: KEYS as SEM_PRELUDE, KEYS[4] the latch marker.
+ * Returns the permits
  * available (expired ones given back first).
  */
 const char rlock_sem_available_body[] =
+SEM_REFUSE_LATCH("4", "redis.error_reply('RLOCKKIND latch')")
 SEM_PRELUDE("true")
 "return avail\n";

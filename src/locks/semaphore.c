@@ -45,10 +45,18 @@ sem_script(RedisCmd *cmd, RlockScriptId id, int nkeys, const char *key)
 	rcmd_str(cmd, lockname_derive(key, SEM_CHANNEL));
 }
 
-/* The name is another kind of object (what: "lock" or "value"). */
+/* The name is another kind of object (what: "lock", "latch" or "value"). */
 static void
 sem_wrong_kind(const LockName *ln, const char *what)
 {
+	if (what != NULL && strncmp(what, "latch", 5) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("semaphore \"%s\" is a count-down latch, not a semaphore",
+						ln->name),
+				 errdetail("Redis key \"%s\" shows a latch of that name whose count runs.",
+						   lockname_suffixed(ln->key, LATCH_MARKER_SUFFIX)),
+				 errhint("Use the rlock_latch_* functions for it, or another name.")));
 	if (what != NULL && strncmp(what, "lock", 4) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
@@ -119,7 +127,8 @@ sem_try(void *arg, int64 *pttl)
 	RedisCmd	cmd;
 	AcquireResult res;
 
-	sem_script(&cmd, RLOCK_SCRIPT_SEM_ACQUIRE, 3, ln->key);
+	sem_script(&cmd, RLOCK_SCRIPT_SEM_ACQUIRE, 4, ln->key);
+	rcmd_str(&cmd, lockname_suffixed(ln->key, LATCH_MARKER_SUFFIX));
 	rcmd_int(&cmd, a->req.levels);
 	rcmd_int(&cmd, a->req.lease_ms);
 	rcmd_str(&cmd, a->holder);
@@ -212,10 +221,14 @@ sem_run(const LockName *ln, RlockScriptId id, bool with_arg, int64 arg)
 	RReply	   *r;
 	bool		marks = (id != RLOCK_SCRIPT_SEM_AVAILABLE);
 
-	/* setting or adding permits marks the name a semaphore (its 4th key) */
-	sem_script(&cmd, id, marks ? 4 : 3, ln->key);
+	/*
+	 * setting or adding permits marks the name a semaphore (its 4th key);
+	 * a name marked a latch (the last key) is refused
+	 */
+	sem_script(&cmd, id, marks ? 5 : 4, ln->key);
 	if (marks)
 		rcmd_str(&cmd, lockname_suffixed(ln->key, SEM_MARKER_SUFFIX));
+	rcmd_str(&cmd, lockname_suffixed(ln->key, LATCH_MARKER_SUFFIX));
 	if (with_arg)
 		rcmd_int(&cmd, arg);
 	r = route_run1(route_backend(), &cmd, ln->name);
@@ -224,8 +237,9 @@ sem_run(const LockName *ln, RlockScriptId id, bool with_arg, int64 arg)
 	if (rconn_reply_is(r, "RLOCKRANGE"))
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("semaphore \"%s\" would have too many permits", ln->name),
-				 errdetail("A semaphore's permits available stay below 10^15 either way."),
+				 errmsg("permits of semaphore \"%s\" would leave the range of an integer",
+						ln->name),
+				 errdetail("A semaphore's permits available stay within the range of an integer, as rlock_semaphore_available returns them."),
 				 errhint("Nothing was changed.")));
 	if (r->type == RREPLY_ERROR)
 		rconn_reply_error(r, ERROR, ln->name);
