@@ -164,6 +164,13 @@ SELECT rlock_latch_count_down('lt_perm'), rlock_latch_count_down('lt_perm'),
 \! redis-cli -u "$RLOCK_REDIS_URL" EXISTS lt_perm '{lt_perm}:rlock_latch'
 SELECT rlock_semaphore_set_permits('lt_perm', 1), rlock_semaphore_available('lt_perm');
 \! redis-cli -u "$RLOCK_REDIS_URL" DEL lt_perm '{lt_perm}:rlock_semaphore' > /dev/null
+-- a latch whose count Redisson ended (or deleted) leaves its marker: the
+-- semaphore calls drop it, and the name is free
+SELECT rlock_latch_set_count('lt_gone', 2);
+\! redis-cli -u "$RLOCK_REDIS_URL" DEL lt_gone > /dev/null
+SELECT rlock_semaphore_set_permits('lt_gone', 1);
+\! redis-cli -u "$RLOCK_REDIS_URL" EXISTS '{lt_gone}:rlock_latch'
+\! redis-cli -u "$RLOCK_REDIS_URL" DEL lt_gone '{lt_gone}:rlock_semaphore' > /dev/null
 -- a latch's marker is no name
 SELECT rlock_latch_set_count('{lt_perm}:rlock_latch', 1);
 \echo :LAST_ERROR_SQLSTATE

@@ -338,6 +338,12 @@ SELECT rlock_semaphore_add_permits('sm_e', 1);
 \echo :LAST_ERROR_SQLSTATE
 \! redis-cli -u "$RLOCK_REDIS_URL" GET sm_e
 SELECT rlock_semaphore_available('sm_e');
+-- ... the permits out counted, which come back
+\! redis-cli -u "$RLOCK_REDIS_URL" SET sm_e 2147483640 > /dev/null
+\! redis-cli -u "$RLOCK_REDIS_URL" ZADD '{sm_e}:timeout' 99999999999999 o1 99999999999999 o2 99999999999999 o3 > /dev/null
+SELECT rlock_semaphore_add_permits('sm_e', 5);
+\! redis-cli -u "$RLOCK_REDIS_URL" GET sm_e
+\! redis-cli -u "$RLOCK_REDIS_URL" DEL '{sm_e}:timeout' > /dev/null
 \! redis-cli -u "$RLOCK_REDIS_URL" SET sm_e -2147483000 > /dev/null
 SELECT rlock_semaphore_add_permits('sm_e', -1000);
 \! redis-cli -u "$RLOCK_REDIS_URL" GET sm_e

@@ -170,6 +170,7 @@ fair_try(void *arg, int64 *pttl)
 	rcmd_int(&cmd, FAIR_WAIT_MS);
 	rcmd_int(&cmd, epoch_ms());
 	rcmd_str(&cmd, a->enqueue ? "1" : "0");
+	rcmd_str(&cmd, lockname_derive(ln->key, "redisson_lock__channel"));
 	res = holds_run_acquire(ln, RLOCK_KIND_FAIR, &a->req, &cmd);
 
 	if (res.status == 1)

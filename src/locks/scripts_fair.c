@@ -32,7 +32,8 @@
  * fair acquire: KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines; ARGV[1]
  * lease ms, ARGV[2] holder, ARGV[3] wait ms (how long a queued waiter
  * counts as alive past its predecessor's deadline), ARGV[4] now (epoch
- * ms), ARGV[5] '1' to queue when the lock cannot be taken, '0' not to.
+ * ms), ARGV[5] '1' to queue when the lock cannot be taken, '0' not to,
+ * ARGV[6] the channel prefix redisson_lock__channel:{N}.
  * The lock goes to the queue's head, or to anyone when nobody queues.  A
  * queued waiter that asks again is alive: its deadline is pushed out
  * (never in) to where Redisson's queue puts it, its predecessor's deadline
@@ -43,7 +44,9 @@
  * deadline is brought in to now plus the wait, so that a head that died
  * while the lock was held for long (its deadline was the holder's lease
  * plus the wait) is dropped that soon, not when that lease would have
- * ended.  A live head was told on its channel, or asks within 5 s.
+ * ended.  A live head is told so on its own channel (ARGV[6], the channel
+ * prefix redisson_lock__channel:{N}: a Redisson waiter may sleep until its
+ * old deadline), and rlock's ask within 5 s anyway.
  * Returns {1, count}, {0, pttl}, or {2, mode} for a read/write lock.
  */
 const char rlock_fair_acquire_body[] =
@@ -57,6 +60,7 @@ FAIR_DROP_STALE_HEADS("ARGV[4]", "ARGV[2]")
 "    local cap = tonumber(ARGV[4]) + tonumber(ARGV[3])\n"
 "    if tonumber(redis.call('zscore', KEYS[3], head)) > cap then\n"
 "      redis.call('zadd', KEYS[3], cap, head)\n"
+"      redis.pcall('publish', ARGV[6] .. ':' .. head, '0')\n"
 "    end\n"
 "  end\n"
 "  if head == false or head == ARGV[2] then\n"

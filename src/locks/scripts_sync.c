@@ -194,10 +194,15 @@ PUBLISH_OR_REFUSE("KEYS[3]", "avail + gb") \
 /*
  * Lua, for the semaphore's scripts that take, set, add or count permits:
  * refuse a name that rlock_latch_set_count made a count-down latch (its
- * marker {N}:rlock_latch, KEYS[n], exists while its count runs).
+ * marker {N}:rlock_latch, KEYS[n], exists while its count runs).  A
+ * marker whose count is gone (Redisson counted it down to zero, or
+ * deleted it) is deleted instead.
  */
 #define SEM_REFUSE_LATCH(n, refusal) \
-"if redis.call('exists', KEYS[" n "]) == 1 then return " refusal " end\n"
+"if redis.call('exists', KEYS[" n "]) == 1 then\n" \
+"  if redis.call('exists', KEYS[1]) == 1 then return " refusal " end\n" \
+"  redis.call('del', KEYS[" n "])\n" \
+"end\n"
 
 /*
  * semaphore acquire: KEYS as SEM_PRELUDE, KEYS[4] the latch marker
@@ -327,14 +332,16 @@ PUBLISH_OR_REFUSE("KEYS[3]", "ARGV[1]")
  * semaphore add permits: KEYS as set permits'; ARGV[1] permits to add
  * (may be negative).  Returns the permits available after it, or
  * "RLOCKRANGE" when that would leave the range of an integer, or go
- * further out of it (a Redisson semaphore's permits are a Java int, and
+ * further out of it, counting the permits out, which come back (a
+ * Redisson semaphore's permits are a Java int, and
  * rlock_semaphore_available returns an integer).
  */
 const char rlock_sem_add_permits_body[] =
 SEM_REFUSE_LATCH("5", "redis.error_reply('RLOCKKIND latch')")
 SEM_PRELUDE("true")
 "local after = avail + tonumber(ARGV[1])\n"
-"if (after > 2147483647 and after > avail) or (after < -2147483648 and after < avail) then\n"
+"local out = redis.call('zcard', KEYS[2])\n"
+"if (after + out > 2147483647 and after > avail) or (after < -2147483648 and after < avail) then\n"
 "  return redis.error_reply('RLOCKRANGE')\n"
 "end\n"
 "if tonumber(ARGV[1]) > 0 and after > 0 then\n"

@@ -47,6 +47,13 @@
 static RedisConn *master_conns[REDLOCK_MAX_MASTERS];
 static bool master_conns_valid = false;
 
+/*
+ * Masters whose server did not tell its run_id on the last socket that was
+ * asked (an ACL refusing INFO), remembered across sockets: a refusal must
+ * not depend on whether this round trip's socket was asked yet.
+ */
+static bool master_untold[REDLOCK_MAX_MASTERS];
+
 /* The setting's generation these were looked up for. */
 static uint64 masters_generation = 0;
 
@@ -57,6 +64,7 @@ check_generation(void)
 	if (masters_generation == redlock_conf_generation())
 		return;
 	master_conns_valid = false;
+	memset(master_untold, 0, sizeof(master_untold));
 	masters_generation = redlock_conf_generation();
 }
 
@@ -215,12 +223,15 @@ run_masters(RedisConn **conns, int n, RedisCmd *cmds, int ncmds,
 		int			j = -1;
 
 		rconn_set_deadline_cap(conns[i], DT_NOEND);
+		/* not told: it cannot be told apart, answered or not */
+		if (k >= 0 && rconn_run_id(conns[i]) != NULL)
+			master_untold[k] = !told(conns[i]);
+		if (k >= 0 && master_untold[k] && dup_a != NULL && *dup_a < 0)
+			*dup_a = *dup_b = k;
 		if (!ops[i].ok)
 			continue;
 		if (k >= 0 && told(conns[i]) && (j = twin_of(k, k)) < 0)
 			continue;			/* it counts */
-		if (k >= 0 && rconn_run_id(conns[i]) != NULL && !told(conns[i]))
-			j = k;				/* not told: it cannot be told apart */
 		ops[i].ok = false;
 		ops[i].late = true;
 		if (j >= 0 && dup_a != NULL && *dup_a < 0)

@@ -102,12 +102,21 @@ redlock_silence_shmem_install(void)
 static uint64 master_keys[REDLOCK_MAX_MASTERS];
 static uint64 keys_generation = 0;
 
+/*
+ * Which masters this process takes as silent only because another one
+ * found them so (until it hears them): it does not record them silent in
+ * its turn, so that the silence lasts as long as some process still sees
+ * its own round trips time out, and no longer.
+ */
+static bool inherited[REDLOCK_MAX_MASTERS];
+
 /* The key of master k of the setting: its scheme, port and host (never 0). */
 static uint64
 master_key(int k)
 {
 	if (keys_generation != redlock_conf_generation())
 	{
+		memset(inherited, 0, sizeof(inherited));
 		for (int i = 0; i < redlock_num_masters(); i++)
 		{
 			const RedisUrl *u = redlock_master_url(i);
@@ -188,14 +197,18 @@ redlock_silence_apply(RedisConn **conns, const int *master, int n)
 	for (int i = 0; i < n; i++)
 		if (found[i] != 0 &&
 			!TimestampDifferenceExceeds(found[i], now, SILENCE_KEEP_MS))
+		{
 			rconn_mark_silent(conns[i]);
+			inherited[master[i]] = true;
+		}
 }
 
 /*
  * After a round trip over the masters (ops[i] on conns[i], before any
- * answer was set aside): a master silent here is recorded as silent now;
- * one that answered (ops[i].ok), as heard.  A master left without an
- * answer, or failing otherwise, changes nothing.
+ * answer was set aside): a master silent here, by a timeout of this
+ * process's own, is recorded as silent now; one that answered (ops[i].ok),
+ * as heard.  A master left without an answer, or failing otherwise, or
+ * silent only as another process found it, changes nothing.
  */
 void
 redlock_silence_record(RedisConn **conns, const int *master,
@@ -214,6 +227,10 @@ redlock_silence_record(RedisConn **conns, const int *master,
 		silent[i] = master[i] >= 0 && rconn_silent(conns[i]);
 		keys[i] = master[i] >= 0 && (silent[i] || ops[i].ok) ?
 			master_key(master[i]) : 0;
+		if (master[i] >= 0 && !silent[i])
+			inherited[master[i]] = false;	/* heard, or never silent */
+		else if (silent[i] && inherited[master[i]])
+			keys[i] = 0;		/* another's silence: not renewed from here */
 		any |= keys[i] != 0;
 	}
 	if (!any)

@@ -205,6 +205,31 @@ is(q1($holder, "SELECT rlock_fair_release('f_idle')"), 't', 'and released by its
 	is($redis->cli('ZSCORE', "redisson_lock_timeout:{$l}", $dead), '',
 		'... and from the deadlines');
 	is(q1($w[4], "SELECT rlock_fair_release('$l')"), 't', '... released');
+
+	# A Redisson waiter at the head, alive, sleeping until its old deadline
+	# (an hour): the lock went without a release message (its lease ran
+	# out).  The next rlock attempt brings the head's deadline in, and
+	# tells it so on its own channel, so that it asks at once.
+	my $l2 = 'f_dead2';
+	my $live = '5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b:78';
+	$redis->cli('HSET', $l2, '6f1c2b9e-3d4a-4e5f-8a7b-9c0d1e2f3a4b:9', 1);
+	$redis->cli('PEXPIRE', $l2, 3_600_000);
+	$now_ms = int(time() * 1000);
+	$redis->cli('RPUSH', "redisson_lock_queue:{$l2}", $live);
+	$redis->cli('ZADD', "redisson_lock_timeout:{$l2}", $now_ms + 3_610_000, $live);
+	my ($sub2, $sub2out) =
+	  $redis->cli_bg('SUBSCRIBE', "redisson_lock__channel:{$l2}:$live");
+	ok(RlockTest::wait_until(sub { $sub2->pump_nb; $$sub2out =~ /subscribe/ }, 10),
+		'a live Redisson waiter heads the queue, listening on its channel');
+	$redis->cli('DEL', $l2);
+	is(q1($w[4], "SELECT rlock_fair_try_acquire('$l2', '1 minute')"), 'f',
+		'the lock is free, and an rlock try does not pass the head');
+	ok(RlockTest::wait_until(sub { $sub2->pump_nb; $$sub2out =~ /\b0\s*$/ }, 10),
+		'... which is told on its own channel');
+	cmp_ok($redis->cli('ZSCORE', "redisson_lock_timeout:{$l2}", $live),
+		'<=', int(time() * 1000) + 10_000, '... its deadline brought in to the wait');
+	$sub2->kill_kill;
+	$redis->cli('DEL', "redisson_lock_queue:{$l2}", "redisson_lock_timeout:{$l2}");
 }
 
 $holder->quit;

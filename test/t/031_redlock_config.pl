@@ -201,6 +201,39 @@ like($err, qr/master 1 does not tell which Redis server it is.*\n.*DETAIL:.*[Mm]
 	'... naming the master');
 like($err, qr/HINT:.*\+info/, '... and what to allow');
 is($twin->cli('EXISTS', 'untold1'), '0', '... and leaves nothing on that server');
+for my $round (1 .. 3)
+{
+	($out, $err, $state) = RlockTest::run_sql($psql,
+		"SELECT rlock_redlock_try_acquire('untold1', '30 seconds')");
+	is($state, '22023', "... and again, once the master is known not to tell ($round)");
+}
+is($twin->cli('EXISTS', 'untold1'), '0', '... leaving nothing');
+
+# a master known not to tell, then stopped: its answer never comes (two
+# others grant), and the acquisition is refused all the same; it does not
+# depend on which answer comes first
+{
+	my ($ua, $ub, $uc) = map { RlockTest::Redis->new } 1 .. 3;
+	$uc->cli('ACL', 'SETUSER', 'noinfo', 'on', '>nopw', '~*',
+		RlockTest::redis_version() >= 60200 ? ('&*') : (),
+		'+@all', '-info');
+	reload_with(join(',', $ua->url, $ub->url,
+			'redis://noinfo:nopw@127.0.0.1:' . $uc->port));
+	my $us = $node->background_psql('postgres', on_error_stop => 0);
+	RlockTest::run_sql($us, "SET rlock.command_timeout = '1s'");
+	($out, $err, $state) = RlockTest::run_sql($us,
+		"SELECT rlock_redlock_try_acquire('untold2', '30 seconds')");
+	is($state, '22023', 'two telling masters and one that does not: refused');
+	CORE::kill 'STOP', $uc->pid or die "SIGSTOP: $!";
+	($out, $err, $state) = RlockTest::run_sql($us,
+		"SELECT rlock_redlock_try_acquire('untold2', '30 seconds')");
+	is($state, '22023', '... also when that master, stopped, answers no more');
+	CORE::kill 'CONT', $uc->pid or die "SIGCONT: $!";
+	is(join(',', map { scalar $_->cli('EXISTS', 'untold2') } $ua, $ub), '0,0',
+		'... leaving nothing on the other two');
+	$us->quit;
+	$_->stop for ($ua, $ub, $uc);
+}
 reload_with($good);
 
 # a master's name that leads to another master's server once its round
