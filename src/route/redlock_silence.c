@@ -56,6 +56,10 @@ typedef struct SilenceEntry
 typedef struct SilenceShared
 {
 	slock_t		mutex;
+	uint32		nsilent;		/* entries with silent_at set (written under
+								 * mutex; read without it, as a hint that
+								 * spares the round trips of a server with
+								 * no silent master the mutex) */
 	SilenceEntry e[SILENCE_SLOTS];	/* under mutex */
 } SilenceShared;
 
@@ -85,6 +89,7 @@ silence_shmem_startup(void)
 	if (!found)
 	{
 		SpinLockInit(&silence->mutex);
+		silence->nsilent = 0;
 		memset(silence->e, 0, sizeof(silence->e));
 	}
 	LWLockRelease(AddinShmemInitLock);
@@ -146,6 +151,24 @@ find_entry(uint64 key)
 	return NULL;
 }
 
+/* Any master found silent?  (Without the mutex: a hint.) */
+static inline bool
+any_silent(void)
+{
+	return ((volatile SilenceShared *) silence)->nsilent > 0;
+}
+
+/* Set e's silent_at, keeping nsilent right (mutex). */
+static void
+set_silent_at(SilenceEntry *e, TimestampTz t)
+{
+	if (e->silent_at == 0 && t != 0)
+		silence->nsilent++;
+	else if (e->silent_at != 0 && t == 0)
+		silence->nsilent--;
+	e->silent_at = t;
+}
+
 /* A free entry for key, else the one found silent longest ago (mutex). */
 static SilenceEntry *
 new_entry(uint64 key)
@@ -162,8 +185,8 @@ new_entry(uint64 key)
 		if (silence->e[j].silent_at < e->silent_at)
 			e = &silence->e[j];
 	}
+	set_silent_at(e, 0);
 	e->key = key;
-	e->silent_at = 0;
 	return e;
 }
 
@@ -179,8 +202,8 @@ redlock_silence_apply(RedisConn **conns, const int *master, int n)
 	uint64		keys[REDLOCK_MAX_MASTERS];
 	TimestampTz now;
 
-	if (silence == NULL)
-		return;					/* not preloaded: nothing shared */
+	if (silence == NULL || !any_silent())
+		return;					/* not preloaded, or nothing silent */
 	Assert(n <= REDLOCK_MAX_MASTERS);
 	for (int i = 0; i < n; i++)
 		keys[i] = master[i] >= 0 && !rconn_silent(conns[i]) ?
@@ -217,15 +240,18 @@ redlock_silence_record(RedisConn **conns, const int *master,
 	uint64		keys[REDLOCK_MAX_MASTERS];
 	bool		silent[REDLOCK_MAX_MASTERS];
 	bool		any = false;
+	bool		heard_matters;
 	TimestampTz now;
 
 	if (silence == NULL)
 		return;
 	Assert(n <= REDLOCK_MAX_MASTERS);
+	heard_matters = any_silent();	/* else there is nothing to clear */
 	for (int i = 0; i < n; i++)
 	{
 		silent[i] = master[i] >= 0 && rconn_silent(conns[i]);
-		keys[i] = master[i] >= 0 && (silent[i] || ops[i].ok) ?
+		keys[i] = master[i] >= 0 &&
+			(silent[i] || (ops[i].ok && heard_matters)) ?
 			master_key(master[i]) : 0;
 		if (master[i] >= 0 && !silent[i])
 			inherited[master[i]] = false;	/* heard, or never silent */
@@ -242,9 +268,9 @@ redlock_silence_record(RedisConn **conns, const int *master,
 		SilenceEntry *e = keys[i] != 0 ? find_entry(keys[i]) : NULL;
 
 		if (silent[i])
-			(e != NULL ? e : new_entry(keys[i]))->silent_at = now;
+			set_silent_at(e != NULL ? e : new_entry(keys[i]), now);
 		else if (e != NULL)
-			e->silent_at = 0;	/* heard: no longer silent */
+			set_silent_at(e, 0);	/* heard: no longer silent */
 	}
 	SpinLockRelease(&silence->mutex);
 }
