@@ -190,10 +190,12 @@ rconn_discard_failed(RedisConn *conn)
  * DEL key in front of conn's next round trip, without a round trip of its
  * own (the unlock latch of a release that was answered: nothing will
  * replay that release now).  If the connection is lost first, the key's
- * own TTL removes it.
+ * own TTL removes it.  With apart, each key gets a DEL of its own: a
+ * Cluster's node refuses one DEL over keys of several slots (CROSSSLOT),
+ * and the keys of different locks are in different slots.
  */
 void
-rconn_defer_del(RedisConn *conn, const char *key)
+rconn_defer_del(RedisConn *conn, const char *key, bool apart)
 {
 	char	   *copy;
 
@@ -211,6 +213,7 @@ rconn_defer_del(RedisConn *conn, const char *key)
 	copy = strdup(key);
 	if (copy != NULL)
 		conn->deferred_del[conn->ndeferred++] = copy;
+	conn->deferred_apart |= apart;
 }
 
 /* ----------------------------------------------------------------

@@ -168,8 +168,17 @@ queue_op(OpState *os)
 		rcmd_init(&del);
 		rcmd_str(&del, "DEL");
 		for (int i = 0; i < conn->ndeferred; i++)
+		{
 			rcmd_str(&del, conn->deferred_del[i]);
-		(void) rconn_queue(conn, &del, false, SLOT_DROP);
+			if (conn->deferred_apart)
+			{
+				(void) rconn_queue(conn, &del, false, SLOT_DROP);
+				rcmd_init(&del);
+				rcmd_str(&del, "DEL");
+			}
+		}
+		if (!conn->deferred_apart)
+			(void) rconn_queue(conn, &del, false, SLOT_DROP);
 		for (int i = 0; i < conn->ndeferred; i++)
 			free(conn->deferred_del[i]);
 		conn->ndeferred = 0;

@@ -177,7 +177,7 @@ extern RedisConn *rconn_get(const RedisUrl *node, RconnRole role);
 extern bool rconn_ensure(RedisConn *conn);
 extern void rconn_ready(RedisConn *conn, const char *what);
 extern void rconn_close_idle(bool all);
-extern void rconn_defer_del(RedisConn *conn, const char *key);
+extern void rconn_defer_del(RedisConn *conn, const char *key, bool apart);
 extern const char *rconn_address(RedisConn *conn);
 extern int	rconn_replicas(RedisConn *conn);
 

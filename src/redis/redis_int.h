@@ -201,6 +201,7 @@ struct RedisConn
 	char	  **deferred_del;
 	int			ndeferred;
 	int			maxdeferred;
+	bool		deferred_apart; /* one DEL per key (a Cluster's node) */
 };
 
 /* connection.c (the pool) */

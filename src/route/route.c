@@ -145,10 +145,11 @@ route_defer_del(RedisConn *conn, const char *key)
 	if (routed(conn))
 	{
 		conn = cluster_known_conn(key);
-		if (conn == NULL)
-			return;
+		if (conn != NULL)
+			rconn_defer_del(conn, key, true);
+		return;
 	}
-	rconn_defer_del(conn, key);
+	rconn_defer_del(conn, key, false);
 }
 
 /*

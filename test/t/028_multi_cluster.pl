@@ -101,6 +101,24 @@ foreach my $m (@masters)
 }
 is($still, 0, '... nothing of it is left on any master');
 
+# The release's unlock latches are deleted in front of the next round trip
+# to each master: one DEL per latch, since a master refuses one DEL over
+# keys of several slots (CROSSSLOT) and the latches would stay their TTL.
+is(sql("SELECT rlock_multi_try_acquire($array, '1 min')"), 't',
+	'the set is taken again');
+my $latches = 0;
+foreach my $m (@masters)
+{
+	foreach my $n (@{ $per->{ $m->port } })
+	{
+		next if $n eq $warm;    # (the Redisson client's own latch)
+		$latches += () = $m->cli('--scan', '--pattern',
+			"redisson_unlock_latch:{$n}:*") =~ /\S+/g;
+	}
+}
+is($latches, 0, "... and the release's unlock latches are gone from every master");
+is(sql("SELECT rlock_multi_release($array)"), 't', '... and released');
+
 # ---- all or nothing across masters ----
 
 my $busy = $per->{ $masters[1]->port }[4];
