@@ -113,7 +113,9 @@ run_batch_elsewhere(BatchItem *items, int n, int elevel)
 			holds_forget(h);
 			continue;
 		}
-		nheld++;
+		/* a name this call released (not one it only reconciled) */
+		if (items[i].session)
+			nheld++;
 		if (items[i].levels > 0)
 			stats_add(RLOCK_STAT_RELEASES, items[i].levels);
 		holds_set_uncertain(h, false);
@@ -304,7 +306,16 @@ holds_run_local_batch(BatchItem *items, int n, int elevel)
 			holds_forget(h);
 			continue;
 		}
-		if (!rw_side_counted(h, &rw_counted, &nrw_counted, n))
+		/*
+		 * Count a name this call released: a release, or the reconcile of
+		 * an uncertain hold that found more of ours than it keeps; not the
+		 * reconcile of a lock found lost (rlock_release_all's), which
+		 * released nothing.
+		 */
+		if (items[i].session &&
+			(items[i].levels > 0 ||
+			 (r->type == RREPLY_INTEGER && r->integer > holds_total(h))) &&
+			!rw_side_counted(h, &rw_counted, &nrw_counted, n))
 			nheld++;
 		new_expiry = false;
 		if (items[i].levels > 0)

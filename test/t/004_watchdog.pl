@@ -149,6 +149,19 @@ like($err, qr/WARNING:  lock "wd_lost" was lost before this session released it/
 is(q1($other, "SELECT count(*) FROM rlock_locks WHERE name = 'wd_lost'"), '0',
 	'and the lost row is gone once the session knows');
 
+# rlock_release_all counts the names it released: not one the watchdog
+# found lost, nor one found lost at the release
+q1($a, "SELECT rlock_acquire('wd_all_lost'), rlock_acquire('wd_all_gone'), rlock_acquire('wd_all_held')");
+q1($other, "SELECT rlock_force_release('wd_all_lost')");
+ok(RlockTest::wait_until(sub {
+		q1($other, "SELECT state FROM rlock_locks WHERE name = 'wd_all_lost'") eq 'lost' }, 5),
+	'a force-released lock beside a held one is marked lost');
+$redis->cli('DEL', 'wd_all_gone');
+($out, $err) = q2($a, "SELECT rlock_release_all()");
+is($out, '1', 'rlock_release_all counts only the name it released');
+like($err, qr/lock "wd_all_lost" was lost.*lock "wd_all_gone" was lost/s,
+	'... and warns of both lost ones');
+
 # a transaction holding a lost xact lock cannot commit
 $node->safe_psql('postgres', 'CREATE TABLE guarded (v int); GRANT ALL ON guarded TO PUBLIC');
 q1($a, 'BEGIN');
