@@ -40,6 +40,8 @@
 #   belief     rlock_locks shows each live hold as 'held' with the model's
 #              counts per scope, and nothing the model does not hold; a
 #              release returns false only for a hold whose lease is over;
+#              rlock_release_all counts no more names than may still be
+#              held (none force-released) and no fewer than surely are;
 #              COMMIT with NULL-lease transaction holds works
 #   fencing    fencing tokens strictly increase
 #   permits    a semaphore's permits available plus its ids out are the

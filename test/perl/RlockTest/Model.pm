@@ -323,6 +323,7 @@ sub run_op
 		$self->{last} = undef;
 		return $self->run_sync_op($op);
 	}
+	my $was_pending = defined $i ? $self->{pending}{$i} : undef;
 	delete $self->{pending}{$i} if defined $i && $t ne 'sleep' && $t ne 'cancel';
 	my $t0 = time();
 	$self->{last} = defined $i ? [ $i, $op->{names} ? @{ $op->{names} } : $op->{name} // () ] : undef;
@@ -409,9 +410,33 @@ sub run_op
 	}
 	if ($t eq 'release_all' || $t eq 'discard')
 	{
+		# the names (both sides of a read/write lock: one) with session
+		# holds that may still be live, and those that must be
+		my (%may, %must);
+		foreach my $n (keys %{ $self->{holds}{$i} // {} })
+		{
+			foreach my $h (@{ $self->{holds}{$i}{$n} })
+			{
+				next unless $h->{scope} eq 'session' && !$h->{dead};
+				my $c = $h->{kind} =~ /^[rw]$/ ? 'rw' : _cls($h->{kind});
+				$may{"$n/$c"} = 1;
+				$must{"$n/$c"} = _promise($h)
+				  if !defined $must{"$n/$c"} || _promise($h) > $must{"$n/$c"};
+			}
+		}
+		my $nsem = grep { $_->{sc} } values %{ $self->{sem}{$i} // {} };
 		my ($out, $st, $err) = $self->sql($i,
 			$t eq 'discard' ? "DISCARD ALL" : "SELECT rlock_release_all()");
 		return $self->_failed($i, $st, $err, $op) if $st ne '00000';
+		my $t1 = time();
+		if ($t eq 'release_all')
+		{
+			my $max = keys(%may) + $nsem;
+			my $min = grep { $must{$_} > $t1 } keys %must;
+			$self->violation('belief',
+				"S$i: rlock_release_all() returned $out: it released between $min and $max names")
+			  if $out !~ /^\d+$/ || ($out > $max && !$was_pending) || $out < $min;
+		}
 		$self->sql($i, "SET lock_timeout = '5s'") if $t eq 'discard';
 		$self->sync_session_end($i, time());
 		foreach my $n (keys %{ $self->{holds}{$i} // {} })
