@@ -172,13 +172,15 @@ queue_op(OpState *os)
 			rcmd_str(&del, conn->deferred_del[i]);
 			if (conn->deferred_apart)
 			{
-				(void) rconn_queue(conn, &del, false, SLOT_DROP);
+				if (!rconn_queue(conn, &del, false, SLOT_DROP))
+					return false;	/* (closing frees the keys) */
 				rcmd_init(&del);
 				rcmd_str(&del, "DEL");
 			}
 		}
-		if (!conn->deferred_apart)
-			(void) rconn_queue(conn, &del, false, SLOT_DROP);
+		if (!conn->deferred_apart &&
+			!rconn_queue(conn, &del, false, SLOT_DROP))
+			return false;
 		for (int i = 0; i < conn->ndeferred; i++)
 			free(conn->deferred_del[i]);
 		conn->ndeferred = 0;

@@ -103,7 +103,21 @@ rconn_queue(RedisConn *conn, RedisCmd *cmd, bool as_eval, int slot)
 			len = (i == 0) ? 4 : strlen(cmd->script->body);
 		need += RESP_HEADER_MAX + len + 2;
 	}
+	/* room for its reply's slot before any byte: none goes without one */
 	ok = out_reserve(conn, need);
+	if (ok && conn->nslots >= conn->maxslots)
+	{
+		int			newmax = Max(16, conn->maxslots * 2);
+		int		   *slots = realloc(conn->slots, newmax * sizeof(int));
+
+		if (slots == NULL)
+			ok = false;
+		else
+		{
+			conn->slots = slots;
+			conn->maxslots = newmax;
+		}
+	}
 	if (ok)
 	{
 		char	   *p = conn->out + conn->outlen;
@@ -126,19 +140,6 @@ rconn_queue(RedisConn *conn, RedisCmd *cmd, bool as_eval, int slot)
 			*p++ = '\n';
 		}
 		conn->outlen = p - conn->out;
-	}
-	if (ok && conn->nslots >= conn->maxslots)
-	{
-		int			newmax = Max(16, conn->maxslots * 2);
-		int		   *slots = realloc(conn->slots, newmax * sizeof(int));
-
-		if (slots == NULL)
-			ok = false;
-		else
-		{
-			conn->slots = slots;
-			conn->maxslots = newmax;
-		}
 	}
 	if (!ok)
 	{
