@@ -406,7 +406,9 @@ redlock_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 bool
 redlock_release(const LockName *ln)
 {
-	redlock_require_configured(ln->name);
+	/* (a hold from before the setting was emptied: said lost) */
+	if (holds_find(ln->key, RLOCK_KIND_REDLOCK) == NULL)
+		redlock_require_configured(ln->name);
 	return holds_release(ln, RLOCK_KIND_REDLOCK, NULL);
 }
 
@@ -528,7 +530,12 @@ redlock_renew(const RenewArg *args, int n, int elevel, TimestampTz cap,
 			left_ms[i] = -1;
 	}
 	if (nm == 0)
-		return;					/* not renewed: the fail-closed rule runs */
+	{
+		/* no master now: lost, as after a change of rlock.redis_url */
+		for (int i = 0; i < n; i++)
+			outcome[i] = RENEW_GONE;
+		return;
+	}
 	(void) redlock_masters(conns, "");
 	ncalls = rcmd_renew_calls(args, n, REDLOCK_RENEW_BATCH, &cmds, &order,
 							  &starts);

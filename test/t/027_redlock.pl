@@ -825,7 +825,23 @@ $sn->quit;
 
 # ---- f) no masters configured ----
 
+# A Redlock held when the setting is emptied is lost, as one held on
+# rlock.redis_url's Redis when that setting changes: the view says so (the
+# code before showed a fixed lease 'held' that no call could release), and
+# its release warns and returns false.
+my $kept = session();
+q1($kept, "SELECT rlock_redlock_acquire('rl_kept', '1 hour')");
 RlockTest::set_gucs($node, 'rlock.redlock_urls' => '');
+ok( RlockTest::wait_until(sub {
+		RlockTest::sql($node, "SELECT state FROM rlock_locks WHERE name = 'rl_kept'") eq 'lost' }, 30),
+	'rlock.redlock_urls emptied: a Redlock held with a lease is shown lost');
+($out, $err, $state) = RlockTest::run_sql($kept, "SELECT rlock_redlock_release('rl_kept')");
+is("$out/$state", 'f/00000', '... its release returns false');
+like($err, qr/WARNING:  lock "rl_kept" was lost/, '... with the WARNING of a lost lock');
+is(RlockTest::sql($node, "SELECT count(*) FROM rlock_locks WHERE name = 'rl_kept'"), '0',
+	'... and the view forgets it');
+$kept->quit;
+
 my $e = session();
 foreach my $sql (
 	"SELECT rlock_redlock_acquire('rl_none')",
