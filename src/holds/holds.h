@@ -335,6 +335,7 @@ extern void holds_forget(HeldLock *h);
 
 /* holds_batch.c: reconcile what is uncertain; rlock_release_all */
 extern void holds_settle(void);
+extern void holds_recheck_kind(RlockKind kind);
 extern int	holds_release_all_session(void);
 
 /* holds_acquire.c: one acquisition */

@@ -56,8 +56,8 @@ rw_side_counted(HeldLock *h, char ***names, int *nnames, int n)
  * happen: with elevel ERROR (a user's call) its session-level holds are
  * put back and the first such error is raised once the others are done;
  * otherwise (transaction end, exit) it is a WARNING and the entry stays
- * uncertain.  Returns the number of names whose lock was still held (a
- * read/write lock's two sides count once).
+ * uncertain.  Returns the number of names the session's items released
+ * (a read/write lock's two sides count once).
  */
 /*
  * The items of a kind whose locks live on servers of their own (a
@@ -109,7 +109,7 @@ run_batch_elsewhere(BatchItem *items, int n, int elevel)
 		{
 			if (!registry_is_lost(h->key, h->kind))
 				stats_count(RLOCK_STAT_LOCKS_LOST);
-			holds_report_lost(h->kind, h->key, "Fewer than a majority of its servers still had it when this session released it.");
+			holds_report_lost(h->kind, h->key, "Fewer than a majority of its servers (those rlock.redlock_urls names now) still had it when this session released it.");
 			holds_forget(h);
 			continue;
 		}
@@ -426,6 +426,28 @@ holds_settle_entries(void)
 		holds_run_batch(items, n, ERROR);
 	else
 		settle_impatiently(items, n);
+}
+
+/*
+ * Reconcile every hold of kind with its servers now, as if an interrupted
+ * call had left it uncertain (the servers a Redlock lives on changed): what
+ * they do not confirm is reported lost.
+ */
+void
+holds_recheck_kind(RlockKind kind)
+{
+	HASH_SEQ_STATUS seq;
+	HeldLock   *h;
+
+	if (holds_table == NULL)
+		return;
+	hash_seq_init(&seq, holds_table);
+	while ((h = hash_seq_search(&seq)) != NULL)
+	{
+		if (h->kind == kind && holds_total(h) > 0)
+			holds_set_uncertain(h, true);
+	}
+	holds_settle_entries();
 }
 
 /*

@@ -17,6 +17,8 @@
  *	  lock_rw.c			the read/write lock
  *	  lock_fair.c		the fair lock
  *	  lock_multi.c		the multi-lock: a set of exclusive locks, all or none
+ *	  lock_redlock_keep.c	keeping a Redlock: releases and renewals on its
+ *						masters, its holds checked after they change
  *	  lock_redlock.c	the Redlock: the exclusive lock on a majority of masters
  *	  lock_status.c		a lock's status for introspection (a Redlock's:
  *						from its masters)
@@ -162,7 +164,7 @@ extern bool multi_release(const LockName *lns, int n);
  *	  masters of rlock.redlock_urls (Redisson RedissonRedLock).
  */
 
-/* How the held-lock table and the watchdog tell the masters. */
+/* How the held-lock table and the watchdog tell the masters (lock_redlock_keep.c). */
 extern const RlockKindOps redlock_ops;
 
 /*

@@ -112,8 +112,12 @@ extern void exclusive_build_reconcile(RedisCmd *cmd, RlockKind kind,
 									  const char *key, const char *holder,
 									  int target);
 
-/* lock_redlock.c: int64s in descending order (qsort), for majorities */
+/*
+ * lock_redlock_keep.c: int64s in descending order (qsort), for majorities;
+ * this session's Redlocks checked after a change of rlock.redlock_urls
+ */
 extern int	redlock_compare_desc(const void *a, const void *b);
+extern void redlock_recheck_holds(void);
 
 /*
  * semaphore.c, latch.c: the key ({N}:rlock_semaphore) by which a name

@@ -120,6 +120,7 @@ extern void rlock_assign_redlock_urls(const char *newval, void *extra);
 extern const char *rlock_show_redlock_urls(void);
 
 extern int	redlock_num_masters(void);
+extern uint64 redlock_conf_generation(void);
 extern void redlock_require_configured(const char *name);
 extern int	redlock_masters(RedisConn **conns, const char *name);
 extern RedisConn *redlock_subscriber(int master);

@@ -22,7 +22,6 @@ extern void route_label_cluster(RedisConn *conn);
 
 /* redlock_conf.c and redlock.c: the setting, and its masters' connections */
 extern const RedisUrl *redlock_master_url(int i);
-extern uint64 redlock_conf_generation(void);
 
 /* redlock_silence.c: masters found silent, shared by this server's processes */
 extern void redlock_silence_shmem_install(void);

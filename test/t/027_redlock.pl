@@ -823,6 +823,42 @@ $sn->quit;
 	$tl->quit;
 }
 
+# ---- e3) the masters change while a Redlock is held ----
+
+# A Redlock lives on the masters it was taken on.  After a reload that
+# names masters none of which has it, the holder's next call reconciles
+# its Redlocks with them before anything else: re-entering it reports it
+# lost and takes it afresh there (count 1), where the code before counted
+# a second level in the session over a first one on the new masters.  The
+# watchdog is stopped (SIGSTOP) so that it cannot find the loss first.
+{
+	my @fresh = map { RlockTest::Redis->new } 1 .. 3;
+	my $mv = session();
+	q1($mv, "SELECT rlock_redlock_acquire('rl_moved')");
+	my $wd = $node->safe_psql('postgres',
+		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'rlock watchdog'");
+	kill 'STOP', $wd;
+	RlockTest::set_gucs($node,
+		'rlock.redlock_urls' => join(',', map { $_->url } @fresh));
+	($out, $err, $state) = RlockTest::run_sql($mv,
+		"SELECT rlock_redlock_acquire('rl_moved')");
+	is($state, '00000', 'the masters changed: the holder re-enters its Redlock');
+	like($err, qr/WARNING:  lock "rl_moved" was lost/,
+		'... told first that the one on the old masters is lost');
+	is(RlockTest::sql($node,
+			"SELECT hold_count FROM rlock_locks WHERE name = 'rl_moved'"),
+		'1', '... and holds it once, as the new masters count');
+	is(join(',', map { scalar $_->cli('HVALS', 'rl_moved') } @fresh),
+		'1,1,1', '... which hold it once each');
+	kill 'CONT', $wd;
+	is(q1($mv, "SELECT rlock_redlock_release('rl_moved')"), 't', '... and release it');
+	is(join(',', map { scalar $_->cli('EXISTS', 'rl_moved') } @fresh), '0,0,0',
+		'... on every new master');
+	RlockTest::set_gucs($node, 'rlock.redlock_urls' => $rl->urls);
+	$mv->quit;
+	$_->stop foreach @fresh;
+}
+
 # ---- f) no masters configured ----
 
 # A Redlock held when the setting is emptied is lost, as one held on
