@@ -207,6 +207,18 @@ SELECT rlock_xact_acquire('sf_lx5', '1 hour');
 ROLLBACK TO s3;
 COMMIT;
 \! redis-cli -u "$RLOCK_REDIS_URL" EXISTS sf_lx4 sf_lx5
+-- ... a semaphore's too, found lost at a release of its session permits:
+-- COMMIT names the semaphore's permits, as its own check would
+SELECT rlock_semaphore_set_permits('sf_ls', 3);
+BEGIN;
+SELECT rlock_semaphore_xact_acquire('sf_ls', 1, '1 hour');
+SELECT rlock_semaphore_acquire('sf_ls', 1, '1 hour');
+\! redis-cli -u "$RLOCK_REDIS_URL" DEL '{sf_ls}:timeout' > /dev/null
+SELECT rlock_semaphore_release('sf_ls', 1);
+\set VERBOSITY terse
+COMMIT;
+\set VERBOSITY default
+\! redis-cli -u "$RLOCK_REDIS_URL" DEL sf_ls '{sf_ls}:timeout' > /dev/null
 -- a transaction that force-released its own transaction lock cannot commit
 BEGIN;
 SELECT rlock_xact_acquire('sf_lx6', '1 hour');

@@ -180,12 +180,16 @@ verify_elsewhere(HeldLock **hs, int n)
 void
 holds_refuse_lost_xact(const char *what)
 {
-	const char *key = holds_lost_xact_key();
+	RlockKind	kind;
+	const char *key = holds_lost_xact_key(&kind);
 
 	if (key == NULL)
 		return;
 	ereport(ERROR,
 			(errcode(ERRCODE_TRANSACTION_ROLLBACK),
+			 kind == RLOCK_KIND_SEMAPHORE ?
+			 errmsg("cannot %s: permits of semaphore \"%s\" held by this transaction were lost",
+					what, key) :
 			 errmsg("cannot %s: lock \"%s\" held by this transaction was lost",
 					what, key),
 			 errdetail("An earlier call of this transaction found it lost (see its WARNING); the transaction is rolled back."),

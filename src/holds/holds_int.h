@@ -73,7 +73,7 @@ extern void holds_lost_xact_subxact_end(SubTransactionId subid,
 										SubTransactionId parent,
 										bool committed);
 extern void holds_lost_xact_reset(void);
-extern const char *holds_lost_xact_key(void);
+extern const char *holds_lost_xact_key(RlockKind *kind);
 
 /* Does some entry have transaction-level holds? */
 static inline bool

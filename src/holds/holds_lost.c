@@ -31,6 +31,7 @@ typedef struct LostXact
 {
 	SubTransactionId subid;		/* outermost (sub)transaction that held it */
 	char	   *key;			/* in TopMemoryContext */
+	RlockKind	kind;
 } LostXact;
 
 #define MAX_LOST_NOTES 16
@@ -60,6 +61,7 @@ holds_note_lost_xact(const HeldLock *h)
 	}
 	lost[nlost].subid = subid;
 	lost[nlost].key = MemoryContextStrdup(TopMemoryContext, h->key);
+	lost[nlost].kind = h->kind;
 	nlost++;
 }
 
@@ -98,9 +100,15 @@ holds_lost_xact_reset(void)
 	nlost = 0;
 }
 
-/* The key of a lock this transaction lost at transaction level, or NULL. */
+/*
+ * The key of a lock this transaction lost at transaction level (and its
+ * kind in *kind), or NULL.
+ */
 const char *
-holds_lost_xact_key(void)
+holds_lost_xact_key(RlockKind *kind)
 {
-	return nlost > 0 ? lost[0].key : NULL;
+	if (nlost == 0)
+		return NULL;
+	*kind = lost[0].kind;
+	return lost[0].key;
 }
