@@ -224,7 +224,7 @@ cluster_map_load(RedisConn *conn)
 	int			ncand = 0;
 	int		   *cand;
 	StringInfoData why;
-	TimestampTz cap = 0;
+	TimestampTz cap;
 	RedisConn  *last = NULL;
 	bool		same_failure = false;
 	bool		last_bad_map = false;	/* the last node gave a bad map */
@@ -277,15 +277,30 @@ cluster_map_load(RedisConn *conn)
 		}
 	}
 
+	/*
+	 * The whole reading waits no longer than one node's connect and answer
+	 * may (within the routed connection's own cap): nodes that accept and
+	 * never answer, however many a map names, cost that once.
+	 */
+	cap = rconn_round_trip_deadline(conn, rlock_connect_timeout_ms +
+									rconn_command_timeout_ms());
 	if (rconn_uninterruptible())
-		cap = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-										  RLOCK_UNINTERRUPTIBLE_CAP_MS);
+		cap = Min(cap, TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+												   RLOCK_UNINTERRUPTIBLE_CAP_MS));
 	initStringInfo(&why);
 	for (int k = 0; k < ncand; k++)
 	{
 		RedisConn  *c = cluster_map_conn(m, cand[k], RCONN_COMMANDS);
 		RedisCmd	cmds[2];
 		RconnOp		op;
+
+		if (k > 0 && GetCurrentTimestamp() >= cap)
+		{
+			appendStringInfo(&why, "%s%d more not asked within rlock.connect_timeout and rlock.command_timeout",
+							 why.len ? "; " : "", ncand - k);
+			last = NULL;
+			break;
+		}
 
 		rcmd_init(&cmds[0]);
 		rcmd_str(&cmds[0], "CLUSTER");
@@ -298,7 +313,7 @@ cluster_map_load(RedisConn *conn)
 		op.conn = c;
 		op.cmds = cmds;
 		op.ncmds = 2;
-		rconn_set_deadline_cap(c, cap != 0 ? cap : DT_NOEND);
+		rconn_set_deadline_cap(c, cap);
 		rconn_run_parallel(&op, 1);
 		rconn_set_deadline_cap(c, DT_NOEND);
 		if (!op.ok)
