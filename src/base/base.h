@@ -10,6 +10,7 @@
  *	  settings.c	the values of the rlock.* settings (src/rlock.c defines
  *					the settings themselves)
  *	  stats.c		shared-memory activity counters (rlock_stats)
+ *	  printable.c	text a server sent, made safe to show
  *	  compat.h		the differences between PostgreSQL 13 and 17
  *
  * rlock's layers, lowest first; a layer calls only those below it, through
@@ -116,6 +117,15 @@ extern char *rlock_tls_key_file;
 extern char *rlock_tls_server_name;
 extern int	rlock_tls_verify;
 extern int	rlock_publish_mode;
+
+/*
+ * Text a server sent, safe to show (printable.c): escaped as \xNN where it
+ * is not valid text, from its first RLOCK_PRINTABLE_MAX bytes.
+ */
+#define RLOCK_PRINTABLE_MAX		1024
+extern void rlock_printable_into(char *dst, size_t size, const char *s,
+								 size_t len);
+extern char *rlock_printable(const char *s, size_t len);
 
 /* rlock.tls_verify */
 typedef enum RlockTlsVerify

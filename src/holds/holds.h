@@ -61,6 +61,7 @@ extern char *lockname_unlock_latch(const char *key);
 extern const char *lockname_holder_field(RlockKind kind, const char *holder);
 extern int64 lockname_latch_ttl_ms(void);
 extern char *lockname_owner_field(const char *token);
+extern bool lockname_has_holder_prefix(const char *s);
 extern bool lockname_is_holder_identity(const char *field);
 
 /*

@@ -270,23 +270,39 @@ lockname_owner_field(const char *token)
 	return psprintf("%s%s", RLOCK_OWNER_FIELD_PREFIX, hex);
 }
 
-/*
- * Is field (of a lock's hash) a holder identity, "<uuid>:...": a session
- * of some PostgreSQL server, or a Redisson client's thread?  Those are not
- * secrets.  Any other field is an owner token's (or, in a hash that is not
- * a lock, the application's own), and introspection shows it masked.
- */
+/* Does s start as a holder identity does, "<uuid>:"? */
 bool
-lockname_is_holder_identity(const char *field)
+lockname_has_holder_prefix(const char *s)
 {
 	for (int i = 0; i < 36; i++)
 	{
 		bool		dash = (i == 8 || i == 13 || i == 18 || i == 23);
 
-		if (field[i] == '\0')
+		if (s[i] == '\0')
 			return false;
-		if (dash ? field[i] != '-' : !isxdigit((unsigned char) field[i]))
+		if (dash ? s[i] != '-' : !isxdigit((unsigned char) s[i]))
 			return false;
 	}
-	return field[36] == ':';
+	return s[36] == ':';
+}
+
+/*
+ * Is field (of a lock's hash) a holder identity, "<uuid>:<digits>" (a
+ * semaphore's permit: "<uuid>:<digits>:<digits>"): a session of some
+ * PostgreSQL server, or a Redisson client's thread?  Those are not
+ * secrets.  Any other field is an owner token's (or, in a hash that is not
+ * a lock, the application's own, which may be any bytes), and
+ * introspection shows it masked.
+ */
+bool
+lockname_is_holder_identity(const char *field)
+{
+	if (!lockname_has_holder_prefix(field) ||
+		!isdigit((unsigned char) field[37]))
+		return false;
+	for (const char *p = field + 37; *p; p++)
+		if (!isdigit((unsigned char) *p) &&
+			!(*p == ':' && isdigit((unsigned char) p[1])))
+			return false;
+	return true;
 }

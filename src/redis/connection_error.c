@@ -26,6 +26,8 @@
  */
 #include "postgres.h"
 
+#include "mb/pg_wchar.h"
+
 #include "redis/redis.h"
 #include "redis/redis_int.h"
 #include "base/base.h"
@@ -43,7 +45,9 @@ void
 rconn_set_failure(RedisConn *conn, RconnFailure f, const char *detail)
 {
 	conn->failure = f;
-	strlcpy(conn->errdetail, detail ? detail : "", sizeof(conn->errdetail));
+	/* (a server's words may be in it: safe to show) */
+	rlock_printable_into(conn->errdetail, sizeof(conn->errdetail),
+						 detail ? detail : "", detail ? strlen(detail) : 0);
 }
 
 /*
@@ -342,7 +346,10 @@ rconn_reply_error(RReply *reply, int elevel, const char *what)
 	ereport(elevel,
 			(errcode(sqlstate),
 			 errmsg_internal(msg, for_lock(what)),
-			 errdetail_internal("%.*s", (int) Min(reply->len, 500), reply->str),
+			 errdetail_internal("%.*s",
+								pg_mbcliplen(reply->str, (int) reply->len,
+											 (int) Min(reply->len, 500)),
+								reply->str),
 			 hint ? errhint("%s", hint) : 0));
 }
 

@@ -191,11 +191,21 @@ rconn_convert_reply(const redisReply *r, MemoryContext cxt)
 
 	switch (r->type)
 	{
-		case REDIS_REPLY_STRING:
 		case REDIS_REPLY_STATUS:
 		case REDIS_REPLY_ERROR:
-			out->type = r->type == REDIS_REPLY_STRING ? RREPLY_STRING :
-				r->type == REDIS_REPLY_STATUS ? RREPLY_STATUS : RREPLY_ERROR;
+			{
+				/* text that reaches messages: safe to show (base.h) */
+				MemoryContext old = MemoryContextSwitchTo(cxt);
+
+				out->type = r->type == REDIS_REPLY_STATUS ? RREPLY_STATUS :
+					RREPLY_ERROR;
+				out->str = rlock_printable(r->str, r->len);
+				out->len = strlen(out->str);
+				MemoryContextSwitchTo(old);
+			}
+			break;
+		case REDIS_REPLY_STRING:
+			out->type = RREPLY_STRING;
 			out->len = r->len;
 			out->str = MemoryContextAlloc(cxt, r->len + 1);
 			memcpy(out->str, r->str, r->len);

@@ -525,7 +525,8 @@ node_row(ReturnSetInfo *rsinfo, const char *addr, RReply *role, int64 us)
 	if (role != NULL && role->type == RREPLY_ARRAY && role->elements >= 1 &&
 		role->element[0]->type == RREPLY_STRING)
 	{
-		vals[1] = CStringGetTextDatum(role->element[0]->str);
+		vals[1] = CStringGetTextDatum(rlock_printable(role->element[0]->str,
+													  role->element[0]->len));
 		if (strcmp(role->element[0]->str, "master") == 0 &&
 			role->elements >= 3 && role->element[2]->type == RREPLY_ARRAY)
 			vals[2] = Int32GetDatum((int32) role->element[2]->elements);

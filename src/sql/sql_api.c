@@ -119,7 +119,7 @@ reserved_owner(const char *s)
 		return true;
 	if (len >= 6 && strcmp(s + len - 6, ":write") == 0)
 		return true;
-	return lockname_is_holder_identity(s);
+	return lockname_has_holder_prefix(s);
 }
 
 /*

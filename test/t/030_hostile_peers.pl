@@ -563,6 +563,44 @@ hostile_case(
 	$_->stop for @real;
 }
 
+# ---- text a server sent, shown safely ----
+#
+# Bytes that are not valid text in the database's encoding never reach a
+# query result or a message as they are: they are shown escaped (\xNN),
+# so that the value can be stored and the message reaches a client in any
+# encoding.  (The code before returned the bytes as text, and a LATIN1
+# client got "invalid byte sequence" instead of rlock's ERROR.)
+{
+	$node->safe_psql('postgres',
+		"CREATE DATABASE u8 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0");
+	$node->safe_psql('u8', 'CREATE EXTENSION rlock');
+
+	my $fake = RlockTest::FakeRedis->new(
+		ROLE => "*3\r\n\$4\r\n\xff\xfe\xc0\x80\r\n:0\r\n*0\r\n");
+	RlockTest::set_gucs($node, 'rlock.redis_url' => 'redis://127.0.0.1:' . $fake->port);
+	is($node->safe_psql('u8', 'SELECT role FROM rlock_nodes()'),
+		'\xff\xfe\xc0\x80', 'a ROLE answer of bytes that are no UTF-8 is shown escaped');
+	$fake->stop;
+
+	$fake = RlockTest::FakeRedis->new(
+		EVALSHA => "-ERR bad \xff\xfe\x01\r\n",
+		EVAL => "-ERR bad \xff\xfe\x01\r\n");
+	RlockTest::set_gucs($node, 'rlock.redis_url' => 'redis://127.0.0.1:' . $fake->port);
+	my ($ret, $o, $e) = $node->psql('u8',
+		"SET client_encoding = 'LATIN1'; SELECT rlock_try_acquire('hostile_text')");
+	like($e, qr/ERROR:  Redis returned an error for lock "hostile_text"\nDETAIL:  ERR bad \\xff\\xfe\\x01/,
+		'an error reply of such bytes reaches a LATIN1 client as rlock\'s ERROR, escaped');
+	$fake->stop;
+
+	RlockTest::set_gucs($node, 'rlock.redis_url' => $redis->url);
+	$redis->cli('HSET', 'hostile_field', "01234567-89ab-cdef-0123-456789abcdef:\xff\xfe", '1');
+	$redis->cli('PEXPIRE', 'hostile_field', '60000');
+	($ret, $o, $e) = $node->psql('u8',
+		"SELECT encode(holder::bytea, 'hex'), convert_from(holder::bytea, 'UTF8') FROM rlock_status('hostile_field')");
+	is("$ret/$e", '0/', "a lock's field of such bytes, shaped like a holder, is valid text");
+	unlike($o, qr/fffe/, '... without the bytes');
+}
+
 # ---- the server never restarted ----
 
 is(postmaster_pid(), $pm_pid, 'the postmaster is the one started');
