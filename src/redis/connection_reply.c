@@ -88,7 +88,18 @@ bounded_array(const redisReadTask *task, int elements)
 					 RCONN_REPLY_MAX_ELEMENTS);
 			return NULL;
 		}
+		if (n > (RCONN_REPLY_MAX_BYTES - conn->reply_bytes) /
+			RCONN_REPLY_ELEMENT_COST)
+		{
+			snprintf(conn->reply_refusal, sizeof(conn->reply_refusal),
+					 "a reply exceeded %d MB (its %lld array elements count %d bytes each)",
+					 RCONN_REPLY_MAX_BYTES / (1024 * 1024),
+					 (long long) elements + (long long) conn->reply_elements,
+					 RCONN_REPLY_ELEMENT_COST);
+			return NULL;
+		}
 		conn->reply_elements += n;
+		conn->reply_bytes += n * RCONN_REPLY_ELEMENT_COST;
 	}
 	return base_fns.createArray(task, elements);
 }

@@ -57,6 +57,13 @@ typedef enum ConnState
  */
 #define RCONN_REPLY_MAX_BYTES		(64 * 1024 * 1024)
 #define RCONN_REPLY_MAX_ELEMENTS	(1024 * 1024)
+/*
+ * ... where each element counts this much too, toward the bytes: what
+ * parsing it and copying it out cost besides its string (hiredis' object
+ * and ours, the pointers to them), so that a reply of a million short
+ * strings, within both bounds, cannot cost hundreds of MB either.
+ */
+#define RCONN_REPLY_ELEMENT_COST	128
 #define RCONN_REPLY_MAX_DEPTH		8
 /* ... and a line of it (a header, a status, an error) ends within this */
 #define RCONN_REPLY_MAX_LINE		(1024 * 1024)

@@ -145,6 +145,17 @@ my @redis_cases = (
 		cancel_after => 15,
 	},
 	{
+		# within the element and byte bounds, yet some 350 MB to the code
+		# before: each element counts toward the bytes
+		name => 'a million strings of 60 bytes',
+		answer => RlockTest::FakeRedis::endless("*1048570\r\n",
+			"\$60\r\n" . ('x' x 60) . "\r\n", 1048570 * 67),
+		gucs => { 'rlock.command_timeout' => '60s' },
+		state => qr/^08P01$/,
+		detail => qr/DETAIL:.*exceeded 64 MB/,
+		cancel_after => 30,
+	},
+	{
 		name => 'a header line that never ends',
 		answer => RlockTest::FakeRedis::endless('+', 'a' x 4096, $CAP),
 		gucs => { 'rlock.command_timeout' => '60s' },
