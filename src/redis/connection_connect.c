@@ -250,6 +250,7 @@ rconn_begin_connect(RedisConn *conn, TimestampTz deadline)
 	TransportError terr = {0};
 	char		password[256];
 	RedisCmd	cmd;
+	bool		queued = true;
 	char		name[sizeof(conn->name)];
 	bool		timed_out = false;
 	char	   *err = NULL;
@@ -321,7 +322,7 @@ rconn_begin_connect(RedisConn *conn, TimestampTz deadline)
 	conn->want = WL_SOCKET_WRITEABLE;
 	conn->state = CS_CONNECTING;
 
-	/* the handshake, sent once connected */
+	/* the handshake, sent once connected (a part not queued fails it) */
 	rconn_reset_replies(conn);
 	if (password[0] != '\0' || url->user[0] != '\0')
 	{
@@ -330,15 +331,15 @@ rconn_begin_connect(RedisConn *conn, TimestampTz deadline)
 		if (url->user[0] != '\0')
 			rcmd_str(&cmd, url->user);
 		rcmd_str(&cmd, password);
-		rconn_queue(conn, &cmd, false, SLOT_AUTH);
+		queued = rconn_queue(conn, &cmd, false, SLOT_AUTH);
 	}
 	explicit_bzero(password, sizeof(password));
-	if (url->db != 0 && url->kind != NODE_SENTINEL)
+	if (queued && url->db != 0 && url->kind != NODE_SENTINEL)
 	{
 		rcmd_init(&cmd);
 		rcmd_str(&cmd, "SELECT");
 		rcmd_int(&cmd, url->db);
-		rconn_queue(conn, &cmd, false, SLOT_SELECT);
+		queued = rconn_queue(conn, &cmd, false, SLOT_SELECT);
 	}
 	/*
 	 * CLIENT SETNAME: over TLS it completes the handshake's round trip (with
@@ -354,8 +355,8 @@ rconn_begin_connect(RedisConn *conn, TimestampTz deadline)
 	conn->check_role = url->kind == NODE_SENTINEL_MASTER ||
 		(url->kind == NODE_DIRECT && conn->role == RCONN_COMMANDS &&
 		 rlock_replica_acks > 0);
-	if (conn->check_role)
-		rconn_queue_role(conn);
+	if (queued && conn->check_role)
+		queued = rconn_queue_role(conn);
 	snprintf(name, sizeof(name), MyBackendType == B_BG_WORKER ? "rlock:watchdog:%d" : "rlock:%d",
 			 MyProcPid);
 	rcmd_init(&conn->setname);
@@ -364,9 +365,9 @@ rconn_begin_connect(RedisConn *conn, TimestampTz deadline)
 	strlcpy(conn->name, name, sizeof(conn->name));
 	rcmd_str(&conn->setname, conn->name);
 	conn->name_pending = true;
-	if (kind == TRANSPORT_TLS)
-		rconn_queue_setname(conn);
-	return true;
+	if (queued && kind == TRANSPORT_TLS)
+		queued = rconn_queue_setname(conn);
+	return queued;
 }
 
 /* Queue ROLE, whose answer take_reply keeps (SLOT_ROLE). */
