@@ -13,9 +13,11 @@
  * The rest are renewed, each with the lease it was taken with (a backend
  * and the worker may have read rlock.watchdog_timeout at different times),
  * or checked when their lease is fixed, with the renew script in batches of
- * RENEW_BATCH keys, all batches pipelined in one round trip in which each
- * reply gets its own deadline, so a large registry never times out as a
- * whole and is never resent in a storm.  The outcome goes back to the
+ * RENEW_BATCH keys, all batches pipelined in one round trip (one per
+ * RENEW_ROUND_LOCKS locks, past 100 000, so that the replies stay within
+ * the bounds of one round trip's) in which each reply gets its own
+ * deadline, so a large registry never times out as a whole and is never
+ * resent in a storm.  The outcome goes back to the
  * registry: a later expiry for renewed locks, state "lost" (a LOG line,
  * and a cancel with rlock.cancel_on_lost) for the others.  Cycles come
  * every third of the shortest renewal lease, and sooner when a lock's
@@ -58,6 +60,8 @@
 
 /* Keys per renew script call. */
 #define RENEW_BATCH			1000
+/* ... and a round trip at most this many locks */
+#define RENEW_ROUND_LOCKS	100000
 /* Shortest and longest wait before retrying after a Redis failure, ms. */
 #define BACKOFF_MIN_MS		100
 #define BACKOFF_MAX_MS		1000
@@ -145,6 +149,7 @@ renew_cycle(RedisConn *conn, int elevel, TimestampTz *next_due, bool *asked)
 	int			nrenewed = 0;
 	TimestampTz start = GetCurrentTimestamp();
 	int			nbatches;
+	int			nrounds = 0;
 	RedisCmd   *cmds = NULL;
 	RReply **replies;
 	RenewOutcome *outcome;
@@ -209,52 +214,69 @@ renew_cycle(RedisConn *conn, int elevel, TimestampTz *next_due, bool *asked)
 		nbatches = rcmd_renew_calls(args, nask, RENEW_BATCH, &cmds, &order,
 									&starts);
 
-		/* no answer after the first lock must count as lost is no answer */
-		replies = NULL;
-		rconn_set_deadline_cap(conn, earliest);
-		ok = route_run(conn, cmds, nbatches, &replies, elevel, NULL);
-		rconn_set_deadline_cap(conn, DT_NOEND);
-		stats_add(RLOCK_STAT_RENEWAL_ROUND_TRIPS, route_last_rounds());
-		if (!ok)
-			stats_count(RLOCK_STAT_RENEWAL_FAILURES);
-		/* a Cluster's node that failed leaves its calls without a reply */
-		for (int b = 0; replies != NULL && b < nbatches; b++)
+		/*
+		 * One round trip, or one per RENEW_ROUND_LOCKS locks for a huge
+		 * number of them (its replies within the bounds of one).  No
+		 * answer after the first lock must count as lost is no answer.
+		 */
+		for (int b0 = 0, nb = 0; b0 < nbatches; b0 += nb)
 		{
-			RReply	   *r = replies[b];
-			int			first = starts[b];
-			int			count = starts[b + 1] - first;
+			bool		round_ok;
 
-			if (r == NULL)
-				continue;		/* not renewed: the fail-closed rule runs */
-			if (r->type != RREPLY_ARRAY || r->elements != 2 * count)
+			for (nb = 1; b0 + nb < nbatches &&
+				 starts[b0 + nb + 1] - starts[b0] <= RENEW_ROUND_LOCKS; nb++)
+				;
+			nrounds++;
+
+			replies = NULL;
+			rconn_set_deadline_cap(conn, earliest);
+			round_ok = route_run(conn, cmds + b0, nb, &replies, elevel, NULL);
+			rconn_set_deadline_cap(conn, DT_NOEND);
+			stats_add(RLOCK_STAT_RENEWAL_ROUND_TRIPS, route_last_rounds());
+			if (!round_ok)
 			{
-				/* an error reply: say so; the fail-closed rule still runs */
-				ereport(LOG,
-						(errmsg("rlock watchdog: unexpected reply to a renewal"),
-						 r->type == RREPLY_ERROR ?
-						 errdetail_internal("%s", r->str) : 0));
+				stats_count(RLOCK_STAT_RENEWAL_FAILURES);
 				ok = false;
-				continue;
 			}
-			for (int j = 0; j < count; j++)
+			/* a Cluster's node that failed leaves its calls without a reply */
+			for (int b = b0; replies != NULL && b < b0 + nb; b++)
 			{
-				int			i = ask[order[first + j]];
-				bool		held = (r->element[2 * j]->type == RREPLY_INTEGER &&
-									r->element[2 * j]->integer > 0);
+				RReply	   *r = replies[b - b0];
+				int			first = starts[b];
+				int			count = starts[b + 1] - first;
 
-				/*
-				 * A semaphore's permits are held one by one: one that
-				 * Redis no longer has is lost, though others remain.
-				 */
-				if (held && items[i].kind == RLOCK_KIND_SEMAPHORE &&
-					r->element[2 * j]->integer < items[i].holds)
-					held = false;
+				if (r == NULL)
+					continue;		/* not renewed: the fail-closed rule runs */
+				if (r->type != RREPLY_ARRAY || r->elements != 2 * count)
+				{
+					/* an error reply: say so; the fail-closed rule still runs */
+					ereport(LOG,
+							(errmsg("rlock watchdog: unexpected reply to a renewal"),
+							 r->type == RREPLY_ERROR ?
+							 errdetail_internal("%s", r->str) : 0));
+					ok = false;
+					continue;
+				}
+				for (int j = 0; j < count; j++)
+				{
+					int			i = ask[order[first + j]];
+					bool		held = (r->element[2 * j]->type == RREPLY_INTEGER &&
+										r->element[2 * j]->integer > 0);
 
-				outcome[i] = held ? RENEW_HELD : RENEW_GONE;
-				if (held && r->element[2 * j + 1]->type == RREPLY_INTEGER)
-					ttl_ms[i] = r->element[2 * j + 1]->integer;
-				if (held && items[i].renew_lease_ms > 0)
-					nrenewed++;
+					/*
+					 * A semaphore's permits are held one by one: one that
+					 * Redis no longer has is lost, though others remain.
+					 */
+					if (held && items[i].kind == RLOCK_KIND_SEMAPHORE &&
+						r->element[2 * j]->integer < items[i].holds)
+						held = false;
+
+					outcome[i] = held ? RENEW_HELD : RENEW_GONE;
+					if (held && r->element[2 * j + 1]->type == RREPLY_INTEGER)
+						ttl_ms[i] = r->element[2 * j + 1]->integer;
+					if (held && items[i].renew_lease_ms > 0)
+						nrenewed++;
+				}
 			}
 		}
 	}
@@ -277,10 +299,10 @@ renew_cycle(RedisConn *conn, int elevel, TimestampTz *next_due, bool *asked)
 		stats_count(RLOCK_STAT_RENEWAL_CYCLES);
 	stats_add_elapsed(RLOCK_STAT_RENEWAL_US, start);
 	ereport(DEBUG1,
-			(errmsg_internal("rlock watchdog: renewed %d of %d locks in %.1f ms (%d script calls, one round trip; %d fixed leases checked)",
+			(errmsg_internal("rlock watchdog: renewed %d of %d locks in %.1f ms (%d script calls, %d round trips; %d fixed leases checked)",
 							 nrenewed, n,
 							 (double) (GetCurrentTimestamp() - start) / 1000.0,
-							 nbatches, nask - nrenewed)));
+							 nbatches, nrounds, nask - nrenewed)));
 	return ok;
 }
 

@@ -232,7 +232,8 @@ sub sync_xact_end
 			# only the lease was short) those of the session stay
 			$self->violation('belief', "S$i: COMMIT refused for $n, whose permits are all promised "
 				  . "and renewed: $err")
-			  unless grep { defined $_->{lease} || _id_promise($e, $_) <= $t0 } @{ $e->{ids} };
+			  unless $self->{sem_xact_lost}{$i}{$n}
+			  || grep { defined $_->{lease} || _id_promise($e, $_) <= $t0 } @{ $e->{ids} };
 			my ($kept) = RlockTest::run_sql($self->{mon}, "SELECT coalesce(sum(hold_count), 0) "
 				  . "FROM rlock_locks WHERE pid = $s->{pid} AND name = '$n' AND scope = 'session'");
 			if ($e->{sc} && $kept)
@@ -248,6 +249,7 @@ sub sync_xact_end
 		_give_back($e, $levels, time()) if $levels;
 		$self->_tidy($i, $n);
 	}
+	delete $self->{sem_xact_lost}{$i} if $t eq 'commit' || $t eq 'rollback';
 	return;
 }
 

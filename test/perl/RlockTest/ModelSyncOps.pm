@@ -255,6 +255,10 @@ sub _op_sem_drop
 	if ($r && $e)
 	{
 		$_->{dead} = 1 foreach grep { $_->{k} == $k && !$_->{dead} } @{ $e->{ids} };
+		# every permit of the session on $n is lost with it, those of its
+		# transaction too: its COMMIT may be refused, even once a later
+		# call took new ones (rlock remembers the loss until the end)
+		$self->{sem_xact_lost}{$i}{$n} = 1 if @{ $e->{xc} };
 	}
 	return $r // 0;
 }
