@@ -182,6 +182,8 @@ sub sync_warnings
 		$self->violation('belief', "S$i: permits of $n reported lost, but all are promised: "
 			  . join(', ', map { sprintf('%s %.3f s more', _id_text($_), _id_promise($e, $_) - $t0) } @l))
 		  if @l == @{ $e->{ids} } && !$e->{unsure};
+		# (its transaction's permits with them: COMMIT may be refused)
+		$self->{sem_xact_lost}{$i}{$n} = 1 if @{ $e->{xc} };
 		delete $self->{sem}{$i}{$n};
 	}
 	return;
