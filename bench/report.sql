@@ -2,8 +2,20 @@
 -- figure next to its floor, their ratio, the peer PostgreSQL users know
 -- (advisory locks) and the target of SPEC.md section 9.
 
+-- A run made in several rounds (rlock's with many clients, bench/run's
+-- RLOCK_BENCH_MANY_ROUNDS) counts with its best round: what else runs on the
+-- machine only ever takes from a run.
+CREATE TEMP VIEW lat_all AS
+  SELECT script, clients, sched, min(latency_ms) AS latency_ms, max(tps) AS tps,
+         count(*) AS rounds
+  FROM pgbench_run GROUP BY script, clients, sched;
+
 CREATE TEMP VIEW lat AS
-  SELECT script, clients, latency_ms, tps FROM pgbench_run;
+  SELECT script, clients, latency_ms, tps FROM lat_all WHERE sched = 'other';
+
+-- The uncontended runs made again with PostgreSQL under SCHED_BATCH.
+CREATE TEMP VIEW lat_batch AS
+  SELECT script, clients, latency_ms, tps FROM lat_all WHERE sched = 'batch';
 
 CREATE TEMP VIEW floor_parts AS
   SELECT c.clients,
@@ -23,11 +35,23 @@ CREATE TEMP VIEW floor_parts AS
 -- its own PostgreSQL session and Redis connection; bench/run's head
 -- comment).  With 1 client: SELECT 1 (pgbench) plus the scripts' round
 -- trips (redis-benchmark), floor_parts.
-CREATE TEMP VIEW many_seq AS
-  SELECT clients, select1_ms, acquire_ms, release_ms, pairs_per_s,
+CREATE TEMP VIEW many_seq_all AS
+  SELECT DISTINCT ON (clients, sched)
+         clients, select1_ms, acquire_ms, release_ms, pairs_per_s, sched,
          select1_ms + acquire_ms + release_ms AS floor_ms,
-         clients * 1000.0 / (select1_ms + acquire_ms + release_ms) AS floor_tps
-  FROM many_floor;
+         clients * 1000.0 / (select1_ms + acquire_ms + release_ms) AS floor_tps,
+         count(*) OVER (PARTITION BY clients, sched) AS rounds
+  FROM many_floor
+  ORDER BY clients, sched, select1_ms + acquire_ms + release_ms;  -- its best round
+
+CREATE TEMP VIEW many_seq AS
+  SELECT * FROM many_seq_all WHERE sched = 'other';
+
+-- Context switches over all rounds of a run.
+CREATE TEMP VIEW ctxt_sum AS
+  SELECT script, clients, sched, sum(switches)::float8 AS switches,
+         sum(redis_preempted)::float8 AS redis_preempted, sum(pairs) AS pairs
+  FROM ctxt_run GROUP BY script, clients, sched;
 
 CREATE TEMP VIEW uncontended_floor AS
   SELECT clients, floor_ms, clients * 1000.0 / floor_ms AS floor_tps
@@ -220,19 +244,46 @@ JOIN lat r ON r.script = 'rlock' AND r.clients = f.clients
 JOIN lat a ON a.script = 'advisory' AND a.clients = f.clients
 ORDER BY f.clients;
 
+-- The same with PostgreSQL under SCHED_BATCH (bench/run's
+-- postgres_policy), rlock, the peer and the floor alike: a backend woken up
+-- no longer preempts the process running, which is what a backend that
+-- waits for two Redis replies per pair pays most for on few CPUs.
+INSERT INTO report (section, measure, unit, rlock, floor, peer, target, met)
+SELECT format('uncontended, %s clients, PostgreSQL under SCHED_BATCH', f.clients),
+       'try+release: throughput', 'pairs/s', r.tps, f.floor_tps, a.tps,
+       '>= 0.7 x floor', r.tps >= 0.7 * f.floor_tps
+FROM many_seq_all f
+JOIN lat_batch r ON r.script = 'rlock' AND r.clients = f.clients
+JOIN lat_batch a ON a.script = 'advisory' AND a.clients = f.clients
+WHERE f.sched = 'batch'
+ORDER BY f.clients;
+
 -- What the machine switched between processes per pair, rlock against its
 -- floor (bench/replay.c: a thread polls many clients' sockets at once,
 -- where each backend sleeps and wakes for every Redis reply): why many
 -- clients fall further behind the floor on few CPUs.  No target.
 INSERT INTO report (section, measure, unit, rlock, floor, peer)
-SELECT format('uncontended, %s clients', r.clients),
+SELECT format('uncontended, %s clients%s', r.clients,
+              CASE WHEN r.sched = 'batch' THEN ', PostgreSQL under SCHED_BATCH' ELSE '' END),
        'context switches per pair (whole machine)', 'n',
        r.switches / r.pairs, f.switches / f.pairs, a.switches / a.pairs
-FROM ctxt_run r
-JOIN ctxt_run f ON f.script = 'floor' AND f.clients = r.clients
-JOIN ctxt_run a ON a.script = 'advisory' AND a.clients = r.clients
+FROM ctxt_sum r
+JOIN ctxt_sum f ON f.script = 'floor' AND f.clients = r.clients AND f.sched = r.sched
+JOIN ctxt_sum a ON a.script = 'advisory' AND a.clients = r.clients AND a.sched = r.sched
 WHERE r.script = 'rlock' AND r.pairs > 0 AND f.pairs > 0 AND a.pairs > 0
-ORDER BY r.clients;
+ORDER BY r.sched DESC, r.clients;
+
+INSERT INTO report (section, measure, unit, rlock, floor, peer)
+SELECT format('uncontended, %s clients%s', r.clients,
+              CASE WHEN r.sched = 'batch' THEN ', PostgreSQL under SCHED_BATCH' ELSE '' END),
+       'Redis server preempted per pair', 'n',
+       r.redis_preempted / r.pairs, f.redis_preempted / f.pairs,
+       a.redis_preempted / a.pairs
+FROM ctxt_sum r
+JOIN ctxt_sum f ON f.script = 'floor' AND f.clients = r.clients AND f.sched = r.sched
+JOIN ctxt_sum a ON a.script = 'advisory' AND a.clients = r.clients AND a.sched = r.sched
+WHERE r.script = 'rlock' AND r.pairs > 0 AND f.pairs > 0 AND a.pairs > 0
+ORDER BY r.sched DESC, r.clients;
 
 -- Transports: try+release over TCP, TLS and a Unix socket, 1 client, each
 -- against its floor over the same transport; and what TLS costs over TCP
@@ -509,15 +560,21 @@ SELECT format('floor parts: SELECT 1 %s ms + acquire script %s ms + release scri
               CASE WHEN clients > 1 THEN 's' ELSE '' END) AS " "
 FROM floor_parts ORDER BY clients;
 
-SELECT format('uncontended, %s clients: floor %s pairs/s = %s clients / (SELECT 1 %s + acquire %s + release %s ms), each part''s mean latency in %s clients doing them one after the other (bench/replay.c; it reached %s pairs/s); try+release reached %s of it',
-              s.clients, round(s.floor_tps::numeric, 1), s.clients,
+SELECT format('uncontended, %s clients%s: floor %s pairs/s = %s clients / (SELECT 1 %s + acquire %s + release %s ms), each part''s mean latency in %s clients doing them one after the other (bench/replay.c; it reached %s pairs/s); try+release reached %s of it; the best of %s and %s rounds (rlock: %s pairs/s; floor: %s)',
+              s.clients,
+              CASE WHEN s.sched = 'batch' THEN ', PostgreSQL under SCHED_BATCH' ELSE '' END,
+              round(s.floor_tps::numeric, 1), s.clients,
               round(s.select1_ms::numeric, 3), round(s.acquire_ms::numeric, 3),
               round(s.release_ms::numeric, 3), s.clients,
               round(s.pairs_per_s::numeric, 1),
-              round((r.tps / s.floor_tps)::numeric, 2)) AS " "
-FROM many_seq s
-JOIN lat r ON r.script = 'rlock' AND r.clients = s.clients
-ORDER BY s.clients;
+              round((r.tps / s.floor_tps)::numeric, 2), r.rounds, s.rounds,
+              (SELECT string_agg(round(p.tps)::text, ', ') FROM pgbench_run p
+               WHERE p.script = 'rlock' AND p.clients = s.clients AND p.sched = s.sched),
+              (SELECT string_agg(round(m.clients * 1000.0 / (m.select1_ms + m.acquire_ms + m.release_ms))::text, ', ')
+               FROM many_floor m WHERE m.clients = s.clients AND m.sched = s.sched)) AS " "
+FROM many_seq_all s
+JOIN lat_all r ON r.script = 'rlock' AND r.clients = s.clients AND r.sched = s.sched
+ORDER BY s.sched DESC, s.clients;
 
 SELECT format('contended, %s sessions: %s acquisitions/s, floor %s/s = 1 / (release %s + acquire %s ms, replayed one after the other); %s acquisitions (%s waited), %s Redis round trips per acquisition%s',
               clients, round(tps::numeric, 1), round(floor_tps::numeric, 1),

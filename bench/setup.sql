@@ -3,8 +3,11 @@
 
 CREATE EXTENSION rlock;
 
--- pgbench runs: one row per (script, clients).
-CREATE TABLE pgbench_run (script text, clients int, tps float8, latency_ms float8);
+-- pgbench runs: one row per (script, clients, sched); sched is the
+-- scheduling policy PostgreSQL ran under (other: the default; batch:
+-- SCHED_BATCH, bench/run's postgres_policy).
+CREATE TABLE pgbench_run (script text, clients int, tps float8, latency_ms float8,
+                          sched text NOT NULL DEFAULT 'other');
 
 -- redis-benchmark runs of rlock's own script calls (the floor).
 CREATE TABLE redis_run (command text, clients int, rps float8, latency_ms float8);
@@ -114,10 +117,14 @@ CREATE TABLE contended_floor (script text, clients int, acquire_ms float8,
 -- latency while the parts ran together as rlock's do, the rate the client
 -- reached and its pairs.
 CREATE TABLE many_floor (clients int, select1_ms float8, acquire_ms float8,
-                         release_ms float8, pairs_per_s float8, pairs bigint);
+                         release_ms float8, pairs_per_s float8, pairs bigint,
+                         sched text NOT NULL DEFAULT 'other');
 -- Context switches of the whole machine during a run of the uncontended
--- section (/proc/stat's ctxt before and after), and the pairs it made.
-CREATE TABLE ctxt_run (script text, clients int, switches bigint, pairs float8);
+-- section (/proc/stat's ctxt before and after), the pairs it made, and how
+-- often the Redis server was switched out while it could still run.
+CREATE TABLE ctxt_run (script text, clients int, switches bigint, pairs float8,
+                       sched text NOT NULL DEFAULT 'other',
+                       redis_preempted bigint);
 CREATE TABLE stats_mark AS SELECT * FROM rlock_stats;
 CREATE PROCEDURE bench_mark() LANGUAGE sql AS $$
   DELETE FROM stats_mark; INSERT INTO stats_mark SELECT * FROM rlock_stats;
