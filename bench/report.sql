@@ -422,10 +422,13 @@ SELECT format('contended, %s sessions', c.clients), m.measure, m.unit, m.v,
        m.fl, m.peer, m.target, m.met
 FROM contended c
 CROSS JOIN LATERAL (VALUES
+  -- (SPEC.md's targets are for 8 sessions)
   (1, 'acquisitions per second', '1/s', c.tps, c.floor_tps, c.advisory_tps,
-   '>= 0.5 x floor', c.tps >= 0.5 * c.floor_tps),
+   CASE WHEN c.clients = 8 THEN '>= 0.5 x floor' END,
+   CASE WHEN c.clients = 8 THEN c.tps >= 0.5 * c.floor_tps END),
   (2, 'Redis round trips per acquisition', 'n', c.round_trips, 2, NULL,
-   '<= 2.5', c.round_trips <= 2.5),
+   CASE WHEN c.clients = 8 THEN '<= 2.5' END,
+   CASE WHEN c.clients = 8 THEN c.round_trips <= 2.5 END),
   (3, 'evenness (Jain index)', format('%s..1', round(1.0 / c.clients, 3)),
    c.jain, 1.0, c.advisory_jain, NULL, NULL),
   (4, 'busiest / idlest session', 'x', c.spread, 1.0, c.advisory_spread,

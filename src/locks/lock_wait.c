@@ -146,11 +146,46 @@ wait_turn(TimestampTz until)
 }
 
 /*
+ * A queued waiter's place (LOCK_WAIT_QUEUED) decides how it waits: the
+ * first few of this server on the channel are subscribed to it
+ * (waitqueue_subscribes), the first two of those listen for its messages
+ * (waitqueue_listens), the others sleep on their latch.  Move up to the
+ * place the queue gives us now: 1 when we moved (the caller then looks
+ * whether we are first), 0 when not, -1 when the subscription we had is
+ * gone (as a broken connection).  A subscription made here waits for
+ * Redis's confirmation: every release published after it reaches us, and
+ * one published before found another waiter ahead listening, or finds us
+ * first (we then look).
+ */
+static int
+take_place(RedisConn *sub, const char *channel, const char *name,
+		   TimestampTz deadline, bool *subscribed, bool *listening)
+{
+	bool		fresh = false;
+
+	if (*listening)
+		return 0;
+	if (!*subscribed && waitqueue_subscribes())
+	{
+		listen_on(sub, channel, name, deadline);
+		*subscribed = fresh = true;
+	}
+	if (!waitqueue_listens())
+		return fresh ? 1 : 0;
+	*listening = true;
+	/* what reached a subscription made before was for those ahead */
+	if (!fresh && !route_skip_messages(sub))
+		return -1;
+	return 1;
+}
+
+/*
  * Subscribe, then alternate attempts and sleeps until an attempt succeeds
  * (true) or the deadline passes (false).  For a kind whose newcomers
  * queue (LOCK_WAIT_QUEUED: the exclusive lock), only the first waiters of
- * this server listen for messages (waitqueue_listens); the others sleep on
- * their latch until told to listen, or to try.
+ * this server are subscribed, and the first two of them listen for
+ * messages (take_place); the others sleep on their latch until told to
+ * move up, or to try.
  */
 static bool
 wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
@@ -164,6 +199,7 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 	bool		behind = (share & LOCK_WAIT_BEHIND) != 0;
 	bool		queued = (share & LOCK_WAIT_QUEUED) != 0;
 	bool		listening;
+	bool		subscribed;
 
 	share &= LOCK_WAIT_SHARE_MASK;
 
@@ -171,13 +207,17 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 	if (retarget_channel != NULL)
 		pfree(retarget_channel);
 	retarget_channel = NULL;
-	listen_on(sub, channel, ln->name, start);
 	waitqueue_join(channel);
 	listening = !queued || waitqueue_listens();
+	subscribed = !queued || waitqueue_subscribes();
+	if (subscribed)
+		listen_on(sub, channel, ln->name, start);
+	else
+		route_unsubscribe_nowait(sub);	/* a subscription kept: let it go */
 	if (behind && !waitqueue_is_first())
 	{
 		/*
-		 * Subscribed and queued behind another waiter of this server: it
+		 * Queued behind another waiter of this server: it
 		 * tries when the lock is released, we when it has had it (or the
 		 * turn passes to us).  We do not know the holder's lease, so we
 		 * look again at the latest after WAIT_RECHECK_MS.
@@ -193,6 +233,7 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 		TimestampTz now;
 		int64		sleep_ms;
 		int			rc;
+		int			moved;
 
 		if (attempt_now)
 		{
@@ -229,6 +270,7 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 				retarget_channel = NULL;
 				retarget_sub = NULL;
 				route_subscribe(sub, channel, ln->name, deadline);
+				subscribed = true;
 				waitqueue_leave(true);
 				waitqueue_join(channel);
 				listening = !queued || waitqueue_listens();
@@ -251,16 +293,28 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 				until = deadline;
 		}
 
-		rc = listening ? route_wait_message(sub, until) : wait_turn(until);
-		if (rc == 2 && !listening && waitqueue_listens())
+		/*
+		 * A queued waiter that moved up while it attempted (a turn's latch
+		 * is consumed by a round trip's wait) takes its new place first.
+		 */
+		moved = (queued && !listening) ?
+			take_place(sub, channel, ln->name, deadline, &subscribed,
+					   &listening) : 0;
+		if (moved != 0)
+			rc = (moved < 0) ? -1 : 2;
+		else
 		{
-			/*
-			 * Told to listen (a listener ahead of us left): what reached
-			 * the connection before was for those ahead.
-			 */
-			listening = true;
-			if (!route_skip_messages(sub))
-				rc = -1;		/* the subscription is gone: as a break */
+			rc = listening ? route_wait_message(sub, until) : wait_turn(until);
+			if (rc >= 0 && queued && !listening)
+			{
+				/* woken by our turn, or time to look: where are we now? */
+				moved = take_place(sub, channel, ln->name, deadline,
+								   &subscribed, &listening);
+				if (moved < 0)
+					rc = -1;
+				else if (moved > 0 && rc != 0)
+					rc = 2;
+			}
 		}
 		if (rc < 0 && route_node_can_move(sub))
 		{

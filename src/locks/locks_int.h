@@ -101,6 +101,7 @@ extern bool waitqueue_is_first(void);
 extern bool waitqueue_has_waiters(const char *channel);
 extern bool waitqueue_others_waiting(void);
 extern bool waitqueue_listens(void);
+extern bool waitqueue_subscribes(void);
 extern void waitqueue_leave(bool pass_on);
 
 /* lock_exclusive.c: what the multi-lock and the Redlock build on */

@@ -19,8 +19,15 @@
  * the first two waiters of a channel read its messages at all
  * (waitqueue_listens): the others sleep on their latch, so a release wakes
  * two processes of the server however many wait, and a listener that
- * leaves tells the next in line to listen.  A newcomer that finds waiters
- * queues behind them without trying (waitqueue_has_waiters).
+ * leaves tells the next in line to listen.  Only the first eight are
+ * subscribed to the channel at all (waitqueue_subscribes): Redis writes
+ * each release message to every subscriber's socket, and with 64 waiters
+ * that writing, not the lock, was what a hand-over cost.  A waiter that
+ * leaves the first eight tells the next in line to subscribe.  Eight
+ * sessions taking turns on a hot name so stay subscribed from one wait to
+ * the next (lock_wait.c keeps the subscription); with more, each hand-over
+ * costs one subscription, in a waiter that is not next.  A newcomer that
+ * finds waiters queues behind them without trying (waitqueue_has_waiters).
  *
  * One slot per PGPROC, written only by its owner (a ticket is taken from a
  * shared atomic counter); readers scan the slots without a lock.  Without
@@ -59,6 +66,8 @@ typedef struct WaitQueueShared
 
 /* How many of a channel's waiters of this server listen (waitqueue_listens) */
 #define WAITQUEUE_LISTENERS	2
+/* ... are subscribed to it (waitqueue_subscribes) */
+#define WAITQUEUE_SUBSCRIBED	8
 
 static WaitQueueShared *wq = NULL;
 static WaitSlot *my_slot = NULL;
@@ -141,15 +150,15 @@ waitqueue_join(const char *channel)
 /*
  * What one scan of the slots finds of the waiters of this server on one
  * channel, other than us: how many there are, how many are ahead of a
- * ticket, and the WAITQUEUE_LISTENERS oldest (slot numbers, -1 past the
+ * ticket, and the WAITQUEUE_SUBSCRIBED oldest (slot numbers, -1 past the
  * last found), oldest first.
  */
 typedef struct ChannelView
 {
 	int			others;
 	int			ahead;
-	int			oldest[WAITQUEUE_LISTENERS];
-	uint64		oldest_ticket[WAITQUEUE_LISTENERS];
+	int			oldest[WAITQUEUE_SUBSCRIBED];
+	uint64		oldest_ticket[WAITQUEUE_SUBSCRIBED];
 } ChannelView;
 
 /*
@@ -161,7 +170,7 @@ scan_channel(uint64 hash, int skip, uint64 mine, ChannelView *view)
 {
 	view->others = 0;
 	view->ahead = 0;
-	for (int k = 0; k < WAITQUEUE_LISTENERS; k++)
+	for (int k = 0; k < WAITQUEUE_SUBSCRIBED; k++)
 	{
 		view->oldest[k] = -1;
 		view->oldest_ticket[k] = PG_UINT64_MAX;
@@ -181,15 +190,15 @@ scan_channel(uint64 hash, int skip, uint64 mine, ChannelView *view)
 		if (t < mine)
 			view->ahead++;
 		/* insert into the oldest few, kept in ticket order */
-		for (k = WAITQUEUE_LISTENERS; k > 0 && t < view->oldest_ticket[k - 1]; k--)
+		for (k = WAITQUEUE_SUBSCRIBED; k > 0 && t < view->oldest_ticket[k - 1]; k--)
 		{
-			if (k < WAITQUEUE_LISTENERS)
+			if (k < WAITQUEUE_SUBSCRIBED)
 			{
 				view->oldest_ticket[k] = view->oldest_ticket[k - 1];
 				view->oldest[k] = view->oldest[k - 1];
 			}
 		}
-		if (k < WAITQUEUE_LISTENERS)
+		if (k < WAITQUEUE_SUBSCRIBED)
 		{
 			view->oldest_ticket[k] = t;
 			view->oldest[k] = i;
@@ -256,6 +265,20 @@ waitqueue_listens(void)
 	return !scan_mine(&view) || view.ahead < WAITQUEUE_LISTENERS;
 }
 
+/*
+ * Is this waiter to be subscribed to the channel?  Only the first
+ * WAITQUEUE_SUBSCRIBED waiters of this server on a channel are: Redis writes
+ * every message to every subscriber, read or not.  One that leaves tells
+ * the next in line to subscribe (waitqueue_leave).
+ */
+bool
+waitqueue_subscribes(void)
+{
+	ChannelView view;
+
+	return !scan_mine(&view) || view.ahead < WAITQUEUE_SUBSCRIBED;
+}
+
 /* Should this waiter try on the message that just arrived? */
 bool
 waitqueue_is_first(void)
@@ -286,4 +309,8 @@ waitqueue_leave(bool pass_on)
 	if (view.ahead < WAITQUEUE_LISTENERS &&
 		view.oldest[WAITQUEUE_LISTENERS - 1] >= 0)
 		SetLatch(&ProcGlobal->allProcs[view.oldest[WAITQUEUE_LISTENERS - 1]].procLatch);
+	/* a subscribed waiter leaves: the next in line subscribes */
+	if (view.ahead < WAITQUEUE_SUBSCRIBED &&
+		view.oldest[WAITQUEUE_SUBSCRIBED - 1] >= 0)
+		SetLatch(&ProcGlobal->allProcs[view.oldest[WAITQUEUE_SUBSCRIBED - 1]].procLatch);
 }

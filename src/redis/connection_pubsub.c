@@ -323,7 +323,7 @@ rconn_unsubscribe_nowait(RedisConn *sub)
 
 	Assert(sub->node.kind != NODE_CLUSTER);	/* routed: the route layer */
 	rconn_pool_enter();
-	if (sub->state != CS_READY || sub->busy)
+	if (sub->state != CS_READY || sub->busy || !sub->subscribed)
 		return;
 	forget_channel(sub);
 	rcmd_init(&cmd);

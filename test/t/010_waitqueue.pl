@@ -9,7 +9,8 @@
 # took the lock while others waited keeps its subscription for its next
 # wait (SUBSCRIBE and script calls counted with INFO commandstats).  Only
 # the first two waiters of the server read release messages (the others'
-# go unread in their sockets until they are next in line).
+# go unread in their sockets until they are next in line), and only the
+# first eight are subscribed at all.
 use strict;
 use warnings;
 
@@ -286,8 +287,52 @@ cmp_ok($handoffs, '<', 3, 'all hand-offs came from release messages and turns, n
 is($node->safe_psql('postgres', 'SELECT reconnects FROM rlock_stats'), $reconnects,
 	'skipping hundreds of unread messages kept the subscriptions: no reconnect');
 
+# ---- only the first eight waiters of the server are subscribed at all:
+# ---- Redis writes each release message to every subscriber, read or
+# ---- not; one that leaves the first eight tells the next to subscribe ----
+
+my @more = map { $node->background_psql('postgres', on_error_stop => 0) } 1 .. 7;
+my @all = (@w, @more);
+my $schan = 'redisson_lock__channel:{wqs}';
+
+sub subscribers
+{
+	my $r = $redis->cli('PUBSUB', 'NUMSUB', $schan) // '';
+	my ($n) = $r =~ /(\d+)\s*$/;
+	return $n // 0;
+}
+
+q1($h, "SELECT rlock_acquire('wqs', '1 minute')");
+for my $i (0 .. $#all)
+{
+	start($all[$i], "SELECT rlock_acquire('wqs', '1 minute')");
+	RlockTest::wait_for_rlock_waiters($node, 'postgres', $i + 1, "%rlock_acquire('wqs'%");
+	usleep(50_000);
+}
+ok(RlockTest::wait_until(sub { subscribers() == 8 }, 30),
+	'of 11 waiters, the first 8 are subscribed');
+usleep(300_000);
+is(subscribers(), 8, 'and no more of them subscribe');
+q1($h, "SELECT rlock_release('wqs')");
+ok(RlockTest::wait_until(sub { finished($all[0]) }, 10), 'the first waiter gets the lock');
+collect($all[0]);
+# the first keeps its subscription (others wait for the lock), the ninth
+# has moved up among the first eight waiting
+ok(RlockTest::wait_until(sub { subscribers() == 9 }, 30),
+	'the ninth in line subscribes when the first leaves the queue');
+for my $i (0 .. $#all)
+{
+	q1($all[$i], "SELECT rlock_release('wqs')");
+	last if $i == $#all;
+	ok(RlockTest::wait_until(sub { finished($all[ $i + 1 ]) }, 15),
+		'waiter ' . ($i + 2) . ' of 11 gets the lock when waiter ' . ($i + 1) . ' releases it');
+	collect($all[ $i + 1 ]);
+}
+ok(RlockTest::wait_until(sub { subscribers() == 0 }, 30),
+	'every subscription is left once no one waits');
+
 $h->quit;
-$_->quit for @w;
+$_->quit for @all;
 $node->stop;
 $redis->stop;
 done_testing();
