@@ -125,7 +125,7 @@ listen_on(RedisConn *sub, const char *channel, const char *name,
 
 /*
  * Sleep on the process latch alone until "until": a waiter that does not
- * listen for messages (waitqueue_listens) waits for its turn, or to be
+ * listen for messages (waitqueue_place) waits for its turn, or to be
  * told to listen.  Returns 2 when the latch was set, 0 at "until", as
  * route_wait_message does.
  */
@@ -147,9 +147,9 @@ wait_turn(TimestampTz until)
 
 /*
  * A queued waiter's place (LOCK_WAIT_QUEUED) decides how it waits: the
- * first few of this server on the channel are subscribed to it
- * (waitqueue_subscribes), the first two of those listen for its messages
- * (waitqueue_listens), the others sleep on their latch.  Move up to the
+ * first few of this server on the channel are subscribed to it, the
+ * first two of those listen for its messages, the others sleep on their
+ * latch (waitqueue_place).  Move up to the
  * place the queue gives us now: 1 when we moved (the caller then looks
  * whether we are first), 0 when not, -1 when the subscription we had is
  * gone (as a broken connection).  A subscription made here waits for
@@ -162,15 +162,18 @@ take_place(RedisConn *sub, const char *channel, const char *name,
 		   TimestampTz deadline, bool *subscribed, bool *listening)
 {
 	bool		fresh = false;
+	WaitPlace	place;
 
 	if (*listening)
 		return 0;
-	if (!*subscribed && waitqueue_subscribes())
+	place = waitqueue_place();
+	if (!*subscribed && place != WAIT_PLACE_ASLEEP)
 	{
 		listen_on(sub, channel, name, deadline);
 		*subscribed = fresh = true;
+		place = waitqueue_place();	/* (we may have moved up meanwhile) */
 	}
-	if (!waitqueue_listens())
+	if (place != WAIT_PLACE_LISTENS)
 		return fresh ? 1 : 0;
 	*listening = true;
 	/* what reached a subscription made before was for those ahead */
@@ -200,6 +203,7 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 	bool		queued = (share & LOCK_WAIT_QUEUED) != 0;
 	bool		listening;
 	bool		subscribed;
+	WaitPlace	place;
 
 	share &= LOCK_WAIT_SHARE_MASK;
 
@@ -208,8 +212,9 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 		pfree(retarget_channel);
 	retarget_channel = NULL;
 	waitqueue_join(channel);
-	listening = !queued || waitqueue_listens();
-	subscribed = !queued || waitqueue_subscribes();
+	place = queued ? waitqueue_place() : WAIT_PLACE_LISTENS;
+	listening = (place == WAIT_PLACE_LISTENS);
+	subscribed = (place != WAIT_PLACE_ASLEEP);
 	if (subscribed)
 		listen_on(sub, channel, ln->name, start);
 	else
@@ -251,7 +256,7 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 				 */
 				waitqueue_leave(true);
 				waitqueue_join(channel);
-				listening = !queued || waitqueue_listens();
+				listening = !queued || waitqueue_place() == WAIT_PLACE_LISTENS;
 			}
 			by_message = false;
 			now = GetCurrentTimestamp();
@@ -273,7 +278,7 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 				subscribed = true;
 				waitqueue_leave(true);
 				waitqueue_join(channel);
-				listening = !queued || waitqueue_listens();
+				listening = !queued || waitqueue_place() == WAIT_PLACE_LISTENS;
 				resubscribe = false;
 				continue;
 			}

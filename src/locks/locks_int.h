@@ -61,7 +61,7 @@ typedef void (*LockGiveUpFn) (void *arg);
 /*
  * Or'd into share by a kind whose newcomers always queue behind this
  * server's waiters (LOCK_WAIT_BEHIND when there are some): its waiters may
- * take turns listening for messages (waitqueue_listens), as none of them
+ * take turns listening for messages (waitqueue_place), as none of them
  * can be overtaken by a newcomer's attempt while it sleeps.  Other kinds'
  * waiters all listen, and try on every message that finds them first.
  */
@@ -100,8 +100,16 @@ extern void waitqueue_join(const char *channel);
 extern bool waitqueue_is_first(void);
 extern bool waitqueue_has_waiters(const char *channel);
 extern bool waitqueue_others_waiting(void);
-extern bool waitqueue_listens(void);
-extern bool waitqueue_subscribes(void);
+
+/* A queued waiter's place (waitqueue_place): how it waits */
+typedef enum WaitPlace
+{
+	WAIT_PLACE_LISTENS,			/* subscribed, reads the channel's messages */
+	WAIT_PLACE_SUBSCRIBED,		/* subscribed, sleeps on its latch */
+	WAIT_PLACE_ASLEEP			/* not subscribed, sleeps on its latch */
+} WaitPlace;
+
+extern WaitPlace waitqueue_place(void);
 extern void waitqueue_leave(bool pass_on);
 
 /* lock_exclusive.c: what the multi-lock and the Redlock build on */

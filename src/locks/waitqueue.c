@@ -17,10 +17,10 @@
  * every few seconds, so a lost wake-up costs time, never the lock.  For the
  * exclusive lock, whose newcomers queue behind the server's waiters, only
  * the first two waiters of a channel read its messages at all
- * (waitqueue_listens): the others sleep on their latch, so a release wakes
+ * (waitqueue_place): the others sleep on their latch, so a release wakes
  * two processes of the server however many wait, and a listener that
  * leaves tells the next in line to listen.  Only the first eight are
- * subscribed to the channel at all (waitqueue_subscribes): Redis writes
+ * subscribed to the channel at all (waitqueue_place again): Redis writes
  * each release message to every subscriber's socket, and with 64 waiters
  * that writing, not the lock, was what a hand-over cost.  A waiter that
  * leaves the first eight tells the next in line to subscribe.  Eight
@@ -64,9 +64,9 @@ typedef struct WaitQueueShared
 	WaitSlot	slots[FLEXIBLE_ARRAY_MEMBER];
 } WaitQueueShared;
 
-/* How many of a channel's waiters of this server listen (waitqueue_listens) */
+/* How many of a channel's waiters of this server listen (waitqueue_place) */
 #define WAITQUEUE_LISTENERS	2
-/* ... are subscribed to it (waitqueue_subscribes) */
+/* ... are subscribed to it */
 #define WAITQUEUE_SUBSCRIBED	8
 
 static WaitQueueShared *wq = NULL;
@@ -247,36 +247,30 @@ waitqueue_others_waiting(void)
 }
 
 /*
- * Does this waiter listen for release messages?  Only the first
- * WAITQUEUE_LISTENERS waiters of this server on a channel do: the first
- * tries on a message, the second reads it only to be ready the moment the
- * first leaves (a message it then reads is one published after).  The
+ * Where this waiter's place among the waiters of this server on its
+ * channel puts it (one scan of the slots; not waiting: WAIT_PLACE_LISTENS).
+ *
+ * Only the first WAITQUEUE_LISTENERS listen for release messages: the
+ * first tries on a message, the second reads it only to be ready the
+ * moment the first leaves (a message it then reads is one published
+ * after).  Only the first WAITQUEUE_SUBSCRIBED are subscribed at all:
+ * Redis writes every message to every subscriber, read or not.  The
  * others wait on their latch, left unwoken by the messages that reach
- * their connection meanwhile, until one of the listeners leaves and tells
- * the next in line to listen (waitqueue_leave): it then skips what
- * arrived before.  So a release wakes two sessions of the server, not
- * every one waiting.
+ * their connection meanwhile, until one ahead leaves and tells the next in
+ * line to listen, or to subscribe (waitqueue_leave): one that starts to
+ * listen skips what arrived before.  So a release wakes two sessions of
+ * the server, not every one waiting.
  */
-bool
-waitqueue_listens(void)
+WaitPlace
+waitqueue_place(void)
 {
 	ChannelView view;
 
-	return !scan_mine(&view) || view.ahead < WAITQUEUE_LISTENERS;
-}
-
-/*
- * Is this waiter to be subscribed to the channel?  Only the first
- * WAITQUEUE_SUBSCRIBED waiters of this server on a channel are: Redis writes
- * every message to every subscriber, read or not.  One that leaves tells
- * the next in line to subscribe (waitqueue_leave).
- */
-bool
-waitqueue_subscribes(void)
-{
-	ChannelView view;
-
-	return !scan_mine(&view) || view.ahead < WAITQUEUE_SUBSCRIBED;
+	if (!scan_mine(&view) || view.ahead < WAITQUEUE_LISTENERS)
+		return WAIT_PLACE_LISTENS;
+	if (view.ahead < WAITQUEUE_SUBSCRIBED)
+		return WAIT_PLACE_SUBSCRIBED;
+	return WAIT_PLACE_ASLEEP;
 }
 
 /* Should this waiter try on the message that just arrived? */
