@@ -163,11 +163,19 @@ tls_context(TransportError *err)
 			SSL_CTX_free(ctx);
 			return NULL;
 		}
+		/*
+		 * rlock.tls_key_file is hidden from plain roles, whose calls connect
+		 * too: its failure names the setting, not the path.
+		 */
 		if (SSL_CTX_use_PrivateKey_file(ctx, keyfile, SSL_FILETYPE_PEM) != 1 ||
 			SSL_CTX_check_private_key(ctx) != 1)
 		{
-			set_error(err, TE_CONFIG, "could not load the client key of rlock.tls_key_file \"%s\": %s",
-					  keyfile, ssl_error_text(buf, sizeof(buf)));
+			if (keyfile == rlock_tls_cert_file)
+				set_error(err, TE_CONFIG, "could not load the client key from rlock.tls_cert_file \"%s\" (rlock.tls_key_file is empty): %s",
+						  keyfile, ssl_error_text(buf, sizeof(buf)));
+			else
+				set_error(err, TE_CONFIG, "could not load the client key of rlock.tls_key_file: %s",
+						  ssl_error_text(buf, sizeof(buf)));
 			SSL_CTX_free(ctx);
 			return NULL;
 		}

@@ -180,7 +180,8 @@ rconn_take_role(RedisConn *conn, redisReply *r)
 /*
  * The password: the URL's, else the first line of
  * rlock.redis_password_file (for a sentinel: rlock.sentinel_password_file),
- * which others must not be able to read.
+ * which others must not be able to read.  A failure names the setting, not
+ * its path: the setting is hidden from plain roles, whose calls connect too.
  */
 static bool
 read_password(RedisConn *conn, char *buf, size_t size)
@@ -207,16 +208,16 @@ read_password(RedisConn *conn, char *buf, size_t size)
 	if (fd < 0)
 	{
 		rconn_set_failure(conn, RF_CONFIG,
-						  psprintf("could not open %s \"%s\": %s",
-								   setting, path, strerror(errno)));
+						  psprintf("could not open the file of %s: %s",
+								   setting, strerror(errno)));
 		return false;
 	}
 	if (fstat(fd, &st) < 0 || (st.st_mode & S_IRWXO) != 0)
 	{
 		close(fd);
 		rconn_set_failure(conn, RF_CONFIG,
-						  psprintf("%s \"%s\" is accessible to other users; it must not be (chmod o-rwx)",
-								   setting, path));
+						  psprintf("the file of %s is accessible to other users; it must not be (chmod o-rwx)",
+								   setting));
 		return false;
 	}
 	n = read(fd, buf, size - 1);
@@ -224,8 +225,8 @@ read_password(RedisConn *conn, char *buf, size_t size)
 	if (n < 0)
 	{
 		rconn_set_failure(conn, RF_CONFIG,
-						  psprintf("could not read %s \"%s\": %s",
-								   setting, path, strerror(errno)));
+						  psprintf("could not read the file of %s: %s",
+								   setting, strerror(errno)));
 		return false;
 	}
 	buf[n] = '\0';

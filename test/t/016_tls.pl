@@ -225,6 +225,24 @@ $redis->restart(tls_auth_clients => 'yes');
 set_gucs('rlock.tls_cert_file' => $redis->client_cert_file,
 	'rlock.tls_key_file' => $redis->client_key_file);
 
+# A client key that cannot be loaded: the error names the setting, not its
+# path (rlock.tls_key_file is hidden from plain roles, whose calls connect
+# too).
+$node->safe_psql('postgres', 'CREATE ROLE tls_plain LOGIN');
+my $hidden_key = '/nonexistent/hidden-dir-4711/client.key';
+set_gucs('rlock.tls_key_file' => $hidden_key);
+{
+	my ($rc, $o, $e) = $node->psql('postgres',
+		"SELECT rlock_try_acquire('tls_bad_key', '10s')",
+		extra_params => [ '-U', 'tls_plain' ]);
+	like($e, qr/ERROR:  could not connect to Redis at 127\.0\.0\.1:$port for lock "tls_bad_key": could not load the client key of rlock\.tls_key_file: /,
+		'an unloadable client key: the ERROR names rlock.tls_key_file');
+	unlike($e, qr/hidden-dir-4711/, 'but not its path, which a plain role may not see');
+	is($redis->cli('EXISTS', 'tls_bad_key'), '0', 'and no lock was taken');
+	note "unloadable key: $e";
+}
+set_gucs('rlock.tls_key_file' => $redis->client_key_file);
+
 $redis->restart(server_cert => 'expired');
 handshake_fails('an expired server certificate', 'tls_expired', 'certificate expired');
 set_gucs('rlock.tls_verify' => 'none');

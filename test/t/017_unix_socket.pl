@@ -184,9 +184,17 @@ foreach my $mode (0604, 0602, 0601)
 	($out, $err, $state) = in_new_session("SELECT rlock_try_acquire('ux_perm', '10s')");
 	my $m = sprintf('%04o', $mode);
 	isnt($state, '00000', "a password file with mode $m is refused");
-	like($err, qr/ERROR:  .*(password file|\Q$pwfile\E)/,
+	like($err, qr/ERROR:  .*the file of rlock\.redis_password_file is accessible to other users/,
 		"mode $m: an ERROR about the password file");
 	unlike($err, qr/$secret/, "mode $m: without showing the password");
+	# (the setting is hidden from plain roles, whose calls connect too)
+	my ($rc, $o, $e) = $node->psql('postgres',
+		"SELECT rlock_try_acquire('ux_perm', '10s')",
+		extra_params => [ '-U', 'nobody' ]);
+	like($e, qr/ERROR:  .*rlock\.redis_password_file/,
+		"mode $m: a plain role's call fails too, naming the setting");
+	unlike($e, qr/\Q$pwfile\E|\Q$secret\E/,
+		"mode $m: but not the file's path (nor the password)");
 	note "mode $m: $err";
 }
 is($redis->cli('EXISTS', 'ux_perm'), '0', 'no lock was taken meanwhile');
