@@ -13,7 +13,10 @@
  *	NOAUTH				28000 invalid_authorization_specification
  *	WRONGPASS			28P01 invalid_password
  *	NOPERM				42501 insufficient_privilege, the hint naming the
- *						missing command, key or channel permission
+ *						missing command, key or channel permission; so
+ *						are the ACL refusals inside a script, which are
+ *						plain ERRs ("The user executing the script can't
+ *						...", "ACL failure in script: ...")
  *	OOM					53200 out_of_memory (Redis is at maxmemory)
  *	READONLY			25006 read_only_sql_transaction (a replica)
  *	LOADING, BUSY,
@@ -262,25 +265,51 @@ rconn_reply_is(const RReply *reply, const char *code)
 }
 
 /*
- * The hint for a NOPERM reply: which permission is missing.  Redis says
- * "... the 'publish' command ...", "... access one of the keys ..." or
- * "... a channel ...".
+ * The quoted name Redis gives right before what (" command", " key", "
+ * channel") in msg, palloc'd, or NULL.
+ */
+static char *
+noperm_quoted(const char *msg, const char *what)
+{
+	char	   *pattern = psprintf("'%s", what);
+	const char *close = strstr(msg, pattern);
+	const char *open = NULL;
+
+	pfree(pattern);
+	if (close == NULL)
+		return NULL;
+	for (const char *p = msg; p < close; p++)
+		if (*p == '\'')
+			open = p;
+	return open ? pnstrdup(open + 1, close - open - 1) : NULL;
+}
+
+/*
+ * The hint for a NOPERM reply (or an ACL refusal inside a script): which
+ * permission is missing.  Redis says "... run the 'publish' command ...",
+ * "... access the '<key>' key ..." or "... the '<channel>' channel ..."
+ * (7.2 on), or without a name "... access one of the keys ..." or "...
+ * publish to the channel ..." (6.x, 7.0); rlock may have put two replies
+ * in one message.
  */
 static char *
 noperm_hint(const char *msg)
 {
-	const char *q = strchr(msg, '\'');
+	char	   *cmd = noperm_quoted(msg, " command");
+	bool		channel = noperm_quoted(msg, " channel") != NULL;
+	bool		key = !channel && noperm_quoted(msg, " key") != NULL;
 
-	if (q != NULL && strchr(q + 1, '\'') != NULL)
-	{
-		char	   *cmd = pnstrdup(q + 1, strchr(q + 1, '\'') - q - 1);
-
+	if (cmd != NULL)
 		return psprintf("Grant the Redis user of rlock.redis_url the command %s, e.g. ACL SETUSER <user> +%s.",
 						cmd, cmd);
+	if (!channel && !key)
+	{
+		channel = strstr(msg, "channel") != NULL;
+		key = !channel && strstr(msg, "key") != NULL;
 	}
-	if (strstr(msg, "channel") != NULL)
+	if (channel)
 		return pstrdup("Grant the Redis user of rlock.redis_url the locks' channels, e.g. ACL SETUSER <user> '&redisson_*' (rlock publishes and subscribes on redisson_lock__channel:{<name>}, redisson_rwlock:{<name>} and the fair lock's per-waiter channels).");
-	if (strstr(msg, "key") != NULL)
+	if (key)
 		return pstrdup("Grant the Redis user of rlock.redis_url the locks' keys: the names (with rlock.key_prefix) and the keys derived from them, e.g. ACL SETUSER <user> '~<prefix>*' '~redisson_*' '~{*'.");
 	return pstrdup("rlock needs the commands EVAL, EVALSHA, GET, DEL, HMGET, PUBLISH, SUBSCRIBE, UNSUBSCRIBE and PING on the locks' keys and channels.");
 }
@@ -319,7 +348,9 @@ rconn_reply_error(RReply *reply, int elevel, const char *what)
 		msg = "Redis rejected the credentials of rlock.redis_url%s";
 	}
 	else if (rconn_reply_is(reply, "NOPERM") ||
-			 strstr(reply->str, "can't run this command") != NULL)
+			 /* an ACL refusal inside a script: 6.x, 7.0; 7.2 on */
+			 strstr(reply->str, "The user executing the script can't") != NULL ||
+			 strstr(reply->str, "ACL failure in script") != NULL)
 	{
 		sqlstate = ERRCODE_INSUFFICIENT_PRIVILEGE;
 		msg = "the Redis user of rlock.redis_url lacks a permission%s";

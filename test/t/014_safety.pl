@@ -204,6 +204,22 @@ like($err, qr/ERROR:  the Redis user of rlock.redis_url lacks a permission for l
 $redis->cli('ACL', 'SETUSER', 'rl', '+subscribe');
 $redis->cli('DEL', 'nosub');
 
+# A key refused inside a script (the acquire script looks for the fair
+# queue, a key it derives from the name): Redis says so in a plain ERR.
+$redis->cli('ACL', 'SETUSER', 'rl', 'resetkeys', '~aclkey*');
+my $acl_state;
+($out, $err, $acl_state) = RlockTest::run_sql($p, "SELECT rlock_try_acquire('aclkey', '1 minute')");
+is($acl_state, '42501', 'an ACL refusal inside a script: SQLSTATE 42501');
+like($err, qr/ERROR:  the Redis user of rlock.redis_url lacks a permission for lock "aclkey"/,
+	'an ACL refusing a key the script derives from the name: the error says so');
+like($err, qr/HINT:  Grant the Redis user of rlock.redis_url the locks' keys/,
+	'whose hint names the missing keys');
+note "key refused inside the script: $err";
+$redis->cli('ACL', 'SETUSER', 'rl', '~*');
+is($redis->cli('EXISTS', 'aclkey'), '0', 'nothing was taken');
+is(q1($p, "SELECT rlock_try_acquire('aclkey', '1 minute'), rlock_release('aclkey')"), 't|t',
+	'with every key allowed again it works');
+
 q1($p, "SELECT rlock_acquire('oom', '1 minute')");
 $redis->cli('CONFIG', 'SET', 'maxmemory', '1');
 ($out, $err) = RlockTest::query_err($p, "SELECT rlock_release('oom')");
