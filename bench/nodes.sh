@@ -19,7 +19,7 @@
 
 # shellcheck shell=bash
 
-RROUNDS=${RLOCK_BENCH_REDLOCK_ROUNDS:-3}
+RROUNDS=${RLOCK_BENCH_REDLOCK_ROUNDS:-5}
 MULTI_SIZES="10 100"
 NODE_CALLS=1000                 # calls of bench_attempts per case
 REPLAYS=5000                    # bench/replay.c's pairs per case
