@@ -57,6 +57,21 @@
 /* Round trips of the last routed route_run (parallel ones count once). */
 static int	last_rounds = 0;
 
+/* A script's key count, read within its length (not a C string); else 0. */
+static int
+script_nkeys(const RedisCmd *cmd)
+{
+	int			n = 0;
+
+	for (size_t i = 0; i < cmd->argvlen[2] && i < 9; i++)
+	{
+		if (cmd->argv[2][i] < '0' || cmd->argv[2][i] > '9')
+			return 0;
+		n = n * 10 + (cmd->argv[2][i] - '0');
+	}
+	return cmd->argvlen[2] <= 9 ? n : 0;
+}
+
 /* The key a command is routed by, or NULL for a command without one. */
 static bool
 command_key(const RedisCmd *cmd, const char **key, size_t *len)
@@ -67,7 +82,7 @@ command_key(const RedisCmd *cmd, const char **key, size_t *len)
 		return false;
 	if (pg_strcasecmp(verb, "EVALSHA") == 0 || pg_strcasecmp(verb, "EVAL") == 0)
 	{
-		if (cmd->argc < 4 || atoi(cmd->argv[2]) <= 0)
+		if (cmd->argc < 4 || script_nkeys(cmd) <= 0)
 			return false;
 		*key = cmd->argv[3];
 		*len = cmd->argvlen[3];
@@ -81,7 +96,6 @@ command_key(const RedisCmd *cmd, const char **key, size_t *len)
 	*len = cmd->argvlen[1];
 	return true;
 }
-
 
 /* Where one command (and the keyless ones behind it) goes next. */
 typedef struct Unit
