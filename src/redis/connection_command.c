@@ -92,7 +92,7 @@ rcmd_str(RedisCmd *cmd, const char *s)
 }
 
 /*
- * v in decimal into buf (room for 22 bytes), terminated; returns the length
+ * v in decimal into buf (room for 21 bytes), terminated; returns the length
  * without the terminator.  (snprintf costs more than the rest of building a
  * command.)  Terminated because readers may take an argument for a C string
  * (cluster_route.c reads a script's key count): unterminated, what an
