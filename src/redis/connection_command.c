@@ -92,11 +92,9 @@ rcmd_str(RedisCmd *cmd, const char *s)
 }
 
 /*
- * v in decimal into buf (room for 21 bytes), terminated; returns the length
- * without the terminator.  (snprintf costs more than the rest of building a
- * command.)  Terminated because readers may take an argument for a C string
- * (cluster_route.c reads a script's key count): unterminated, what an
- * earlier use of the buffer left behind it was read as more digits.
+ * v in decimal into buf (room for 21 bytes), not terminated (arguments are
+ * read with their lengths); returns the length.  (snprintf costs more than
+ * the rest of building a command.)
  */
 static int
 rcmd_format_int(char *buf, int64 v)
@@ -115,7 +113,6 @@ rcmd_format_int(char *buf, int64 v)
 		*--p = '-';
 	len = tmp + sizeof(tmp) - p;
 	memcpy(buf, p, len);
-	buf[len] = '\0';
 	return len;
 }
 

@@ -296,12 +296,14 @@ static char *
 noperm_hint(const char *msg)
 {
 	char	   *cmd = noperm_quoted(msg, " command");
-	bool		channel = noperm_quoted(msg, " channel") != NULL;
-	bool		key = !channel && noperm_quoted(msg, " key") != NULL;
+	bool		channel,
+				key;
 
 	if (cmd != NULL)
 		return psprintf("Grant the Redis user of rlock.redis_url the command %s, e.g. ACL SETUSER <user> +%s.",
 						cmd, cmd);
+	channel = noperm_quoted(msg, " channel") != NULL;
+	key = !channel && noperm_quoted(msg, " key") != NULL;
 	if (!channel && !key)
 	{
 		channel = strstr(msg, "channel") != NULL;

@@ -85,7 +85,8 @@ typedef struct RReply
 /*
  * One command, as an argument vector.  Arguments are not copied: they must
  * stay valid until the command has run.  Numbers added with rcmd_int are
- * formatted into the command's own buffers.
+ * formatted into the command's own buffers, not terminated: an argument is
+ * argv[i] and argvlen[i], never a C string.
  */
 #define RCMD_INLINE_ARGS	16
 #define RCMD_NUMBUFS		6
