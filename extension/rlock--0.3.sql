@@ -422,3 +422,19 @@ AS 'MODULE_PATHNAME', 'rlock_stats_reset'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 REVOKE ALL ON FUNCTION rlock_stats_reset() FROM PUBLIC;
+
+-- ---- 0.3, issue 40 (SPEC 5.5 "Only their own kind", SPEC 8): sizing a
+-- semaphore is not PUBLIC's, nor is adopting a latch that rlock did not
+-- set (a Redisson client's count, or what may be an application's
+-- counter).  A role with EXECUTE on rlock_latch_adopt counts such a latch
+-- down (adopting it); one with EXECUTE on rlock_semaphore_add_permits
+-- takes permits of such a semaphore (adopting it). ----
+REVOKE ALL ON FUNCTION rlock_semaphore_set_permits(text, integer) FROM PUBLIC;
+
+-- mark the count a Redisson client set at a latch's name as rlock's
+-- latch; false when the latch is absent
+CREATE FUNCTION rlock_latch_adopt(name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_latch_adopt'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION rlock_latch_adopt(text) FROM PUBLIC;

@@ -179,4 +179,72 @@ SELECT rlock_force_release('profile:1');
 \! redis-cli -u "$RLOCK_REDIS_URL" HGETALL 'profile:1'
 \! redis-cli -u "$RLOCK_REDIS_URL" DEL 'cart:99' 'counter:7' 'profile:1' > /dev/null
 
+-- ---- semaphores and latches change only their own kind (SPEC 5.5) ----
+-- an application's integers and sorted set, and a latch and a semaphore a
+-- Java client (Redisson) made: rlock's marker is on none of them
+\! redis-cli -u "$RLOCK_REDIS_URL" MSET pv_app_counter 42 pv_app_one 1 pv_app_neg -7 pv_app_zero 0 pv_app_big 100 pv_app_huge 99999999999999999999 pv_java_latch 2 pv_java_sem 3 > /dev/null
+\! redis-cli -u "$RLOCK_REDIS_URL" ZADD '{pv_jobs}:timeout' 1 expired 99999999999999 live > /dev/null
+\! redis-cli -u "$RLOCK_REDIS_URL" HSET pv_app_hash f 1 g 2 > /dev/null
+SET ROLE rlock_priv_plain;
+-- a count rlock did not set is not counted down, whatever it holds
+SELECT rlock_latch_count_down('pv_app_counter');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_latch_count_down('pv_app_one');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_latch_count_down('pv_java_latch');
+\echo :LAST_ERROR_SQLSTATE
+-- zero, a negative number, a number out of range: never a live latch
+SELECT rlock_latch_count_down('pv_app_neg');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_latch_count_down('pv_app_zero');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_latch_set_count('pv_app_neg', 3);
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_latch_set_count('pv_app_zero', 3);
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_latch_count_down('pv_app_huge');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_latch_count('pv_app_huge');
+\echo :LAST_ERROR_SQLSTATE
+-- permits are not taken from a number rlock did not set
+SELECT rlock_semaphore_try_acquire('pv_app_big', 100, '1 minute');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_semaphore_xact_try_acquire('pv_app_counter', 1, '1 minute');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_semaphore_try_acquire('pv_jobs', 1, '1 minute');
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_semaphore_try_acquire('pv_app_huge', 1, '1 minute');
+\echo :LAST_ERROR_SQLSTATE
+-- reading the permits available writes nothing (an expired one counts as
+-- available), and creates nothing
+SELECT rlock_semaphore_available('pv_jobs');
+-- sizing a semaphore is its owner's, not PUBLIC's
+SELECT rlock_semaphore_set_permits('pv_heavy', 2147483647);
+\echo :LAST_ERROR_SQLSTATE
+SELECT rlock_latch_adopt('pv_java_latch');
+\echo :LAST_ERROR_SQLSTATE
+-- an owner token names no field of an application's hash
+SELECT rlock_release('pv_app_hash', owner => 'f');
+SELECT rlock_fair_release('pv_app_hash', owner => 'f');
+SELECT rlock_read_release('pv_app_hash', owner => 'f');
+SELECT rlock_write_release('pv_app_hash', owner => 'f');
+RESET ROLE;
+\! redis-cli -u "$RLOCK_REDIS_URL" MGET pv_app_counter pv_app_one pv_app_neg pv_app_zero pv_app_big pv_app_huge pv_java_latch pv_java_sem pv_jobs
+\! redis-cli -u "$RLOCK_REDIS_URL" ZRANGE '{pv_jobs}:timeout' 0 -1
+\! redis-cli -u "$RLOCK_REDIS_URL" HGETALL pv_app_hash
+\! redis-cli -u "$RLOCK_REDIS_URL" EXISTS pv_heavy '{pv_app_counter}:rlock_latch' '{pv_app_big}:rlock_semaphore'
+-- the owner sizes its semaphore (a plain role could not pre-empt it) ...
+SELECT rlock_semaphore_set_permits('pv_heavy', 3);
+-- ... and whom it lets adopt objects a Java client made adopts them: then
+-- a plain role uses them
+SELECT rlock_latch_adopt('pv_java_latch');
+SELECT rlock_semaphore_add_permits('pv_java_sem', 0);
+SET ROLE rlock_priv_plain;
+SELECT rlock_latch_count_down('pv_java_latch');
+SELECT rlock_semaphore_try_acquire('pv_java_sem', 2, '1 minute'),
+       rlock_semaphore_release('pv_java_sem', 2);
+RESET ROLE;
+\! redis-cli -u "$RLOCK_REDIS_URL" MGET pv_java_latch pv_java_sem
+\! redis-cli -u "$RLOCK_REDIS_URL" DEL pv_app_counter pv_app_one pv_app_neg pv_app_zero pv_app_big pv_app_huge pv_java_latch '{pv_java_latch}:rlock_latch' pv_java_sem '{pv_java_sem}:rlock_semaphore' '{pv_java_sem}:timeout' '{pv_jobs}:timeout' pv_app_hash pv_heavy '{pv_heavy}:rlock_semaphore' > /dev/null
+
 DROP ROLE rlock_priv_plain, rlock_priv_monitor, rlock_priv_stats;

@@ -75,8 +75,9 @@ SELECT rlock_semaphore_available('sm_a'), hold_count FROM rlock_locks WHERE name
 SELECT rlock_release_all();
 SELECT rlock_semaphore_available('sm_a');
 
--- a Java client's permit whose lease ran out comes back to the semaphore
--- when someone next looks; one that has not stays out
+-- a Java client's permit whose lease ran out counts as available when
+-- someone reads (which writes nothing), and comes back to the semaphore
+-- when someone next takes permits; one that has not stays out
 \! redis-cli -u "$RLOCK_REDIS_URL" SET sm_j 1 > /dev/null
 \! redis-cli -u "$RLOCK_REDIS_URL" ZADD '{sm_j}:timeout' 1000 0123456789abcdef0123456789abcdef 99999999999999 fedcba9876543210fedcba9876543210 > /dev/null
 SELECT rlock_semaphore_available('sm_j');

@@ -9,9 +9,11 @@
  * A latch has no holders, so nothing of it enters the held-lock table:
  * setting a count, counting down and reading it are one script each
  * (scripts_sync.c), and awaiting it is a wait on its channel (event_wait,
- * lock_wait.c) that ends on "0" without another round trip, and reads the
- * count again on "1" or when it looks on its own (every few seconds, or
- * after the connection broke).  A latch shares the space of names with
+ * lock_wait.c) that reads the count on every message ("0" or "1": a
+ * message is a hint, anyone may publish) and when it looks on its own
+ * (every few seconds, or after the connection broke), and ends when the
+ * count is zero.  Only a count rlock set (marked) is counted down by a
+ * role without rlock_latch_adopt's grant.  A latch shares the space of names with
  * the locks and the semaphores: its scripts refuse a name used by either
  * (a semaphore once rlock set or added its permits, or once it has
  * permits out: before that, its key is a count like a latch's), setting a
@@ -43,7 +45,6 @@ latch_channel(const char *key)
 {
 	return psprintf("redisson_countdownlatch__channel__{%s}", key);
 }
-#define ZERO_MESSAGE		"0"
 
 /* A latch script refused the name: it is another kind of object. */
 static void
@@ -52,6 +53,15 @@ latch_wrong_kind(const LockName *ln, const char *reply)
 	const char *found = strstr(reply, "RLOCKKIND ");
 
 	found = found ? found + strlen("RLOCKKIND ") : "value";
+	if (strcmp(found, "unmarked") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("latch \"%s\" was not set through rlock", ln->name),
+				 errdetail("Redis key \"%s\" holds a count without rlock's marker \"%s\": it may be an application's counter or a latch a Redisson client set, and this role may not count it down.",
+						   ln->key,
+						   lockname_suffixed(ln->key, LATCH_MARKER_SUFFIX)),
+				 errhint("A role allowed to run rlock_latch_adopt adopts it: SELECT rlock_latch_adopt('%s').",
+						 ln->name)));
 	if (strcmp(found, "lock") == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
@@ -71,13 +81,16 @@ latch_wrong_kind(const LockName *ln, const char *reply)
 			(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 			 errmsg("Redis key of latch \"%s\" is not a count-down latch",
 					ln->name),
-			 errdetail("Another kind of Redis value already uses that key; a latch's is a decimal integer."),
+			 errdetail("Another kind of Redis value already uses that key; a latch's is a positive decimal integer."),
 			 errhint("Choose another latch name, or set rlock.key_prefix.")));
 }
 
-/* Run one of the latch's scripts; returns its integer answer. */
+/*
+ * Run one of the latch's scripts; returns its integer answer.  arg: set
+ * count's count, count down's adopt flag.
+ */
 static int64
-latch_run(const LockName *ln, RlockScriptId id, int64 count)
+latch_run(const LockName *ln, RlockScriptId id, int64 arg)
 {
 	RedisCmd	cmd;
 	RReply	   *r;
@@ -88,11 +101,20 @@ latch_run(const LockName *ln, RlockScriptId id, int64 count)
 	rcmd_str(&cmd, lockname_suffixed(ln->key, "timeout"));
 	rcmd_str(&cmd, lockname_suffixed(ln->key, SEM_MARKER_SUFFIX));
 	rcmd_str(&cmd, lockname_suffixed(ln->key, LATCH_MARKER_SUFFIX));
-	if (id == RLOCK_SCRIPT_LATCH_SET_COUNT)
-		rcmd_int(&cmd, count);
+	if (id == RLOCK_SCRIPT_LATCH_SET_COUNT ||
+		id == RLOCK_SCRIPT_LATCH_COUNT_DOWN)
+		rcmd_int(&cmd, arg);
 	r = route_run1(route_backend(), &cmd, ln->name);
 	if (rconn_reply_is(r, "RLOCKKIND"))
 		latch_wrong_kind(ln, r->str);
+	if (rconn_reply_is(r, "RLOCKRANGE"))
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("count of latch \"%s\" is out of range for bigint",
+						ln->name),
+				 errdetail("Redis key \"%s\" holds a number beyond a latch's count.",
+						   ln->key),
+				 errhint("Nothing was changed.")));
 	if (r->type == RREPLY_ERROR)
 		rconn_reply_error(r, ERROR, ln->name);
 	if (r->type == RREPLY_STRING)
@@ -125,9 +147,15 @@ latch_set_count(const LockName *ln, int64 count)
 
 /* Count down once; returns the count after it (never below 0). */
 int64
-latch_count_down(const LockName *ln)
+latch_count_down(const LockName *ln, bool adopt)
 {
-	return latch_run(ln, RLOCK_SCRIPT_LATCH_COUNT_DOWN, 0);
+	return latch_run(ln, RLOCK_SCRIPT_LATCH_COUNT_DOWN, adopt ? 1 : 0);
+}
+
+bool
+latch_adopt(const LockName *ln)
+{
+	return latch_run(ln, RLOCK_SCRIPT_LATCH_ADOPT, 0) == 1;
 }
 
 int64
@@ -137,15 +165,14 @@ latch_count(const LockName *ln)
 }
 
 /*
- * The await's check: "0" on the channel is zero reached (even if a count
- * was set again since: the latch did open); anything else, or no message,
- * is a reason to read the count.
+ * The await's check: a message ("0" zero reached, "1" a new count), or
+ * none, is a reason to read the count, never the answer itself: anyone
+ * may PUBLISH on the channel, so true only when the count is zero (or the
+ * latch absent), as Redisson's await does.
  */
 static bool
 latch_reached_zero(void *arg, const char *message)
 {
-	if (message != NULL && strcmp(message, ZERO_MESSAGE) == 0)
-		return true;
 	return latch_count((const LockName *) arg) == 0;
 }
 

@@ -63,6 +63,7 @@ typedef enum RlockScriptId
 	RLOCK_SCRIPT_LATCH_COUNT,
 	RLOCK_SCRIPT_LATCH_SET_COUNT,
 	RLOCK_SCRIPT_LATCH_COUNT_DOWN,
+	RLOCK_SCRIPT_LATCH_ADOPT,
 	RLOCK_SCRIPT_SEM_ACQUIRE,
 	RLOCK_SCRIPT_SEM_RELEASE,
 	RLOCK_SCRIPT_SEM_RECONCILE,
@@ -197,8 +198,17 @@ extern bool redlock_own_status(const LockName *ln, int64 *count,
  */
 
 extern bool latch_set_count(const LockName *ln, int64 count);
-extern int64 latch_count_down(const LockName *ln);
+
+/*
+ * Count down once.  A count rlock did not set (no marker) is an ERROR
+ * unless adopt (the caller may adopt latches: rlock_latch_adopt's grant),
+ * which marks it first.
+ */
+extern int64 latch_count_down(const LockName *ln, bool adopt);
 extern int64 latch_count(const LockName *ln);
+
+/* Mark a count a Redisson client set as a latch; false when absent. */
+extern bool latch_adopt(const LockName *ln);
 
 /*
  * Wait until the latch is at zero (or absent): true at once when it is;
@@ -218,11 +228,13 @@ extern const RlockKindOps semaphore_ops;
 /*
  * Take permits (> 0) for this session, in scope.  lease_ms 0 = the
  * watchdog's lease, renewed; wait_ms 0 = one attempt, -1 = no limit.
- * ERROR when the semaphore has fewer permits than that in all.
+ * ERROR when the semaphore has fewer permits than that in all, and when
+ * rlock did not set it (no marker) unless adopt (the caller may size
+ * semaphores), which marks it.
  */
 extern bool semaphore_acquire(const LockName *ln, RlockScope scope,
 							  int permits, int64 lease_ms, int64 wait_ms,
-							  bool honour_lock_timeout);
+							  bool honour_lock_timeout, bool adopt);
 /* Give back permits this session holds at session level. */
 extern bool semaphore_release(const LockName *ln, int permits);
 extern bool semaphore_set_permits(const LockName *ln, int permits);

@@ -337,6 +337,7 @@ static RlockScript scripts[RLOCK_NUM_SCRIPTS] = {
 	[RLOCK_SCRIPT_LATCH_COUNT] = {"latch count", rlock_latch_count_body},
 	[RLOCK_SCRIPT_LATCH_SET_COUNT] = {"latch set count", rlock_latch_set_count_body},
 	[RLOCK_SCRIPT_LATCH_COUNT_DOWN] = {"latch count down", rlock_latch_count_down_body},
+	[RLOCK_SCRIPT_LATCH_ADOPT] = {"latch adopt", rlock_latch_adopt_body},
 	[RLOCK_SCRIPT_SEM_ACQUIRE] = {"semaphore acquire", rlock_sem_acquire_body},
 	[RLOCK_SCRIPT_SEM_RELEASE] = {"semaphore release", rlock_sem_release_body},
 	[RLOCK_SCRIPT_SEM_RECONCILE] = {"semaphore reconcile", rlock_sem_reconcile_body},

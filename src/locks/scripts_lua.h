@@ -90,6 +90,7 @@ extern const char rlock_rw_reconcile_body[];
 extern const char rlock_latch_count_body[];
 extern const char rlock_latch_set_count_body[];
 extern const char rlock_latch_count_down_body[];
+extern const char rlock_latch_adopt_body[];
 extern const char rlock_sem_acquire_body[];
 extern const char rlock_sem_release_body[];
 extern const char rlock_sem_reconcile_body[];

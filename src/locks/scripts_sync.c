@@ -13,6 +13,19 @@
  * semaphore permits key ({N}:timeout) or marker ({N}:rlock_semaphore)
  * exists, before it writes anything.
  *
+ * Only their own kind (SPEC.md 5.5): an integer string without rlock's
+ * marker may be an application's counter or an object a Redisson client
+ * made, and nothing tells them apart, so the scripts a role without a
+ * grant reaches fail closed on it.  A latch count-down refuses an
+ * unmarked count ("RLOCKKIND unmarked") unless the caller may adopt it
+ * (ARGV flag: superuser or EXECUTE on rlock_latch_adopt), and never
+ * touches a string that is not a positive decimal integer (Redisson
+ * deletes a latch at zero); the semaphore's acquire refuses a permits key
+ * or a {N}:timeout without the semaphore's marker unless the caller may
+ * size semaphores (EXECUTE on rlock_semaphore_add_permits), which adopts
+ * it.  Reading the permits available writes nothing.  A number outside
+ * what the scripts handle exactly is "RLOCKRANGE", never a script error.
+ *
  * A semaphore is a string key holding the permits available, and the
  * sorted set {N}:timeout of the permits out, each an id scored by its
  * expiry (epoch ms); a release (or an expiry noticed) publishes the
@@ -51,9 +64,19 @@
 "local v = false\n" \
 "if t == 'string' then\n" \
 "  v = redis.call('get', KEYS[1])\n" \
-"  if not string.match(v, '^%-?%d+$') or #v > 20 then return redis.error_reply('RLOCKKIND value') end\n" \
+"  if not string.match(v, '^%-?%d+$') then return redis.error_reply('RLOCKKIND value') end\n" \
+"  local d = string.gsub(v, '^%-', '')\n" \
+"  if #d > 19 or (#d == 19 and d > '9223372036854775807') then return redis.error_reply('RLOCKRANGE') end\n" \
 "  cur = tonumber(v)\n" \
 "end\n"
+
+/*
+ * Lua: refuse a stored count that is not a live latch's: a latch counting
+ * holds a positive decimal integer (without sign or leading zero, as DECR
+ * reads it); "0", a negative number or "007" is somebody else's value.
+ */
+#define LATCH_REFUSE_NOT_LIVE \
+"if t == 'string' and not string.match(v, '^[1-9]%d*$') then return redis.error_reply('RLOCKKIND value') end\n"
 
 /*
  * latch count: KEYS[1] latch, KEYS[2] its channel, KEYS[3] the semaphore
@@ -67,14 +90,16 @@ LATCH_COUNT_OF_KEYS1
 
 /*
  * latch set count (trySetCount): keys as above, KEYS[5] the latch's
- * marker; ARGV[1] the count (>= 0).  Only a latch at zero (or absent)
- * takes a count: returns 1 when set (and marked), 0 when the latch is
- * counting.  A count of 0 leaves it absent.  Announces the new count ("1")
- * before writing, so that a refused PUBLISH changes nothing.
+ * marker; ARGV[1] the count (>= 0).  Only an absent latch takes a count:
+ * returns 1 when set (and marked), 0 when the latch is counting; a string
+ * that is not a positive count is refused, never overwritten.  A count of
+ * 0 leaves it absent.  Announces the new count ("1") before writing, so
+ * that a refused PUBLISH changes nothing.
  */
 const char rlock_latch_set_count_body[] =
 LATCH_COUNT_OF_KEYS1
-"if cur > 0 then return 0 end\n"
+LATCH_REFUSE_NOT_LIVE
+"if t == 'string' then return 0 end\n"
 "if tonumber(ARGV[1]) <= 0 then\n"
 "  redis.call('del', KEYS[1], KEYS[5])\n"
 "  return 1\n"
@@ -85,10 +110,12 @@ PUBLISH_OR_REFUSE("KEYS[2]", "'1'")
 "return 1\n";
 
 /*
- * latch count down: keys as set count's.  Returns the count after it (0,
- * or the stored text: DECR's answer would pass through a Lua number, exact
- * only to 2^53); at zero the key and its marker are deleted and "0"
- * published (once: a latch already at zero or absent stays so, silently).
+ * latch count down: keys as set count's; ARGV[1] "1" when the caller may
+ * adopt a count without the latch's marker (marking it), else such a
+ * count is refused ("RLOCKKIND unmarked").  Returns the count after it
+ * (0, or the stored text: DECR's answer would pass through a Lua number,
+ * exact only to 2^53); at one the key and its marker are deleted and "0"
+ * published (an absent latch stays so, silently).
  */
 const char rlock_latch_count_down_body[] =
 LATCH_COUNT_OF_KEYS1
@@ -96,15 +123,30 @@ LATCH_COUNT_OF_KEYS1
 "  redis.call('del', KEYS[5])\n"
 "  return 0\n"
 "end\n"
-"if cur <= 1 then\n"
-"  if cur == 1 then\n"
+LATCH_REFUSE_NOT_LIVE
+"if redis.call('exists', KEYS[5]) == 0 then\n"
+"  if ARGV[1] ~= '1' then return redis.error_reply('RLOCKKIND unmarked') end\n"
+"  redis.call('set', KEYS[5], '1')\n"
+"end\n"
+"if cur == 1 then\n"
 PUBLISH_OR_REFUSE("KEYS[2]", "'0'")
-"  end\n"
 "  redis.call('del', KEYS[1], KEYS[5])\n"
 "  return 0\n"
 "end\n"
 "redis.call('decr', KEYS[1])\n"
 "return redis.call('get', KEYS[1])\n";
+
+/*
+ * latch adopt: keys as set count's.  Marks a count a Redisson client set
+ * (or any positive integer, at the caller's word) as the latch's, so that
+ * roles without the grant count it down; returns 1, or 0 when absent.
+ */
+const char rlock_latch_adopt_body[] =
+LATCH_COUNT_OF_KEYS1
+"if t == 'none' then return 0 end\n"
+LATCH_REFUSE_NOT_LIVE
+"redis.call('set', KEYS[5], '1')\n"
+"return 1\n";
 
 /*
  * Lua, for the semaphore's scripts: KEYS[1] the available permits (a
@@ -121,6 +163,8 @@ PUBLISH_OR_REFUSE("KEYS[2]", "'0'")
  * available.  Counts are kept below 10^15: exact in a Lua number.
  */
 #define SEM_PRELUDE_AS(reclaim, lock, value) \
+	SEM_PRELUDE_GUARDED(reclaim, lock, value, "")
+#define SEM_PRELUDE_GUARDED(reclaim, lock, value, guard) \
 "local t = redis.call('type', KEYS[1])['ok']\n" \
 "if t == 'hash' then return " lock " end\n" \
 "if t ~= 'none' and t ~= 'string' then return " value " end\n" \
@@ -132,6 +176,7 @@ PUBLISH_OR_REFUSE("KEYS[2]", "'0'")
 "  if not string.match(v, '^%-?%d+$') or #v > 15 then return " value " end\n" \
 "  avail = tonumber(v)\n" \
 "end\n" \
+guard \
 "local tm = redis.call('time')\n" \
 "local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n" \
 "if " reclaim " then\n" \
@@ -205,10 +250,22 @@ PUBLISH_OR_REFUSE("KEYS[3]", "avail + gb") \
 "end\n"
 
 /*
+ * Lua (a SEM_PRELUDE_GUARDED guard): a permits key or {N}:timeout that
+ * exists without the semaphore's marker KEYS[m] is refused with refusal,
+ * unless adopt is "1": then it is marked.
+ */
+#define SEM_REFUSE_UNMARKED(m, adopt, refusal) \
+"if (t ~= 'none' or zt ~= 'none') and redis.call('exists', KEYS[" m "]) == 0 then\n" \
+"  if " adopt " ~= '1' then return " refusal " end\n" \
+"  redis.call('set', KEYS[" m "], '1')\n" \
+"end\n"
+
+/*
  * semaphore acquire: KEYS as SEM_PRELUDE, KEYS[4] the latch marker
- * (SEM_REFUSE_LATCH); ARGV[1] permits, ARGV[2] the
+ * (SEM_REFUSE_LATCH), KEYS[5] the semaphore's marker
+ * (SEM_REFUSE_UNMARKED: {2, 'unmarked'}); ARGV[1] permits, ARGV[2] the
  * lease ms, ARGV[3] holder, ARGV[4] the permits the holder's session
- * believes it holds.  Ids of its own that Redis has while the session
+ * believes it holds, ARGV[5] "1" when the caller may adopt.  Ids of its own that Redis has while the session
  * believes it holds none (a release that a failover lost left them there)
  * are given back first, before looking at what is available, so that a
  * session never waits for permits of its own.  When Redis has another
@@ -227,7 +284,8 @@ PUBLISH_OR_REFUSE("KEYS[3]", "avail + gb") \
  */
 const char rlock_sem_acquire_body[] =
 SEM_REFUSE_LATCH("4", "{2, 'latch'}")
-SEM_PRELUDE_AS("true", "{2, 'lock'}", "{2, 'value'}")
+SEM_PRELUDE_GUARDED("true", "{2, 'lock'}", "{2, 'value'}",
+					SEM_REFUSE_UNMARKED("5", "ARGV[5]", "{2, 'unmarked'}"))
 SEM_MINE("ARGV[3]")
 "if #mine > 0 and tonumber(ARGV[4]) == 0 then\n"
 SEM_GIVE_BACK("ARGV[3]", "#mine")
@@ -352,10 +410,12 @@ PUBLISH_OR_REFUSE("KEYS[3]", "after")
 
 /*
  * semaphore available: KEYS as SEM_PRELUDE, KEYS[4] the latch marker.
- * Returns the permits
- * available (expired ones given back first).
+ * Returns the permits available, the permits out whose lease ran out
+ * counted as available; a read: it writes nothing (it neither gives them
+ * back nor deletes a latch's stale marker).
  */
 const char rlock_sem_available_body[] =
-SEM_REFUSE_LATCH("4", "redis.error_reply('RLOCKKIND latch')")
-SEM_PRELUDE("true")
+"if redis.call('exists', KEYS[4], KEYS[1]) == 2 then return redis.error_reply('RLOCKKIND latch') end\n"
+SEM_PRELUDE("false")
+"if zt == 'zset' then avail = avail + redis.call('zcount', KEYS[2], 0, now) end\n"
 "return avail\n";

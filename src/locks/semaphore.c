@@ -45,10 +45,23 @@ sem_script(RedisCmd *cmd, RlockScriptId id, int nkeys, const char *key)
 	rcmd_str(cmd, lockname_derive(key, SEM_CHANNEL));
 }
 
-/* The name is another kind of object (what: "lock", "latch" or "value"). */
+/*
+ * The name is another kind of object (what: "lock", "latch" or "value"),
+ * or a number rlock did not set ("unmarked").
+ */
 static void
 sem_wrong_kind(const LockName *ln, const char *what)
 {
+	if (what != NULL && strncmp(what, "unmarked", 8) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("semaphore \"%s\" was not set through rlock",
+						ln->name),
+				 errdetail("Redis key \"%s\" (or \"%s\") exists without rlock's marker \"%s\": it may be an application's value or a semaphore a Redisson client made, and this role may not take it as a semaphore.",
+						   ln->key, lockname_suffixed(ln->key, "timeout"),
+						   lockname_suffixed(ln->key, SEM_MARKER_SUFFIX)),
+				 errhint("A role allowed to run rlock_semaphore_add_permits adopts it, e.g. SELECT rlock_semaphore_add_permits('%s', 0).",
+						 ln->name)));
 	if (what != NULL && strncmp(what, "latch", 5) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
@@ -112,6 +125,7 @@ typedef struct SemAttempt
 	HoldRequest req;
 	const char *holder;
 	bool		may_wait;		/* the call waits when the permits are out */
+	bool		adopt;			/* may mark a semaphore rlock did not set */
 } SemAttempt;
 
 /*
@@ -127,12 +141,14 @@ sem_try(void *arg, int64 *pttl)
 	RedisCmd	cmd;
 	AcquireResult res;
 
-	sem_script(&cmd, RLOCK_SCRIPT_SEM_ACQUIRE, 4, ln->key);
+	sem_script(&cmd, RLOCK_SCRIPT_SEM_ACQUIRE, 5, ln->key);
 	rcmd_str(&cmd, lockname_suffixed(ln->key, LATCH_MARKER_SUFFIX));
+	rcmd_str(&cmd, lockname_suffixed(ln->key, SEM_MARKER_SUFFIX));
 	rcmd_int(&cmd, a->req.levels);
 	rcmd_int(&cmd, a->req.lease_ms);
 	rcmd_str(&cmd, a->holder);
 	rcmd_int(&cmd, h != NULL ? holds_total(h) : 0);
+	rcmd_int(&cmd, a->adopt ? 1 : 0);
 	res = holds_run_acquire(ln, RLOCK_KIND_SEMAPHORE, &a->req, &cmd);
 
 	switch (res.status)
@@ -180,7 +196,8 @@ sem_try(void *arg, int64 *pttl)
 
 bool
 semaphore_acquire(const LockName *ln, RlockScope scope, int permits,
-				  int64 lease_ms, int64 wait_ms, bool honour_lock_timeout)
+				  int64 lease_ms, int64 wait_ms, bool honour_lock_timeout,
+				  bool adopt)
 {
 	int64		pttl;
 	SemAttempt	attempt;
@@ -190,6 +207,7 @@ semaphore_acquire(const LockName *ln, RlockScope scope, int permits,
 	attempt.req.levels = permits;
 	attempt.ln = ln;
 	attempt.may_wait = (wait_ms != 0);
+	attempt.adopt = adopt;
 	if (sem_try(&attempt, &pttl))
 		return true;
 	if (wait_ms == 0)

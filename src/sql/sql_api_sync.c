@@ -12,19 +12,67 @@
  * may take), a lease below 1 ms, a wait that is negative or longer than a
  * year.
  *
+ * Counting down a latch and taking permits change an object only of their
+ * kind (SPEC.md 5.5): a count or permits key rlock did not set (no marker:
+ * an application's counter, or a Redisson client's object) is refused,
+ * unless the role may adopt it -- a superuser, or a role with EXECUTE on
+ * rlock_latch_adopt (latches) or rlock_semaphore_add_permits (semaphores),
+ * neither granted to PUBLIC -- and then marked as rlock's.
+ *
  * Copyright (c) 2026, rlock developers
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
 #include "fmgr.h"
+#include "miscadmin.h"
+#include "nodes/pg_list.h"
+#include "nodes/value.h"
+#include "parser/parse_func.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 
 #include "holds/holds.h"
 #include "locks/locks.h"
 #include "base/base.h"
 #include "sql/sql.h"
+
+/*
+ * Whether the calling role may run this extension's function proname(text)
+ * or proname(text, integer) (nargs 1 or 2), looked up in the schema of the
+ * function called: superuser, or EXECUTE on it, directly or through a role
+ * (has_function_privilege's rule).
+ */
+static bool
+may_execute(FunctionCallInfo fcinfo, const char *proname, int nargs)
+{
+	Oid			argtypes[2] = {TEXTOID, INT4OID};
+	Oid			nsp;
+	char	   *nspname;
+	Oid			fn;
+
+	if (superuser())
+		return true;
+	if (fcinfo->flinfo == NULL || !OidIsValid(fcinfo->flinfo->fn_oid))
+		return false;
+	nsp = get_func_namespace(fcinfo->flinfo->fn_oid);
+	nspname = get_namespace_name(nsp);
+	if (nspname == NULL)
+		return false;
+	fn = LookupFuncName(list_make2(makeString(nspname),
+								   makeString(pstrdup(proname))),
+						nargs, argtypes, true);
+	if (!OidIsValid(fn))
+		return false;
+	return DatumGetBool(DirectFunctionCall2(has_function_privilege_id,
+											ObjectIdGetDatum(fn),
+											CStringGetTextDatum("EXECUTE")));
+}
 
 static void
 latch_name_arg(FunctionCallInfo fcinfo, int argno, LockName *ln)
@@ -62,7 +110,23 @@ rlock_latch_count_down(PG_FUNCTION_ARGS)
 	LockName	ln;
 
 	latch_name_arg(fcinfo, 0, &ln);
-	PG_RETURN_INT64(latch_count_down(&ln));
+	PG_RETURN_INT64(latch_count_down(&ln,
+									 may_execute(fcinfo, "rlock_latch_adopt", 1)));
+}
+
+/*
+ * Mark a latch's count (a Redisson client's, say) as rlock's, so that
+ * roles without this function's grant may count it down; false when the
+ * latch is absent.
+ */
+PG_FUNCTION_INFO_V1(rlock_latch_adopt);
+Datum
+rlock_latch_adopt(PG_FUNCTION_ARGS)
+{
+	LockName	ln;
+
+	latch_name_arg(fcinfo, 0, &ln);
+	PG_RETURN_BOOL(latch_adopt(&ln));
 }
 
 PG_FUNCTION_INFO_V1(rlock_latch_count);
@@ -225,7 +289,8 @@ sem_acquire_sql(FunctionCallInfo fcinfo, RlockScope scope, bool try)
 		wait = sql_interval_ms(PG_GETARG_INTERVAL_P(3), "wait", "semaphore",
 							   &ln, true);
 	}
-	return semaphore_acquire(&ln, scope, permits, lease, wait, !try);
+	return semaphore_acquire(&ln, scope, permits, lease, wait, !try,
+							 may_execute(fcinfo, "rlock_semaphore_add_permits", 2));
 }
 
 PG_FUNCTION_INFO_V1(rlock_semaphore_acquire);
