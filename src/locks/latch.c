@@ -29,6 +29,8 @@
 
 #include <errno.h>
 
+#include "utils/builtins.h"
+
 #include "redis/redis.h"
 #include "holds/holds.h"
 #include "locks/locks.h"
@@ -60,8 +62,8 @@ latch_wrong_kind(const LockName *ln, const char *reply)
 				 errdetail("Redis key \"%s\" holds a count without rlock's marker \"%s\": it may be an application's counter or a latch a Redisson client set, and this role may not count it down.",
 						   ln->key,
 						   lockname_suffixed(ln->key, LATCH_MARKER_SUFFIX)),
-				 errhint("A role allowed to run rlock_latch_adopt adopts it: SELECT rlock_latch_adopt('%s').",
-						 ln->name)));
+				 errhint("A role allowed to run rlock_latch_adopt adopts it: SELECT rlock_latch_adopt(%s).",
+						 quote_literal_cstr(ln->name))));
 	if (strcmp(found, "lock") == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),

@@ -24,6 +24,8 @@
  */
 #include "postgres.h"
 
+#include "utils/builtins.h"
+
 #include "redis/redis.h"
 #include "holds/holds.h"
 #include "locks/locks.h"
@@ -60,8 +62,8 @@ sem_wrong_kind(const LockName *ln, const char *what)
 				 errdetail("Redis key \"%s\" (or \"%s\") exists without rlock's marker \"%s\": it may be an application's value or a semaphore a Redisson client made, and this role may not take it as a semaphore.",
 						   ln->key, lockname_suffixed(ln->key, "timeout"),
 						   lockname_suffixed(ln->key, SEM_MARKER_SUFFIX)),
-				 errhint("A role allowed to run rlock_semaphore_add_permits adopts it, e.g. SELECT rlock_semaphore_add_permits('%s', 0).",
-						 ln->name)));
+				 errhint("A role allowed to run rlock_semaphore_add_permits adopts it, e.g. SELECT rlock_semaphore_add_permits(%s, 0).",
+						 quote_literal_cstr(ln->name))));
 	if (what != NULL && strncmp(what, "latch", 5) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
