@@ -151,16 +151,19 @@ $plain->safe_psql('postgres', 'CREATE EXTENSION rlock; CREATE ROLE nobody LOGIN'
 foreach my $role (undef, 'nobody')
 {
 	my $who = $role ? 'a plain role' : 'a superuser';
-	($out, $err, $state) = in_new_session($plain,
-		"SELECT rlock_try_acquire('np_lock', '10 seconds')", $role);
+	my $s = $plain->background_psql('postgres', on_error_stop => 0,
+		$role ? (extra_params => [ '-U', $role ]) : ());
+	($out, $err, $state) = RlockTest::run_sql($s,
+		"SELECT rlock_try_acquire('np_lock', '10 seconds')");
 	is($state, '28000', "not preloaded, a password in rlock.redis_url: $who gets SQLSTATE 28000");
 	like($err, qr/ERROR:  .*refuses the password in rlock\.redis_url.*not preloaded/,
 		'... the error says why');
 	like($err, qr/HINT:  .*rlock\.redis_password_file.*shared_preload_libraries/,
 		'... the HINT names rlock.redis_password_file and shared_preload_libraries');
 	unlike($err, qr/\Q$secret\E/, '... and shows no password');
+	is($main->cli('EXISTS', 'np_lock'), '0', '... and no lock was taken');
+	$s->quit;
 }
-is($main->cli('EXISTS', 'np_lock'), '0', 'no lock was taken');
 
 # the password file instead: it works, and no role sees the secret
 RlockTest::set_gucs($plain, 'rlock.redis_url' => $main->url(password => undef),
