@@ -120,7 +120,8 @@ majority_failed(RedlockAttempt *a, ErrorData **why, const bool *silent)
 			if (why[k] != NULL && silent[k] == silent[m] &&
 				why[k]->sqlerrcode == why[m]->sqlerrcode)
 				count++;
-		if (why[m]->hint == NULL || (hint != NULL && strcmp(hint, why[m]->hint) != 0))
+		if (why[m]->hint == NULL ||
+			(hint != NULL && strcmp(hint, why[m]->hint) != 0))
 			alike = false;
 		hint = why[m]->hint;
 		/* a refused connection says more than a silence */
