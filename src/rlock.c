@@ -81,6 +81,8 @@ _PG_init(void)
 	route_init();
 	locks_init();
 	holds_init();
+	/* a password in a URL is refused when not preloaded (SPEC 8) */
+	rlock_preloaded = process_shared_preload_libraries_in_progress;
 
 	if (IsBinaryUpgrade)
 		return;

@@ -119,6 +119,14 @@ extern int	rlock_tls_verify;
 extern int	rlock_publish_mode;
 
 /*
+ * Was rlock loaded by shared_preload_libraries (set in _PG_init)?  Only
+ * then is rlock.redis_url masked everywhere: loaded later by a backend,
+ * the postmaster logs its raw value on reload, and SHOW shows it to every
+ * role until the session's first rlock call.
+ */
+extern bool rlock_preloaded;
+
+/*
  * Text a server sent, safe to show (printable.c): escaped as \xNN where it
  * is not valid text, from its first RLOCK_PRINTABLE_MAX bytes.
  */

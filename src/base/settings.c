@@ -34,3 +34,4 @@ char	   *rlock_tls_key_file = NULL;
 char	   *rlock_tls_server_name = NULL;
 int			rlock_tls_verify = RLOCK_TLS_VERIFY_FULL;
 int			rlock_publish_mode = RLOCK_PUBLISH_AUTO;
+bool		rlock_preloaded = false;

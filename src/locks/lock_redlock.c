@@ -105,6 +105,8 @@ majority_failed(RedlockAttempt *a, ErrorData **why, const bool *silent)
 	int			nfailed = 0;
 	int			best = -1;
 	int			best_count = 0;
+	const char *hint = NULL;	/* the failed masters' own, if all alike */
+	bool		alike = true;
 
 	initStringInfo(&detail);
 	for (int m = 0; m < a->n; m++)
@@ -118,6 +120,10 @@ majority_failed(RedlockAttempt *a, ErrorData **why, const bool *silent)
 			if (why[k] != NULL && silent[k] == silent[m] &&
 				why[k]->sqlerrcode == why[m]->sqlerrcode)
 				count++;
+		if (why[m]->hint == NULL ||
+			(hint != NULL && strcmp(hint, why[m]->hint) != 0))
+			alike = false;
+		hint = why[m]->hint;
 		/* a refused connection says more than a silence */
 		if (!silent[m])
 			count += a->n;
@@ -138,6 +144,8 @@ majority_failed(RedlockAttempt *a, ErrorData **why, const bool *silent)
 			 errmsg("could not acquire Redlock \"%s\": %d of its %d masters failed, no majority can be reached",
 					a->ln->name, nfailed, a->n),
 			 errdetail("%s.", detail.data),
+			 /* the masters' own hint when they all gave the same one */
+			 (alike && hint != NULL) ? errhint("%s", hint) :
 			 errhint("Check the masters of rlock.redlock_urls: their addresses, passwords and database indexes, and that they run.")));
 }
 
@@ -205,6 +213,7 @@ redlock_attempt(RedlockAttempt *a, int64 *pttl)
 	int			nrefusers = 0;
 	AcquireResult other_kind = {0};
 	char	   *error = NULL;
+	int			error_master = -1;
 	int64		elapsed_ms;
 	int64		drift_ms = REDLOCK_DRIFT_MS(a->req.lease_ms);
 	bool		ok;
@@ -246,7 +255,10 @@ redlock_attempt(RedlockAttempt *a, int64 *pttl)
 		if (r->type == RREPLY_ERROR)
 		{
 			if (error == NULL)
+			{
 				error = pnstrdup(r->str, r->len);
+				error_master = m;
+			}
 			continue;
 		}
 		if (!holds_parse_acquire(r, &res))
@@ -304,7 +316,10 @@ redlock_attempt(RedlockAttempt *a, int64 *pttl)
 		e.type = RREPLY_ERROR;
 		e.str = error;
 		e.len = strlen(error);
-		rconn_reply_error(&e, ERROR, a->ln->name);
+		/* naming the master's setting, not rlock.redis_url */
+		rconn_reply_error_of(error_master >= 0 ?
+							 rconn_node(a->conns[error_master]) : NULL,
+							 &e, ERROR, a->ln->name);
 	}
 	if (answered == 0 && nsilent == a->n)
 		majority_failed(a, why, silent);	/* none answered at all */

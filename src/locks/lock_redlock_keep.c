@@ -124,7 +124,8 @@ redlock_settle(const char *const *keys, const int *targets, const int *before,
 			if (r->type == RREPLY_INTEGER && r->integer >= before[i])
 				count[i]++;
 			else if (r->type == RREPLY_ERROR)
-				rconn_reply_error(r, Min(elevel, WARNING), keys[i]);
+				rconn_reply_error_of(rconn_node(conns[m]), r,
+									 Min(elevel, WARNING), keys[i]);
 		}
 	}
 	for (int i = 0; i < n; i++)

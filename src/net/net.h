@@ -50,6 +50,22 @@ typedef enum RedisNodeKind
 								 * (cluster_route.c) */
 } RedisNodeKind;
 
+/*
+ * Which setting a URL (or a node found through it) comes from, so that a
+ * secret goes only where it belongs (SPEC 8): rlock.redis_password_file
+ * and rlock.sentinel_password_file are rlock.redis_url's deployment's (its
+ * master, the nodes of its Cluster, its sentinels), never another
+ * server's.  A URL of no setting (the zero value) gets only its own
+ * credentials.
+ */
+typedef enum RedisUrlOrigin
+{
+	URL_OF_NOTHING = 0,			/* its own credentials only */
+	URL_OF_REDIS_URL,			/* rlock.redis_url's deployment */
+	URL_OF_REDLOCK				/* a master of rlock.redlock_urls (its own
+								 * credentials only) */
+} RedisUrlOrigin;
+
 /* A parsed Redis URL, or one node of a deployment. */
 typedef struct RedisUrl
 {
@@ -61,6 +77,8 @@ typedef struct RedisUrl
 	char		password[256];
 	int			db;
 	char		master_name[256];	/* NODE_SENTINEL_MASTER */
+	RedisUrlOrigin origin;		/* whose setting: whose secrets it gets */
+	int			master;			/* URL_OF_REDLOCK: which master (from 0) */
 } RedisUrl;
 
 /* Sentinels or cluster seeds a URL may name. */

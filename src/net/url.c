@@ -516,6 +516,8 @@ rlock_check_redis_url(char **newval, void **extra, GucSource source)
 		return false;
 	}
 
+	/* its nodes may be sent rlock.redis_password_file's secret */
+	url.origin = URL_OF_REDIS_URL;
 	conf = new_conf(&url, hosts, nhosts, *newval);
 	if (conf == NULL)
 		return false;

@@ -82,12 +82,18 @@ node_key(const RedisUrl *node, RconnRole role, char *buf, size_t size)
 		snprintf(buf, size, "M%d|%s|%s|%d|%d", (int) node->scheme,
 				 node->master_name, node->user, node->db, (int) role);
 	else
-		snprintf(buf, size, "%c%d|%s|%d|%s|%d|%d",
+		snprintf(buf, size, "%c%d|%s|%d|%s|%d|%d|%d",
 				 node->kind == NODE_SENTINEL ? 'S' : 'N', (int) node->scheme,
-				 node->host, node->port, node->user, node->db, (int) role);
+				 node->host, node->port, node->user, node->db, (int) role,
+				 (int) node->origin);
 }
 
-/* The connection of this process to node for role (created, not connected). */
+/*
+ * The connection of this process to node for role (created, not connected).
+ * Nodes of different settings never share one (node_key has the origin):
+ * a socket authenticated with rlock.redis_url's password does not serve a
+ * Redlock master that names the same server without it.
+ */
 RedisConn *
 rconn_get(const RedisUrl *node, RconnRole role)
 {

@@ -178,10 +178,18 @@ rconn_take_role(RedisConn *conn, redisReply *r)
  */
 
 /*
- * The password: the URL's, else the first line of
- * rlock.redis_password_file (for a sentinel: rlock.sentinel_password_file),
- * which others must not be able to read.  A failure names the setting, not
- * its path: the setting is hidden from plain roles, whose calls connect too.
+ * The password: the URL's, else, for a node of rlock.redis_url's
+ * deployment only, the first line of rlock.redis_password_file (for a
+ * sentinel: rlock.sentinel_password_file), which others must not be able
+ * to read.  A master of rlock.redlock_urls gets only the password of its
+ * own URL: a secret goes only where it belongs (SPEC 8).  A failure names
+ * the setting, not its path: the setting is hidden from plain roles, whose
+ * calls connect too.
+ *
+ * Not preloaded, rlock cannot hide a password in a URL (the postmaster
+ * logs the raw value on reload, SHOW shows the placeholder setting to
+ * every role until the session loads rlock): such a password is refused,
+ * never sent.
  */
 static bool
 read_password(RedisConn *conn, char *buf, size_t size)
@@ -199,10 +207,16 @@ read_password(RedisConn *conn, char *buf, size_t size)
 	buf[0] = '\0';
 	if (conn->node.password[0] != '\0')
 	{
+		if (!rlock_preloaded)
+		{
+			rconn_set_failure(conn, RF_UNMASKED, NULL);
+			return false;
+		}
 		strlcpy(buf, conn->node.password, size);
 		return true;
 	}
-	if (path == NULL || path[0] == '\0')
+	if (conn->node.origin != URL_OF_REDIS_URL || path == NULL ||
+		path[0] == '\0')
 		return true;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)

@@ -35,9 +35,9 @@
 #include "redis/redis_int.h"
 #include "base/base.h"
 
-static void rconn_report_failure(RconnFailure failure, const char *addr,
-								 const char *detail, int elevel,
-								 const char *what);
+static void rconn_report_failure(RconnFailure failure, const RedisUrl *node,
+								 const char *addr, const char *detail,
+								 int elevel, const char *what);
 
 /* ----------------------------------------------------------------
  * A connection's failure: kept, read, reported
@@ -95,6 +95,7 @@ rconn_failed_before_sending(RedisConn *conn)
 		case RF_TLS:
 		case RF_NOFD:
 		case RF_CONFIG:
+		case RF_UNMASKED:
 			return true;
 		default:
 			return false;
@@ -105,8 +106,8 @@ rconn_failed_before_sending(RedisConn *conn)
 void
 rconn_report(RedisConn *conn, int elevel, const char *what)
 {
-	rconn_report_failure(conn->failure, conn->addr, conn->errdetail, elevel,
-						 what);
+	rconn_report_failure(conn->failure, &conn->node, conn->addr,
+						 conn->errdetail, elevel, what);
 }
 
 /* ----------------------------------------------------------------
@@ -120,10 +121,35 @@ for_lock(const char *what)
 	return what ? psprintf(" for lock \"%s\"", what) : "";
 }
 
-static void
-rconn_report_failure(RconnFailure failure, const char *addr,
-					 const char *detail, int elevel, const char *what)
+/*
+ * The setting whose URL led to node, as messages name it: a master of
+ * rlock.redlock_urls by its number, else (NULL included) rlock.redis_url.
+ */
+static const char *
+setting_of(const RedisUrl *node)
 {
+	if (node != NULL && node->origin == URL_OF_REDLOCK)
+		return psprintf("master %d of rlock.redlock_urls", node->master + 1);
+	return "rlock.redis_url";
+}
+
+/* Where node's password may be given, for a hint. */
+static const char *
+password_hint(const RedisUrl *node)
+{
+	if (node != NULL && node->origin == URL_OF_REDLOCK)
+		return psprintf("Give the user and password of master %d in its own URL in rlock.redlock_urls: a Redlock master is sent only the credentials of its own URL.",
+						node->master + 1);
+	return "Check the user and password in rlock.redis_url (or rlock.redis_password_file).";
+}
+
+static void
+rconn_report_failure(RconnFailure failure, const RedisUrl *node,
+					 const char *addr, const char *detail, int elevel,
+					 const char *what)
+{
+	const char *setting = setting_of(node);
+
 	stats_count(RLOCK_STAT_REDIS_ERRORS);
 	switch (failure)
 	{
@@ -133,7 +159,8 @@ rconn_report_failure(RconnFailure failure, const char *addr,
 					 errmsg("could not connect to Redis at %s%s",
 							addr, for_lock(what)),
 					 detail[0] ? errdetail_internal("%s", detail) : 0,
-					 errhint("Check that Redis is running and that rlock.redis_url points at it.")));
+					 errhint("Check that Redis is running and that %s points at it.",
+							 setting)));
 			break;
 		case RF_RESOLVE:
 			ereport(elevel,
@@ -141,7 +168,7 @@ rconn_report_failure(RconnFailure failure, const char *addr,
 					 errmsg("could not resolve the Redis host %s%s",
 							addr, for_lock(what)),
 					 detail[0] ? errdetail_internal("%s", detail) : 0,
-					 errhint("Check the host name in rlock.redis_url.")));
+					 errhint("Check the host name in %s.", setting)));
 			break;
 		case RF_CONNECT_TIMEOUT:
 			ereport(elevel,
@@ -150,23 +177,38 @@ rconn_report_failure(RconnFailure failure, const char *addr,
 							addr, for_lock(what)),
 					 errdetail("No connection was established within rlock.connect_timeout (%d ms).",
 							   rconn_connect_timeout_ms()),
-					 errhint("Check that Redis is running and that rlock.redis_url points at it.")));
+					 errhint("Check that Redis is running and that %s points at it.",
+							 setting)));
 			break;
 		case RF_AUTH:
+			/* (NOAUTH: no password was given, as from an error reply) */
 			ereport(elevel,
-					(errcode(ERRCODE_INVALID_PASSWORD),
-					 errmsg("Redis at %s rejected the credentials of rlock.redis_url%s",
-							addr, for_lock(what)),
+					(errcode(strncmp(detail, "NOAUTH", 6) == 0 ?
+							 ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION :
+							 ERRCODE_INVALID_PASSWORD),
+					 errmsg("Redis at %s rejected the credentials of %s%s",
+							addr, setting, for_lock(what)),
 					 errdetail_internal("%s", detail),
-					 errhint("Check the user and password in rlock.redis_url (or rlock.redis_password_file).")));
+					 errhint("%s", password_hint(node))));
 			break;
 		case RF_SELECT:
 			ereport(elevel,
 					(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-					 errmsg("Redis at %s rejected the database number of rlock.redis_url%s",
-							addr, for_lock(what)),
+					 errmsg("Redis at %s rejected the database number of %s%s",
+							addr, setting, for_lock(what)),
 					 errdetail_internal("%s", detail),
-					 errhint("Check the database number at the end of rlock.redis_url.")));
+					 errhint("Check the database number at the end of %s.",
+							 setting)));
+			break;
+		case RF_UNMASKED:
+			ereport(elevel,
+					(errcode(ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION),
+					 errmsg("could not connect to Redis%s: rlock refuses the password in %s, because rlock is not preloaded",
+							for_lock(what), setting),
+					 errdetail("Without shared_preload_libraries rlock cannot hide a password in a URL: the server log shows the setting on reload, and SHOW shows it to every role in a session that has not called rlock yet."),
+					 (node != NULL && node->origin == URL_OF_REDLOCK) ?
+					 errhint("Add rlock to shared_preload_libraries in postgresql.conf and restart the server: then the passwords of rlock.redlock_urls are hidden.") :
+					 errhint("Give the password in rlock.redis_password_file (a file only the server's OS user can read) instead of rlock.redis_url, or add rlock to shared_preload_libraries and restart the server.")));
 			break;
 		case RF_LOST:
 			ereport(elevel,
@@ -174,7 +216,8 @@ rconn_report_failure(RconnFailure failure, const char *addr,
 					 errmsg("lost connection to Redis at %s%s",
 							addr, for_lock(what)),
 					 detail[0] ? errdetail_internal("%s", detail) : 0,
-					 errhint("Check that Redis is running and that rlock.redis_url points at it.")));
+					 errhint("Check that Redis is running and that %s points at it.",
+							 setting)));
 			break;
 		case RF_TIMEOUT:
 			ereport(elevel,
@@ -293,15 +336,15 @@ noperm_quoted(const char *msg, const char *what)
  * in one message.
  */
 static char *
-noperm_hint(const char *msg)
+noperm_hint(const char *msg, const char *setting)
 {
 	char	   *cmd = noperm_quoted(msg, " command");
 	bool		channel,
 				key;
 
 	if (cmd != NULL)
-		return psprintf("Grant the Redis user of rlock.redis_url the command %s, e.g. ACL SETUSER <user> +%s.",
-						cmd, cmd);
+		return psprintf("Grant the Redis user of %s the command %s, e.g. ACL SETUSER <user> +%s.",
+						setting, cmd, cmd);
 	channel = noperm_quoted(msg, " channel") != NULL;
 	key = !channel && noperm_quoted(msg, " key") != NULL;
 	if (!channel && !key)
@@ -310,9 +353,11 @@ noperm_hint(const char *msg)
 		key = !channel && strstr(msg, "key") != NULL;
 	}
 	if (channel)
-		return pstrdup("Grant the Redis user of rlock.redis_url the locks' channels, e.g. ACL SETUSER <user> '&redisson_*' (rlock publishes and subscribes on redisson_lock__channel:{<name>}, redisson_rwlock:{<name>} and the fair lock's per-waiter channels).");
+		return psprintf("Grant the Redis user of %s the locks' channels, e.g. ACL SETUSER <user> '&redisson_*' (rlock publishes and subscribes on redisson_lock__channel:{<name>}, redisson_rwlock:{<name>} and the fair lock's per-waiter channels).",
+						setting);
 	if (key)
-		return pstrdup("Grant the Redis user of rlock.redis_url the locks' keys: the names (with rlock.key_prefix) and the keys derived from them, e.g. ACL SETUSER <user> '~<prefix>*' '~redisson_*' '~{*'.");
+		return psprintf("Grant the Redis user of %s the locks' keys: the names (with rlock.key_prefix) and the keys derived from them, e.g. ACL SETUSER <user> '~<prefix>*' '~redisson_*' '~{*'.",
+						setting);
 	return pstrdup("rlock needs the commands EVAL, EVALSHA, GET, DEL, HMGET, PUBLISH, SUBSCRIBE, UNSUBSCRIBE and PING on the locks' keys and channels.");
 }
 
@@ -323,9 +368,21 @@ noperm_hint(const char *msg)
 void
 rconn_reply_error(RReply *reply, int elevel, const char *what)
 {
+	rconn_reply_error_of(NULL, reply, elevel, what);
+}
+
+/*
+ * The same, for a reply from node (NULL: of rlock.redis_url), whose
+ * setting the messages name.
+ */
+void
+rconn_reply_error_of(const RedisUrl *node, RReply *reply, int elevel,
+					 const char *what)
+{
 	int			sqlstate = ERRCODE_EXTERNAL_ROUTINE_EXCEPTION;
 	const char *msg = "Redis returned an error%s";
 	char	   *hint = NULL;
+	const char *setting = setting_of(node);
 
 	stats_count(RLOCK_STAT_REDIS_ERRORS);
 	if (rconn_reply_is(reply, "WRONGTYPE"))
@@ -342,12 +399,14 @@ rconn_reply_error(RReply *reply, int elevel, const char *what)
 	{
 		sqlstate = ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION;
 		msg = "Redis requires authentication%s";
-		hint = pstrdup("Give the password in rlock.redis_url (redis://[user]:password@host:port/db) or in rlock.redis_password_file.");
+		hint = (node != NULL && node->origin == URL_OF_REDLOCK) ?
+			pstrdup(password_hint(node)) :
+			pstrdup("Give the password in rlock.redis_url (redis://[user]:password@host:port/db) or in rlock.redis_password_file.");
 	}
 	else if (rconn_reply_is(reply, "WRONGPASS"))
 	{
 		sqlstate = ERRCODE_INVALID_PASSWORD;
-		msg = "Redis rejected the credentials of rlock.redis_url%s";
+		msg = psprintf("Redis rejected the credentials of %s%%s", setting);
 	}
 	else if (rconn_reply_is(reply, "NOPERM") ||
 			 /* an ACL refusal inside a script: 6.x, 7.0; 7.2 on */
@@ -355,8 +414,8 @@ rconn_reply_error(RReply *reply, int elevel, const char *what)
 			 strstr(reply->str, "ACL failure in script") != NULL)
 	{
 		sqlstate = ERRCODE_INSUFFICIENT_PRIVILEGE;
-		msg = "the Redis user of rlock.redis_url lacks a permission%s";
-		hint = noperm_hint(reply->str);
+		msg = psprintf("the Redis user of %s lacks a permission%%s", setting);
+		hint = noperm_hint(reply->str, setting);
 	}
 	else if (rconn_reply_is(reply, "OOM"))
 	{
@@ -368,7 +427,7 @@ rconn_reply_error(RReply *reply, int elevel, const char *what)
 	{
 		sqlstate = ERRCODE_READ_ONLY_SQL_TRANSACTION;
 		msg = "Redis is a read-only replica%s";
-		hint = pstrdup("Point rlock.redis_url at the master.");
+		hint = psprintf("Point %s at the master.", setting);
 	}
 	else if (rconn_reply_is(reply, "LOADING") || rconn_reply_is(reply, "BUSY") ||
 			 rconn_reply_is(reply, "MASTERDOWN"))

@@ -271,9 +271,16 @@ take_reply(OpState *os, int slot, redisReply *r)
 	conn->silent = false;		/* its server answers again */
 	if (slot == SLOT_IDENTITY)
 	{
-		take_identity(conn, r);
+		/* a server that wants a password the URL did not give: say so */
+		bool		noauth = r->type == REDIS_REPLY_ERROR && r->str != NULL &&
+			strncmp(r->str, "NOAUTH", 6) == 0;
+
+		if (noauth)
+			rconn_set_failure(conn, RF_AUTH, r->str);
+		else
+			take_identity(conn, r);
 		freeReplyObject(r);
-		return true;
+		return !noauth;
 	}
 	if (slot == SLOT_ROLE)
 	{

@@ -123,7 +123,9 @@ typedef enum RconnFailure
 	RF_CONFIG,					/* a setting rlock needs is unusable */
 	RF_NO_MASTER,				/* the sentinels named no master (detail) */
 	RF_NOT_MASTER,				/* the node located as master is not one */
-	RF_CLUSTER					/* the cluster could not serve (detail) */
+	RF_CLUSTER,					/* the cluster could not serve (detail) */
+	RF_UNMASKED					/* a password in a URL, which rlock cannot
+								 * hide when it is not preloaded */
 } RconnFailure;
 
 
@@ -244,6 +246,8 @@ extern bool rconn_failed_before_sending(RedisConn *conn);
 
 /* Replies and failures (connection_error.c). */
 extern void rconn_reply_error(RReply *reply, int elevel, const char *what);
+extern void rconn_reply_error_of(const RedisUrl *node, RReply *reply,
+								 int elevel, const char *what);
 extern void rconn_unexpected_reply(RReply *reply, const char *what);
 extern bool rconn_reply_is(const RReply *reply, const char *code);
 

@@ -85,6 +85,7 @@ route_run_confirmed(RedisConn *conn, RedisCmd *cmds, int ncmds,
 		memset(&node, 0, sizeof(node));
 		node.scheme = conf->url.scheme;
 		node.kind = NODE_SENTINEL;
+		node.origin = URL_OF_REDIS_URL;	/* rlock.sentinel_password_file */
 		strlcpy(node.host, conf->hosts[i].host, sizeof(node.host));
 		node.port = conf->hosts[i].port;
 		ops[i + 1].conn = rconn_get(&node, RCONN_SUBSCRIBER);

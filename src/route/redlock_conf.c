@@ -315,6 +315,9 @@ rlock_check_redlock_urls(char **newval, void **extra, GucSource source)
 								n + 1, err);
 			return refuse(NULL);
 		}
+		/* it gets the credentials of its own URL, nobody else's */
+		masters[n].origin = URL_OF_REDLOCK;
+		masters[n].master = n;
 		if (n > 0)
 		{
 			appendStringInfoChar(&full, ',');

@@ -282,6 +282,7 @@ ask_sentinel(const RedisUrlConf *conf, int i, TimestampTz cap, char *host,
 	memset(&node, 0, sizeof(node));
 	node.scheme = conf->url.scheme;
 	node.kind = NODE_SENTINEL;
+	node.origin = URL_OF_REDIS_URL;	/* rlock.sentinel_password_file */
 	strlcpy(node.host, conf->hosts[i].host, sizeof(node.host));
 	node.port = conf->hosts[i].port;
 	s = rconn_get(&node, RCONN_COMMANDS);
