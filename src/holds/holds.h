@@ -19,6 +19,7 @@
  *	  holds_cleanup.c	clean-ups an ERROR left; the callbacks' hook
  *	  holds_lost.c		the transaction-level losses COMMIT must refuse
  *	  holds_table.c		the session's table of holds (no Redis I/O)
+ *	  holds_quota.c		the per-session caps of roles not superusers
  *	  holds_batch.c		many holds told to Redis in one round trip
  *	  holds_acquire.c	one acquisition: the script, WAIT, the undo
  *	  holds_release.c	one release and its warnings
