@@ -241,7 +241,15 @@ _PG_init(void)
 							"Most semaphore permits, of all semaphores together, one session of a role that is not a superuser holds at once.",
 							NULL,
 							&rlock_max_permits_per_session,
-							1000, 0, INT_MAX,
+							100, 0, INT_MAX,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("rlock.max_read_holds_per_lock",
+							"Most read holds of one read/write lock, re-entries included, one session of a role that is not a superuser holds at once.",
+							NULL,
+							&rlock_max_read_holds_per_lock,
+							100, 0, INT_MAX,
 							PGC_SUSET,
 							0,
 							NULL, NULL, NULL);

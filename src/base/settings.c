@@ -37,7 +37,8 @@ int			rlock_publish_mode = RLOCK_PUBLISH_AUTO;
 
 /* the per-session caps of a role that is not a superuser (SPEC 8) */
 int			rlock_max_locks_per_session = -1;
-int			rlock_max_permits_per_session = 1000;
+int			rlock_max_permits_per_session = 100;
+int			rlock_max_read_holds_per_lock = 100;
 int			rlock_max_owner_holds_per_session = 100;
 int			rlock_max_owner_lease_s = 24 * 3600;
 int			rlock_superuser_reserved_locks = 50;

@@ -4,7 +4,9 @@
  *	  The per-session caps of a role that is not a superuser (SPEC.md
  *	  section 8): the locks a session holds at once
  *	  (rlock.max_locks_per_session), the semaphore permits it holds
- *	  (rlock.max_permits_per_session), and the holds it takes for owner
+ *	  (rlock.max_permits_per_session), its read holds of one lock,
+ *	  re-entries included (rlock.max_read_holds_per_lock), and the holds it
+ *	  takes for owner
  *	  tokens (rlock.max_owner_holds_per_session, each with a lease of at most
  *	  rlock.max_owner_lease).  So no role fills the shared registry, and no
  *	  role makes one Redis script slow for everyone: a semaphore's scripts
@@ -138,8 +140,9 @@ check_names(const LockName *lns, int n, RlockKind kind)
 				 errhint("Release some of this session's locks, or ask a superuser to raise rlock.max_locks_per_session.")));
 }
 
-static void
-check_permits(const LockName *ln, int levels)
+/* The holds this session has of kind, re-entries included. */
+static int64
+holds_of_kind(RlockKind kind)
 {
 	int64		held = 0;
 
@@ -151,10 +154,18 @@ check_permits(const LockName *ln, int levels)
 		hash_seq_init(&seq, holds_table);
 		while ((h = hash_seq_search(&seq)) != NULL)
 		{
-			if (h->kind == RLOCK_KIND_SEMAPHORE)
+			if (h->kind == kind)
 				held += holds_total(h);
 		}
 	}
+	return held;
+}
+
+static void
+check_permits(const LockName *ln, int levels)
+{
+	int64		held = holds_of_kind(RLOCK_KIND_SEMAPHORE);
+
 	if (held + levels > rlock_max_permits_per_session)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
@@ -163,6 +174,29 @@ check_permits(const LockName *ln, int levels)
 				 errdetail("This session holds %lld permits, and rlock.max_permits_per_session allows %d in all.",
 						   (long long) held, rlock_max_permits_per_session),
 				 errhint("Give back some of this session's permits, or ask a superuser to raise rlock.max_permits_per_session.")));
+}
+
+/*
+ * Read holds of one lock, re-entries included: each has a timeout key of
+ * its own in Redis, which every script on that read/write lock reads.
+ */
+static void
+check_reads(const LockName *lns, int n)
+{
+	for (int i = 0; i < n; i++)
+	{
+		HeldLock   *h = holds_find(lns[i].key, RLOCK_KIND_READ);
+		int			held = h != NULL ? holds_total(h) : 0;
+
+		if (held + 1 > rlock_max_read_holds_per_lock)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("too many read holds of read lock \"%s\" held by this session",
+							lns[i].name),
+					 errdetail("This session holds it %d times, and rlock.max_read_holds_per_lock allows %d.",
+							   held, rlock_max_read_holds_per_lock),
+					 errhint("Release it first, or ask a superuser to raise rlock.max_read_holds_per_lock.")));
+	}
 }
 
 static void
@@ -210,6 +244,8 @@ holds_quota_check(const LockName *lns, int n, RlockKind kind,
 	check_names(lns, n, kind);
 	if (kind == RLOCK_KIND_SEMAPHORE)
 		check_permits(lns, req->levels * n);
+	if (kind == RLOCK_KIND_READ)
+		check_reads(lns, n);
 }
 
 /* A hold for an owner token was granted: count it until its lease ends. */

@@ -3,7 +3,8 @@
 # No role can deny service to the others (SPEC 8; issue 40, finding 6).  A
 # session of a role that is not a superuser holds at most
 # rlock.max_locks_per_session locks, rlock.max_permits_per_session
-# semaphore permits and rlock.max_owner_holds_per_session holds for owner
+# semaphore permits, rlock.max_read_holds_per_lock read holds of one lock
+# (re-entries included) and rlock.max_owner_holds_per_session holds for owner
 # tokens (each with a lease of at most rlock.max_owner_lease): past a cap an
 # acquisition fails with 53400 before its round trip, and nothing is left in
 # Redis or the registry.  rlock.superuser_reserved_locks entries of the
@@ -25,6 +26,7 @@ my $node = RlockTest::new_node('quotas', $redis,
 	  . "rlock.superuser_reserved_locks = 4\n"
 	  . "rlock.max_locks_per_session = 10\n"
 	  . "rlock.max_permits_per_session = 20\n"
+	  . "rlock.max_read_holds_per_lock = 6\n"
 	  . "rlock.max_owner_holds_per_session = 5\n"
 	  . "rlock.max_owner_lease = '1h'\n");
 $node->safe_psql('postgres', 'CREATE ROLE plain LOGIN');
@@ -111,6 +113,24 @@ $node->safe_psql('postgres', "SELECT rlock_semaphore_set_permits('q_sem2', 10)")
 	"SELECT rlock_semaphore_try_acquire('q_sem2', 1)");
 is($state, '53400', 'the cap counts the permits of all semaphores together');
 is($redis->cli('EXISTS', '{q_sem2}:timeout'), '0', 'nothing taken of the other');
+RlockTest::run_sql($a, 'SELECT rlock_release_all()');
+
+# --- read holds, re-entries included ---------------------------------------
+
+($out, $err, $state) = RlockTest::run_sql($a,
+	"SELECT count(rlock_read_acquire('q_re')) FROM generate_series(1, 6)");
+is($state, '00000', 'a plain role takes a read lock 6 times (rlock.max_read_holds_per_lock)') or diag($err);
+($out, $err, $state) = RlockTest::run_sql($a, "SELECT rlock_read_acquire('q_re')");
+is($state, '53400', 'a 7th read hold of the same lock is refused');
+like($err, qr/too many read holds of read lock "q_re" held by this session/,
+	'the error names the lock');
+like($err, qr/rlock\.max_read_holds_per_lock allows 6/, 'and the setting');
+($out, $err, $state) = RlockTest::run_sql($a, "SELECT rlock_read_acquire('q_re2')");
+is($state, '00000', 'another read lock is still taken: the cap is per lock') or diag($err);
+is($redis->cli('HGET', 'q_re', RlockTest::holder_of($a)), '6',
+	'Redis counts 6 read holds');
+is(scalar(my @re = split /,/, keys_like('{q_re}:*rwlock_timeout*')), 6,
+	'with 6 timeout keys, no more');
 RlockTest::run_sql($a, 'SELECT rlock_release_all()');
 
 # --- holds for owner tokens ----------------------------------------------
