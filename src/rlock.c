@@ -261,6 +261,14 @@ _PG_init(void)
 							PGC_SUSET,
 							0,
 							NULL, NULL, NULL);
+	DefineCustomIntVariable("rlock.max_owner_holds_per_lock",
+							"Most read holds for owner tokens one read/write lock takes from roles that are not superusers.",
+							"Counted in Redis, whichever sessions took them.",
+							&rlock_max_owner_holds_per_lock,
+							1000, 1, INT_MAX,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
 	DefineCustomIntVariable("rlock.max_owner_lease",
 							"Longest lease of a hold taken for an owner token by a role that is not a superuser.",
 							NULL,

@@ -121,6 +121,7 @@ extern int	rlock_max_locks_per_session;	/* -1: a tenth of max_locks */
 extern int	rlock_max_permits_per_session;
 extern int	rlock_max_read_holds_per_lock;
 extern int	rlock_max_owner_holds_per_session;
+extern int	rlock_max_owner_holds_per_lock;
 extern int	rlock_max_owner_lease_s;
 extern int	rlock_superuser_reserved_locks;
 

@@ -40,5 +40,6 @@ int			rlock_max_locks_per_session = -1;
 int			rlock_max_permits_per_session = 100;
 int			rlock_max_read_holds_per_lock = 100;
 int			rlock_max_owner_holds_per_session = 100;
+int			rlock_max_owner_holds_per_lock = 1000;
 int			rlock_max_owner_lease_s = 24 * 3600;
 int			rlock_superuser_reserved_locks = 50;

@@ -376,6 +376,9 @@ extern void holds_end_elsewhere(HeldLock *h, const HoldRequest *req,
 /* holds_cleanup.c */
 extern void holds_on_abort(HoldsCleanupFn fn);
 
+/* holds_quota.c: the read acquire script's bound on owner tokens' holds */
+extern int	holds_quota_owner_holds_per_lock(const HoldRequest *req);
+
 /* holds_xact.c */
 extern void holds_init(void);
 extern void holds_install_hooks(void);

@@ -292,3 +292,19 @@ holds_quota_owner_released(const char *key, RlockKind kind)
 	if (found >= 0)
 		owner_holds[found] = owner_holds[--n_owner_holds];
 }
+
+/*
+ * The bound a read acquisition for an owner token puts on the read holds
+ * of the lock's owner tokens in all (the read acquire script's ARGV[4]):
+ * rlock.max_owner_holds_per_lock for a role that is not a superuser, 0 (no
+ * bound) for a superuser and for a session's own holds.  Those a session
+ * takes count against its own caps, but owner tokens' holds outlive their
+ * session: this bounds them on the lock, however many sessions took them.
+ */
+int
+holds_quota_owner_holds_per_lock(const HoldRequest *req)
+{
+	if (req->track || superuser())
+		return 0;
+	return rlock_max_owner_holds_per_lock;
+}

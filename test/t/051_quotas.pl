@@ -5,7 +5,9 @@
 # rlock.max_locks_per_session locks, rlock.max_permits_per_session
 # semaphore permits, rlock.max_read_holds_per_lock read holds of one lock
 # (re-entries included) and rlock.max_owner_holds_per_session holds for owner
-# tokens (each with a lease of at most rlock.max_owner_lease): past a cap an
+# tokens (each with a lease of at most rlock.max_owner_lease; a read lock
+# takes at most rlock.max_owner_holds_per_lock of those, whichever sessions
+# took them): past a cap an
 # acquisition fails with 53400 before its round trip, and nothing is left in
 # Redis or the registry.  rlock.superuser_reserved_locks entries of the
 # registry are kept for superusers, so that plain roles filling it do not
@@ -28,6 +30,7 @@ my $node = RlockTest::new_node('quotas', $redis,
 	  . "rlock.max_permits_per_session = 20\n"
 	  . "rlock.max_read_holds_per_lock = 6\n"
 	  . "rlock.max_owner_holds_per_session = 5\n"
+	  . "rlock.max_owner_holds_per_lock = 7\n"
 	  . "rlock.max_owner_lease = '1h'\n");
 $node->safe_psql('postgres', 'CREATE ROLE plain LOGIN');
 
@@ -158,6 +161,20 @@ is("$out/$state", 't/00000', 'one is released with its token');
 	"SELECT rlock_read_acquire('q_own', '10 min', owner => 'sekrit_t')");
 is($state, '00000', 'then one more may be taken') or diag($err);
 my $b = plain_session();
+($out, $err, $state) = RlockTest::run_sql($b,
+	"SELECT rlock_read_acquire('q_own', '10 min', owner => 'sekrit_u'), rlock_read_acquire('q_own', '10 min', owner => 'sekrit_t')");
+is($state, '00000', 'another session takes 2 more for owner tokens (7 on the lock)')
+  or diag($err);
+($out, $err, $state) = RlockTest::run_sql($b,
+	"SELECT rlock_read_acquire('q_own', '10 min', owner => 'sekrit_v')");
+is($state, '53400', 'an 8th on the lock is refused, whichever session asks');
+like($err, qr/read lock "q_own" has too many holds for owner tokens/, 'the error names the lock');
+like($err, qr/It has 7 read holds for owner tokens, and rlock\.max_owner_holds_per_lock allows 7/,
+	'and the setting');
+is($redis->cli('HLEN', 'q_own'), '3', 'nothing of it is in Redis (mode and two tokens)');
+$node->safe_psql('postgres',
+	"SELECT rlock_read_acquire('q_own', '10 min', owner => 'sekrit_v')");
+is($redis->cli('HLEN', 'q_own'), '4', 'a superuser is not bound by it');
 ($out, $err, $state) = RlockTest::run_sql($b,
 	"SELECT rlock_read_acquire('q_own2', '2 hours', owner => 'sekrit_t')");
 is($state, '53400', 'a lease longer than rlock.max_owner_lease is refused');
