@@ -226,6 +226,69 @@ _PG_init(void)
 							 NULL, NULL, NULL);
 
 	/*
+	 * Per-session caps (SPEC 8): what one session of a role that is not a
+	 * superuser may hold, so that no role fills the registry or makes one
+	 * Redis script slow for everyone.  Superusers set them, and are not
+	 * bound by them.
+	 */
+	DefineCustomIntVariable("rlock.max_locks_per_session",
+							"Most locks (names, per kind) one session of a role that is not a superuser holds at once.",
+							"-1: a tenth of rlock.max_locks.",
+							&rlock_max_locks_per_session,
+							-1, -1, RLOCK_MAX_LOCKS_LIMIT,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("rlock.max_permits_per_session",
+							"Most semaphore permits, of all semaphores together, one session of a role that is not a superuser holds at once.",
+							NULL,
+							&rlock_max_permits_per_session,
+							100, 0, INT_MAX,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("rlock.max_read_holds_per_lock",
+							"Most read holds of one read/write lock, re-entries included, one session of a role that is not a superuser holds at once.",
+							NULL,
+							&rlock_max_read_holds_per_lock,
+							100, 0, INT_MAX,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("rlock.max_owner_holds_per_session",
+							"Most holds taken for owner tokens by one session of a role that is not a superuser, until they are released by it or their lease runs out.",
+							NULL,
+							&rlock_max_owner_holds_per_session,
+							100, 0, INT_MAX,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("rlock.max_owner_holds_per_lock",
+							"Most read holds for owner tokens one read/write lock takes from roles that are not superusers.",
+							"Counted in Redis, whichever sessions took them.",
+							&rlock_max_owner_holds_per_lock,
+							1000, 1, INT_MAX,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("rlock.max_owner_lease",
+							"Longest lease of a hold taken for an owner token by a role that is not a superuser.",
+							NULL,
+							&rlock_max_owner_lease_s,
+							24 * 3600, 1, (int) (RLOCK_MAX_INTERVAL_MS / 1000),
+							PGC_SUSET,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("rlock.superuser_reserved_locks",
+							"Entries of the registry of held locks (rlock.max_locks) only superusers may take.",
+							"At most half of rlock.max_locks counts.",
+							&rlock_superuser_reserved_locks,
+							50, 0, RLOCK_MAX_LOCKS_LIMIT,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	/*
 	 * The registry's size is fixed when shared memory is created; a
 	 * PGC_POSTMASTER setting cannot be defined once the server runs, so it
 	 * exists only when rlock is preloaded (as the registry does).

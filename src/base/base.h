@@ -117,6 +117,13 @@ extern char *rlock_tls_key_file;
 extern char *rlock_tls_server_name;
 extern int	rlock_tls_verify;
 extern int	rlock_publish_mode;
+extern int	rlock_max_locks_per_session;	/* -1: a tenth of max_locks */
+extern int	rlock_max_permits_per_session;
+extern int	rlock_max_read_holds_per_lock;
+extern int	rlock_max_owner_holds_per_session;
+extern int	rlock_max_owner_holds_per_lock;
+extern int	rlock_max_owner_lease_s;
+extern int	rlock_superuser_reserved_locks;
 
 /*
  * Was rlock loaded by shared_preload_libraries (set in _PG_init)?  Only

@@ -35,3 +35,12 @@ char	   *rlock_tls_server_name = NULL;
 int			rlock_tls_verify = RLOCK_TLS_VERIFY_FULL;
 int			rlock_publish_mode = RLOCK_PUBLISH_AUTO;
 bool		rlock_preloaded = false;
+
+/* the per-session caps of a role that is not a superuser (SPEC 8) */
+int			rlock_max_locks_per_session = -1;
+int			rlock_max_permits_per_session = 100;
+int			rlock_max_read_holds_per_lock = 100;
+int			rlock_max_owner_holds_per_session = 100;
+int			rlock_max_owner_holds_per_lock = 1000;
+int			rlock_max_owner_lease_s = 24 * 3600;
+int			rlock_superuser_reserved_locks = 50;

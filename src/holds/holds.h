@@ -19,6 +19,7 @@
  *	  holds_cleanup.c	clean-ups an ERROR left; the callbacks' hook
  *	  holds_lost.c		the transaction-level losses COMMIT must refuse
  *	  holds_table.c		the session's table of holds (no Redis I/O)
+ *	  holds_quota.c		the per-session caps of roles not superusers
  *	  holds_batch.c		many holds told to Redis in one round trip
  *	  holds_acquire.c	one acquisition: the script, WAIT, the undo
  *	  holds_release.c	one release and its warnings
@@ -374,6 +375,9 @@ extern void holds_end_elsewhere(HeldLock *h, const HoldRequest *req,
 
 /* holds_cleanup.c */
 extern void holds_on_abort(HoldsCleanupFn fn);
+
+/* holds_quota.c: the read acquire script's bound on owner tokens' holds */
+extern int	holds_quota_owner_holds_per_lock(const HoldRequest *req);
 
 /* holds_xact.c */
 extern void holds_init(void);

@@ -141,6 +141,8 @@ holds_run_acquire(const LockName *ln, RlockKind kind, HoldRequest *req,
 	int64		acked = -1;
 	char	   *ack_error = NULL;
 
+	/* a session past one of its caps sends nothing (holds_quota.c) */
+	holds_quota_check(ln, 1, kind, req);
 	if (req->track)
 	{
 		h = holds_enter(ln->key, kind);
@@ -186,6 +188,8 @@ holds_run_acquire(const LockName *ln, RlockKind kind, HoldRequest *req,
 	{
 		if (h)
 			holds_add(h, req, (int) res.value, ln->name);
+		else
+			holds_quota_owner_taken(ln->key, kind, req);
 		stats_count(RLOCK_STAT_ACQUISITIONS);
 	}
 	else if (h)
@@ -244,8 +248,10 @@ holds_prepare_acquire(const LockName *ln, RlockKind kind, RlockScope scope,
 HeldLock *
 holds_begin_elsewhere(const LockName *ln, RlockKind kind, HoldRequest *req)
 {
-	HeldLock   *h = holds_enter(ln->key, kind);
+	HeldLock   *h;
 
+	holds_quota_check(ln, 1, kind, req);
+	h = holds_enter(ln->key, kind);
 	holds_set_uncertain(h, true);
 	req->sent_at = GetCurrentTimestamp();
 	return h;

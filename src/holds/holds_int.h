@@ -12,6 +12,7 @@
  *	  holds_cleanup.c	 clean-ups an ERROR left, and the hook that puts the
  *						 end-of-holds callbacks in place on first use
  *	  holds_table.c		 the table: find, enter, count, forget (no I/O)
+ *	  holds_quota.c		 the per-session caps, asked before a round trip
  *	  holds_batch.c		 many holds told to Redis in one round trip
  *	  holds_acquire.c	 one acquisition (beside holds_release.c)
  *	  holds_release.c	 one release
@@ -82,6 +83,13 @@ holds_any_xact(void)
 	return holds_table != NULL && holds_n_with_xact > 0;
 }
 
+/* holds_quota.c */
+extern void holds_quota_check(const LockName *lns, int n, RlockKind kind,
+							  const HoldRequest *req);
+extern void holds_quota_owner_taken(const char *key, RlockKind kind,
+									const HoldRequest *req);
+extern void holds_quota_owner_released(const char *key, RlockKind kind);
+
 /* holds_batch.c */
 extern BatchItem *holds_batch_items(void);
 extern void holds_batch_add(BatchItem *items, int *n, HeldLock *h, int levels,
@@ -104,6 +112,8 @@ extern void registry_remove(const char *key, RlockKind kind);
 extern void registry_releasing(const char *key, RlockKind kind,
 							   int remaining);
 extern void registry_remove_backend(void);
+extern void registry_set_superuser(bool superuser);
+extern long registry_limit(bool superuser);
 extern bool registry_is_lost(const char *key, RlockKind kind);
 
 /* Of the kinds, the table and acquisitions, used inside this folder only. */

@@ -140,6 +140,7 @@ holds_release(const LockName *ln, RlockKind kind, const char *owner)
 		if (r->type != RREPLY_INTEGER)
 			rconn_unexpected_reply(r, ln->name);
 		route_defer_del(conn, latch);
+		holds_quota_owner_released(ln->key, kind);
 		stats_count(RLOCK_STAT_RELEASES);
 		return true;
 	}

@@ -123,6 +123,9 @@ holds_run_acquire_set(const LockName *lns, int n, RlockKind kind,
 	int64		acked = -1;
 	char	   *ack_error = NULL;
 
+	/* a session past one of its caps sends nothing (holds_quota.c) */
+	holds_quota_check(lns, n, kind, req);
+
 	/*
 	 * With replicas, WAIT behind the scripts: once on one Redis (it counts
 	 * every write before it on the connection), behind each script in a

@@ -432,8 +432,9 @@ holds_registry_full(const char *name)
 	ereport(ERROR,
 			(errcode(ERRCODE_OUT_OF_MEMORY),
 			 errmsg("out of shared memory for lock \"%s\"", name),
-			 errdetail("The rlock registry has room for %d held locks.",
-					   rlock_max_locks),
+			 errdetail("The rlock registry has room for %d held locks, %ld of them reserved for superusers (rlock.superuser_reserved_locks).",
+					   rlock_max_locks,
+					   rlock_max_locks - registry_limit(false)),
 			 errhint("You might need to increase rlock.max_locks.")));
 }
 

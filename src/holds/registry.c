@@ -142,6 +142,35 @@ registry_shmem_size(void)
 }
 
 /*
+ * Whether this backend's acquisitions may use the entries reserved for
+ * superusers: set before each acquisition (holds_quota.c), where the
+ * catalog may be read; registry_sync, which may run where it may not,
+ * only looks at it.
+ */
+static bool registry_superuser = false;
+
+void
+registry_set_superuser(bool superuser)
+{
+	registry_superuser = superuser;
+}
+
+/*
+ * Held locks the registry takes for a superuser, or for others: all but
+ * rlock.superuser_reserved_locks (at most half of them), as
+ * superuser_reserved_connections keeps connections, so that a role that
+ * fills the registry cannot lock superusers out (SPEC 8).
+ */
+long
+registry_limit(bool superuser)
+{
+	if (superuser)
+		return rlock_max_locks;
+	return rlock_max_locks - Min(rlock_superuser_reserved_locks,
+								 rlock_max_locks / 2);
+}
+
+/*
  * Is there room for one more held lock (the caller holds the registry's
  * lock)?  rlock.max_locks counts held locks, not lost ones: those are
  * counted only when the registry is that full, which is rare.
@@ -150,10 +179,11 @@ static bool
 registry_has_room(void)
 {
 	long		n = hash_get_num_entries(registry_hash);
+	long		limit = registry_limit(registry_superuser);
 	HASH_SEQ_STATUS seq;
 	RegistryEntry *e;
 
-	if (n < rlock_max_locks)
+	if (n < limit)
 		return true;
 	if (n >= registry_capacity())
 		return false;
@@ -164,7 +194,7 @@ registry_has_room(void)
 			e->session_count + e->xact_count == 0)
 			n--;
 	}
-	return n < rlock_max_locks;
+	return n < limit;
 }
 
 static void

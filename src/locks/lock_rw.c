@@ -113,6 +113,8 @@ rw_try(void *arg, int64 *pttl)
 	rcmd_int(&cmd, a->req.lease_ms);
 	rcmd_str(&cmd, lockname_holder_field(a->kind, a->holder));
 	rcmd_str(&cmd, lockname_holder_field(other, a->holder));
+	if (a->kind == RLOCK_KIND_READ)
+		rcmd_int(&cmd, holds_quota_owner_holds_per_lock(&a->req));
 	res = holds_run_acquire(ln, a->kind, &a->req, &cmd);
 
 	if (res.status == 1)
@@ -124,6 +126,15 @@ rw_try(void *arg, int64 *pttl)
 	}
 	if (res.status == 3)
 		upgrade_error(ln);
+	if (res.status == 4)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("read lock \"%s\" has too many holds for owner tokens",
+						ln->name),
+				 errdetail("It has %lld read holds for owner tokens, and rlock.max_owner_holds_per_lock allows %d.",
+						   (long long) res.value,
+						   rlock_max_owner_holds_per_lock),
+				 errhint("Release some of them with their owner tokens, or ask a superuser to raise rlock.max_owner_holds_per_lock.")));
 	fair = (res.word != NULL && strcmp(res.word, "fair") == 0);
 	ereport(ERROR,
 			(errcode(ERRCODE_WRONG_OBJECT_TYPE),

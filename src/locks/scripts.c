@@ -145,8 +145,10 @@ REFUSE_RW_KEYS1
  * channel, KEYS[3] read/write channel, KEYS[4] fair queue, KEYS[5] unlock
  * latch; ARGV[1] release message, ARGV[2] latch TTL ms.  Wakes the waiters
  * of the kind it was: "1" on the read/write channel, or the exclusive
- * channel and the fair queue's head.  Returns 1 when something was
- * deleted.  Deletes only a lock: refuses (WRONGTYPE) a key that is not a
+ * channel and the fair queue's head.  A read/write lock's read holds'
+ * timeout keys ({N}:<holder>:rwlock_timeout:<k>) go with it (up to a
+ * count no rlock session reaches; any beyond expire with their lease).
+ * Returns 1 when something was deleted.  Deletes only a lock: refuses (WRONGTYPE) a key that is not a
  * hash, and ("RLOCKNOTLOCK <why>") a hash without an expiry (every lock
  * has one) or with a field that is not a holder's hold count ("<id>:...",
  * a positive integer; "mode" aside): an application's hash in the lock
@@ -180,6 +182,14 @@ static const char force_release_body[] =
 "local rw = redis.call('hexists', KEYS[1], 'mode') == 1\n"
 "redis.call('del', KEYS[1])\n"
 "if rw then\n"
+RW_TIMEOUT_BASE
+"  for i = 1, #f, 2 do\n"
+"    if f[i] ~= 'mode' and string.sub(f[i], -6) ~= ':write' then\n"
+"      for k = 1, math.min(tonumber(f[i + 1]), 100000) do\n"
+"        redis.call('del', base .. ':' .. f[i] .. ':rwlock_timeout:' .. k)\n"
+"      end\n"
+"    end\n"
+"  end\n"
 "  redis.call('publish', KEYS[3], '1')\n"
 "else\n"
 "  redis.call('publish', KEYS[2], ARGV[1])\n"

@@ -67,6 +67,10 @@
  * field), ARGV[3] "<holder>:write".  Many readers share the lock; a writer
  * may also read (downgrade).  Each read hold k gets a timeout key with its
  * own lease, and the lock's TTL is at least the longest of them.
+ * ARGV[4] (optional, > 0) bounds the read holds owner tokens' fields
+ * ("rlock-owner:...") have in all: at that many, one more for an owner
+ * token is refused, {4, their holds}, before anything is written (SPEC 8:
+ * every read script on the lock reads each hold's timeout key).
  * Returns {1, count}, {0, pttl} when a writer holds it, {2, kind} when the
  * name is an exclusive or a fair lock.  A hash with a "mode" that is not a
  * read/write lock's (another mode, no expiry, a field that is not a
@@ -80,16 +84,20 @@ FAIR_QUEUE_OF_KEYS1
 "  local bad = (mode ~= 'read' and mode ~= 'write') or redis.call('pttl', KEYS[1]) < 0\n"
 "  local kv = redis.call('hgetall', KEYS[1])\n"
 "  local holders = 0\n"
+"  local owned = 0\n"
 "  for i = 1, #kv, 2 do\n"
 "    if kv[i] ~= 'mode' then\n"
 "      local c = tonumber(kv[i + 1])\n"
 "      if not string.find(kv[i], ':', 1, true) or not c or c < 1 or c ~= math.floor(c) then bad = true end\n"
 "      holders = holders + 1\n"
+"      if c and string.sub(kv[i], 1, 12) == 'rlock-owner:' then owned = owned + c end\n"
 "    end\n"
 "  end\n"
 "  if bad or holders == 0 then\n"
 "    return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')\n"
 "  end\n"
+"  local cap = tonumber(ARGV[4] or '0') or 0\n"
+"  if cap > 0 and owned >= cap then return {4, owned} end\n"
 "end\n"
 "if mode == false then\n"
 "  if redis.call('exists', KEYS[1]) == 1 or redis.call('exists', fairq) == 1 then\n"
