@@ -22,9 +22,10 @@
  *	  reconciled, by one idempotent script that lowers Redis's count to ours,
  *	  at abort or before the next rlock call, whichever comes first
  *	  (holds_batch.c).
- *	- Commit, rollback, rollback to savepoint and backend exit release what
- *	  they end, and reconcile every uncertain entry, all names in one
- *	  pipelined round trip (holds_xact.c).  They run with interrupts held and
+ *	- Commit, rollback and backend exit release what they end, and
+ *	  reconcile every uncertain entry, all names in one pipelined round
+ *	  trip (holds_xact.c); rollback to a savepoint does no I/O: it leaves
+ *	  the entries whose holds it ended uncertain.  They run with interrupts held and
  *	  must not fail, so problems are reported as WARNINGs, the entries stay
  *	  uncertain, and leases are the backstop.
  *	- A release Redis answers with an error reply did not happen: the hold

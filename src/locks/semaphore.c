@@ -265,5 +265,7 @@ semaphore_add_permits(const LockName *ln, int permits)
 int64
 semaphore_available(const LockName *ln)
 {
+	/* (what a rollback to a savepoint gave back counts: settle it first) */
+	holds_settle();
 	return sem_run(ln, RLOCK_SCRIPT_SEM_AVAILABLE, false, 0);
 }
