@@ -124,6 +124,22 @@ listen_on(RedisConn *sub, const char *channel, const char *name,
 }
 
 /*
+ * The queue a wait takes its turn in (waitqueue.c): its channel, and for a
+ * wait whose messages come from another server than the backend's (a
+ * Redlock master, foreign) that server too.  A plain lock and a Redlock of
+ * one name share the channel's name but not its messages: in one queue, a
+ * waiter of one would wait for its turn behind a waiter of the other, whose
+ * release messages it never sees.
+ */
+static char *
+queue_name(RedisConn *sub, bool foreign, const char *channel)
+{
+	if (!foreign)
+		return pstrdup(channel);
+	return psprintf("redlock@%s %s", rconn_address(sub), channel);
+}
+
+/*
  * Sleep on the process latch alone until "until": a waiter that does not
  * listen for messages (waitqueue_place) waits for its turn, or to be
  * told to listen.  Returns 2 when the latch was set, 0 at "until", as
@@ -191,10 +207,11 @@ take_place(RedisConn *sub, const char *channel, const char *name,
  * move up, or to try.
  */
 static bool
-wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
-		  TimestampTz start, TimestampTz deadline, int share,
-		  LockTryFn try_fn, void *arg)
+wait_loop(RedisConn *sub, bool foreign, const LockName *ln,
+		  const char *channel, TimestampTz start, TimestampTz deadline,
+		  int share, LockTryFn try_fn, void *arg)
 {
+	char	   *queue = queue_name(sub, foreign, channel);
 	bool		attempt_now = true;
 	bool		by_message = false; /* the attempt follows a message */
 	bool		resubscribe = false;
@@ -211,7 +228,7 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 	if (retarget_channel != NULL)
 		pfree(retarget_channel);
 	retarget_channel = NULL;
-	waitqueue_join(channel);
+	waitqueue_join(queue);
 	place = queued ? waitqueue_place() : WAIT_PLACE_LISTENS;
 	listening = (place == WAIT_PLACE_LISTENS);
 	subscribed = (place != WAIT_PLACE_ASLEEP);
@@ -255,7 +272,7 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 				 * server's waiter took them), we keep our place.
 				 */
 				waitqueue_leave(true);
-				waitqueue_join(channel);
+				waitqueue_join(queue);
 				listening = !queued || waitqueue_place() == WAIT_PLACE_LISTENS;
 			}
 			by_message = false;
@@ -276,8 +293,10 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 				retarget_sub = NULL;
 				route_subscribe(sub, channel, ln->name, deadline);
 				subscribed = true;
+				pfree(queue);
+				queue = queue_name(sub, foreign, channel);
 				waitqueue_leave(true);
-				waitqueue_join(channel);
+				waitqueue_join(queue);
 				listening = !queued || waitqueue_place() == WAIT_PLACE_LISTENS;
 				resubscribe = false;
 				continue;
@@ -348,20 +367,34 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 	}
 }
 
+static bool wait_on(RedisConn *sub, bool foreign, const LockName *ln,
+					const char *channel, int64 wait_ms,
+					bool honour_lock_timeout, int share, LockTryFn try_fn,
+					LockGiveUpFn give_up_fn, void *arg);
+
 bool
 lock_wait(const LockName *ln, const char *channel, int64 wait_ms,
 		  bool honour_lock_timeout, int share, LockTryFn try_fn,
 		  LockGiveUpFn give_up_fn, void *arg)
 {
-	return lock_wait_on(route_backend_subscriber(), ln, channel, wait_ms,
-						honour_lock_timeout, share, try_fn, give_up_fn, arg);
+	return wait_on(route_backend_subscriber(), false, ln, channel, wait_ms,
+				   honour_lock_timeout, share, try_fn, give_up_fn, arg);
 }
 
-/* lock_wait, listening on the subscriber connection sub. */
+/* lock_wait, listening on sub: a Redlock master's subscriber connection. */
 bool
 lock_wait_on(RedisConn *sub, const LockName *ln, const char *channel,
 			 int64 wait_ms, bool honour_lock_timeout, int share,
 			 LockTryFn try_fn, LockGiveUpFn give_up_fn, void *arg)
+{
+	return wait_on(sub, true, ln, channel, wait_ms, honour_lock_timeout,
+				   share, try_fn, give_up_fn, arg);
+}
+
+static bool
+wait_on(RedisConn *sub, bool foreign, const LockName *ln, const char *channel,
+		int64 wait_ms, bool honour_lock_timeout, int share,
+		LockTryFn try_fn, LockGiveUpFn give_up_fn, void *arg)
 {
 	TimestampTz start = GetCurrentTimestamp();
 	TimestampTz deadline;
@@ -385,8 +418,8 @@ lock_wait_on(RedisConn *sub, const LockName *ln, const char *channel,
 			armed = true;
 		}
 
-		acquired = wait_loop(sub, ln, channel, start, deadline, share,
-							 try_fn, arg);
+		acquired = wait_loop(sub, foreign, ln, channel, start, deadline,
+							 share, try_fn, arg);
 	}
 	PG_CATCH();
 	{

@@ -10,6 +10,11 @@
 # end of the transaction); the handler sees the error it caught, and
 # nothing is left behind.  Each step is observed at a barrier (an advisory
 # lock the test holds), not after a delay.
+#
+# A plain lock and a Redlock of one name take turns in different queues of
+# the server's waiters (waitqueue.c, lock_wait.c): their channels have the
+# same name, but their messages come from different servers.  Seen in the
+# subscriptions Redis reports (PUBSUB NUMSUB), not in elapsed time.
 use strict;
 use warnings;
 
@@ -18,9 +23,12 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 use RlockTest;
+use RlockTest::Redlock;
 
 my $redis = RlockTest::Redis->new;
-my $node = RlockTest::new_node('review', $redis);
+my $rl = RlockTest::Redlock->new(masters => [ {}, {}, {} ]);
+my $node = RlockTest::new_node('review', $redis,
+	extra_conf => "rlock.redlock_urls = '" . $rl->urls . "'\n");
 my $s = $node->background_psql('postgres', on_error_stop => 0);
 my $b = $node->background_psql('postgres', on_error_stop => 0);
 
@@ -101,6 +109,51 @@ END \$\$});
 	my ($held) = RlockTest::run_sql($s,
 		"SELECT rlock_try_acquire('$name') AND rlock_release('$name')");
 	is($held, 't', "$name: the lock can be taken again");
+}
+
+# ---------------------------------------------------------------------
+# 12. Eight sessions wait for the Redlock wq (listening on a master); then
+# a session waits for the plain lock wq.  Sharing their queue, it was the
+# ninth waiter of the channel: not subscribed at all (only the first eight
+# are), it never heard its lock's release and looked every 5 s only.
+{
+	my $chan = 'redisson_lock__channel:{wq}';
+	RlockTest::run_sql($b, "SELECT rlock_redlock_acquire('wq', '10 min')");
+	my @rw = map { $node->background_psql('postgres', on_error_stop => 0) } 1 .. 8;
+	for my $w (@rw)
+	{
+		RlockTest::start_bg($w, "SELECT rlock_redlock_acquire('wq')");
+	}
+	RlockTest::wait_for_rlock_waiters($node, 'postgres', 8,
+		'SELECT rlock_redlock_acquire%');
+	my $h = $node->background_psql('postgres', on_error_stop => 0);
+	my ($o, $e, $st) = RlockTest::run_sql($h,
+		"SELECT rlock_acquire('wq', '10 min')");
+	is($st, '00000', 'the plain lock wq is taken') or diag($e);
+	RlockTest::start_bg($s, "SELECT rlock_acquire('wq')");
+	RlockTest::wait_for_rlock_waiters($node, 'postgres', 1,
+		'SELECT rlock_acquire(%');
+	ok(RlockTest::wait_until(
+			sub { ($redis->cli('PUBSUB', 'NUMSUB', $chan) =~ /(\d+)\s*$/)[0] eq '1' }, 60),
+		'the plain waiter is subscribed to its channel behind eight Redlock waiters');
+	RlockTest::run_sql($h, "SELECT rlock_release('wq')");
+	ok(RlockTest::wait_until(sub { RlockTest::bg_done($s) }, 60),
+		'the plain waiter takes the lock');
+	($o, $e, $st) = RlockTest::bg_result($s);
+	is($st, '00000', 'the plain waiter got wq') or diag($e);
+	RlockTest::run_sql($s, "SELECT rlock_release('wq')");
+
+	# the Redlock waiters: cancelled
+	RlockTest::run_sql($b, "SELECT pg_cancel_backend(pid) FROM pg_stat_activity "
+		  . "WHERE query LIKE 'SELECT rlock_redlock_acquire%' AND pid <> pg_backend_pid()");
+	for my $w (@rw)
+	{
+		RlockTest::wait_until(sub { RlockTest::bg_done($w) }, 60);
+		RlockTest::bg_result($w);
+		$w->quit;
+	}
+	RlockTest::run_sql($b, "SELECT rlock_redlock_release('wq')");
+	$h->quit;
 }
 
 $s->quit;
