@@ -128,7 +128,23 @@ waitqueue_exit_callback(int code, Datum arg)
 	waitqueue_leave(true);
 }
 
-/* Start waiting on channel: take a ticket. */
+/*
+ * The name of the queue of the waits on channel whose messages come from
+ * server (NULL: the backend's deployment; else a Redlock master's
+ * address).  A plain lock and a Redlock of one name share the channel's
+ * name but not its messages: in one queue, a waiter of one would wait for
+ * its turn behind a waiter of the other, whose release messages it never
+ * sees.  palloc'd.
+ */
+char *
+waitqueue_name(const char *server, const char *channel)
+{
+	if (server == NULL)
+		return pstrdup(channel);
+	return psprintf("redlock@%s %s", server, channel);
+}
+
+/* Start waiting on channel (a queue's name): take a ticket. */
 void
 waitqueue_join(const char *channel)
 {

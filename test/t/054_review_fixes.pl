@@ -21,6 +21,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(time usleep);
 
 use RlockTest;
 use RlockTest::Redlock;
@@ -154,6 +155,91 @@ END \$\$});
 	}
 	RlockTest::run_sql($b, "SELECT rlock_redlock_release('wq')");
 	$h->quit;
+}
+
+# ---------------------------------------------------------------------
+# 13. rlock_locks may do Redis I/O (its node column): never in a parallel
+# worker.
+is(RlockTest::sql($node, "SELECT proparallel FROM pg_proc WHERE proname = 'rlock_locks'"),
+	'r', 'rlock_locks is PARALLEL RESTRICTED');
+
+# The renew script names a semaphore's {N}:timeout among its KEYS (it built
+# the name inside Lua: a key a Cluster or an ACL never saw declared).
+{
+	my ($mon, $monout) = $redis->cli_bg('MONITOR');
+	ok(RlockTest::wait_until(sub { $mon->pump_nb; $$monout =~ /^OK/m }, 30),
+		'a client monitors Redis');
+	my ($o, $e, $st) = RlockTest::run_sql($s,
+		"SELECT rlock_semaphore_set_permits('rn_sem', 2), rlock_semaphore_acquire('rn_sem')");
+	is($st, '00000', 'a permit of rn_sem is held, renewed by the watchdog') or diag($e);
+	ok( RlockTest::wait_until(
+			sub {
+				$mon->pump_nb;
+				$$monout =~ /"EVALSHA" "[0-9a-f]{40}" "1" "\{rn_sem\}:timeout" "[^"]+" "s" "\d+"/;
+			},
+			60),
+		'the renewal declares {rn_sem}:timeout as its key');
+	$mon->kill_kill;
+	RlockTest::run_sql($s, "SELECT rlock_semaphore_release('rn_sem')");
+}
+
+# A long wait woken often does not grow (lock_wait.c: what a round of the
+# wait allocates goes with it).  A latch await is woken by a message ("5":
+# not zero), reads the count (one EVALSHA), and waits again; the next
+# message is published once Redis has counted that EVALSHA (messages that
+# arrive together wake it once).  After N wake-ups, "0" opens it.
+# Measured: the backend's peak resident memory (VmHWM), which without the
+# fix grew with every wake-up (a command and its reply, in the call's
+# context, until the call ended).
+SKIP:
+{
+	my $n = 3000;
+	skip 'no /proc', 7 unless -r "/proc/$spid/status";
+	my $hwm = sub {
+		my ($kb) = slurp_file("/proc/$spid/status") =~ /^VmHWM:\s+(\d+)/m;
+		return $kb;
+	};
+	my $r = RlockTest::Resp->connect($redis->port) or die $@;
+	my $evalshas = sub {
+		my ($info) = $r->request('INFO', 'commandstats');
+		my ($calls) = ($info // '') =~ /^cmdstat_evalsha:calls=(\d+)/m;
+		return $calls // 0;
+	};
+	my $chan = 'redisson_countdownlatch__channel__{mem_latch}';
+	for my $round (1, 2)
+	{
+		my $wakeups = $round == 1 ? 20 : $n;
+		RlockTest::run_sql($s, "SELECT rlock_latch_set_count('mem_latch', 1)");
+		my $before = $hwm->();
+		RlockTest::start_bg($s, "SELECT rlock_latch_await('mem_latch', '10 min')");
+		ok(RlockTest::wait_until(
+				sub { ($r->request('PUBSUB', 'NUMSUB', $chan))[0][1] eq '1' }, 60),
+			"round $round: the session awaits the latch");
+		my $woken = 0;
+		for (1 .. $wakeups)
+		{
+			my $was = $evalshas->();
+			$r->request('PUBLISH', $chan, '5');
+			# (polled every millisecond: the wait takes one round trip)
+			my $t = time() + 60;
+			usleep(1000) while $evalshas->() <= $was && time() < $t;
+			last if time() >= $t;
+			$woken++;
+		}
+		is($woken, $wakeups, "round $round: the await was woken $wakeups times");
+		$r->request('DEL', 'mem_latch');
+		$r->request('PUBLISH', $chan, '0');
+		ok(RlockTest::wait_until(sub { RlockTest::bg_done($s) }, 60),
+			"round $round: the await ends");
+		my ($o, $e, $st) = RlockTest::bg_result($s);
+		is($o, 't', "round $round: the latch opened") or diag($e);
+		my $grew = $hwm->() - $before;
+		note "round $round: VmHWM grew by $grew kB";
+		cmp_ok($grew, '<', 512,
+			"$n wake-ups in one wait: the backend's peak memory grew by $grew kB (< 512 kB)")
+		  if $round == 2;
+	}
+	$r->close;
 }
 
 $s->quit;
