@@ -183,6 +183,25 @@ is(RlockTest::sql($node, "SELECT proparallel FROM pg_proc WHERE proname = 'rlock
 	RlockTest::run_sql($s, "SELECT rlock_semaphore_release('rn_sem')");
 }
 
+# A blocking semaphore acquire asking for more permits than the semaphore
+# has in all, for now, waits for them to be added (it raised 22023).
+{
+	RlockTest::run_sql($b, "SELECT rlock_semaphore_set_permits('grow_sem', 1)");
+	RlockTest::start_bg($s, "SELECT rlock_semaphore_acquire('grow_sem', 2)");
+	RlockTest::wait_for_rlock_waiters($node, 'postgres', 1,
+		'SELECT rlock_semaphore_acquire(%');
+	my ($o, $e, $st) = RlockTest::run_sql($b,
+		"SELECT rlock_semaphore_add_permits('grow_sem', 1)");
+	is($st, '00000', 'a permit is added') or diag($e);
+	ok(RlockTest::wait_until(sub { RlockTest::bg_done($s) }, 60),
+		'the waiter ends');
+	($o, $e, $st) = RlockTest::bg_result($s);
+	is($st, '00000', 'it took the two permits it waited for') or diag($e);
+	($o) = RlockTest::run_sql($s,
+		"SELECT rlock_hold_count('grow_sem'), rlock_semaphore_release('grow_sem', 2)");
+	is($o, '2|t', 'it holds them, and gives them back');
+}
+
 # A long wait woken often does not grow (lock_wait.c: what a round of the
 # wait allocates goes with it).  A latch await is woken by a message ("5":
 # not zero), reads the count (one EVALSHA), and waits again; the next
