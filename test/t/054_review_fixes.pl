@@ -202,6 +202,26 @@ is(RlockTest::sql($node, "SELECT proparallel FROM pg_proc WHERE proname = 'rlock
 	is($o, '2|t', 'it holds them, and gives them back');
 }
 
+# ---------------------------------------------------------------------
+# 10. A permit taken with a fixed lease is believed for its lease less a
+# clock margin (100 ms + 1 %: a Redisson client whose clock runs ahead takes
+# it back early), and COMMIT asks for that margin on top of its 1000 ms: a
+# permit of 1050 ms, committed at once, has less than 1110 ms left (it had
+# enough for the 1000 ms alone).
+{
+	RlockTest::run_sql($b, "SELECT rlock_semaphore_set_permits('clock_sem', 2)");
+	my ($o, $e, $st) = RlockTest::run_sql($s,
+		"BEGIN; SELECT rlock_semaphore_xact_acquire('clock_sem', 1, '1050 ms'); COMMIT");
+	is($st, '40000', 'COMMIT with a 1050 ms permit is refused') or diag($e);
+	like($e, qr/too little lease left.*less than the 1110 ms a commit is given/s,
+		'... for want of the clock margin') or diag($e);
+	($o, $e, $st) = RlockTest::run_sql($s,
+		"BEGIN; SELECT rlock_semaphore_xact_acquire('clock_sem', 1, '5 s'); COMMIT");
+	is($st, '00000', 'COMMIT with a 5 s permit succeeds') or diag($e);
+	is($redis->cli('ZCARD', '{clock_sem}:timeout'), '0', 'no permit is left out');
+	$redis->cli('DEL', 'clock_sem', '{clock_sem}:timeout', '{clock_sem}:rlock_semaphore');
+}
+
 # A long wait woken often does not grow (lock_wait.c: what a round of the
 # wait allocates goes with it).  A latch await is woken by a message ("5":
 # not zero), reads the count (one EVALSHA), and waits again; the next
