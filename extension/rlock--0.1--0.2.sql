@@ -1,9 +1,11 @@
 /* rlock--0.1--0.2.sql: from rlock 0.1 to 0.2 (ALTER EXTENSION rlock UPDATE) */
 --
 -- 0.2 adds semaphores, count-down latches and rlock_version(), and a column
--- to rlock_stats (open_connections, before stats_reset).  What this script
--- leaves is what rlock--0.2.sql creates: test/t/048_upgrade.pl compares the
--- two catalogs, object by object (definitions, privileges, comments).
+-- to rlock_stats (open_connections).  What this script leaves is what
+-- rlock--0.2.sql creates, but for the rlock_stats view, which is kept (its
+-- privileges, the views on it) and so has open_connections last:
+-- test/t/048_upgrade.pl compares the two catalogs, object by object
+-- (definitions, privileges, comments).
 --
 -- Versions rule: a released script is never edited; a change to the SQL
 -- surface is a new version with its own upgrade script (see rlock--0.2.sql).
@@ -100,11 +102,14 @@ RETURNS text
 AS 'MODULE_PATHNAME', 'rlock_version'
 LANGUAGE C STABLE PARALLEL SAFE;
 
--- rlock_stats gains a column: the view and the function are made again (a
--- function's result columns cannot be altered); the view's privileges are
--- granted again as rlock--0.2.sql grants them.
-DROP VIEW rlock_stats;
-DROP FUNCTION rlock_stats();
+-- rlock_stats gains a column.  The view is kept, so that what was granted or
+-- revoked on it and the views built on it survive the update: the old
+-- function steps aside (a function's result columns cannot be altered), the
+-- new one takes its name, the view is replaced with the new column appended
+-- (CREATE OR REPLACE VIEW adds columns only at the end: open_connections
+-- comes after stats_reset here, before it in a fresh install), and the old
+-- function goes.
+ALTER FUNCTION rlock_stats() RENAME TO rlock_stats_0_1;
 
 -- Cumulative activity counters of this server (stats.c), and the Redis
 -- connections open now (a gauge), one row.
@@ -132,5 +137,12 @@ RETURNS record
 AS 'MODULE_PATHNAME', 'rlock_stats_0_2'
 LANGUAGE C VOLATILE PARALLEL SAFE;
 
-CREATE VIEW rlock_stats AS SELECT * FROM rlock_stats();
-GRANT SELECT ON rlock_stats TO PUBLIC;
+CREATE OR REPLACE VIEW rlock_stats AS
+  SELECT acquisitions, contended_acquisitions, failed_acquisitions, wait_time,
+         releases, renewals, renewal_batches, renewal_cycles, renewal_time,
+         renewal_failures, locks_lost, redis_round_trips, reconnects,
+         redis_errors, failovers, replica_ack_refusals, renewal_round_trips,
+         redirections, stats_reset, open_connections
+    FROM rlock_stats();
+
+DROP FUNCTION rlock_stats_0_1();

@@ -20,3 +20,8 @@ RETURNS boolean
 AS 'MODULE_PATHNAME', 'rlock_latch_adopt'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 REVOKE ALL ON FUNCTION rlock_latch_adopt(text) FROM PUBLIC;
+
+-- ---- issue 40, review finding 13 ----------------------------------------
+-- rlock_locks may do Redis I/O (its node column may ask Sentinel where the
+-- master is) over this backend's connections: not in a parallel worker.
+ALTER FUNCTION rlock_locks() PARALLEL RESTRICTED;

@@ -382,7 +382,9 @@ CREATE FUNCTION rlock_locks(OUT pid integer, OUT database name, OUT name text,
                             OUT node text)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'rlock_locks'
-LANGUAGE C VOLATILE PARALLEL SAFE;
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+-- (restricted: its node column may ask Sentinel where the master is, over
+-- this backend's connections, which a parallel worker does not have)
 
 CREATE VIEW rlock_locks AS SELECT * FROM rlock_locks();
 GRANT SELECT ON rlock_locks TO PUBLIC;

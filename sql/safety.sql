@@ -160,13 +160,15 @@ SELECT rlock_fenced_acquire('sf_f', '1 minute');
 SELECT rlock_is_locked('sf_f') AS left_locked;
 \! redis-cli -u "$RLOCK_REDIS_URL" DEL 'redisson_lock_token:{sf_f}' > /dev/null
 -- a transaction-level hold an earlier call found lost (and forgot, with a
--- WARNING) still fails COMMIT: a rollback to a savepoint ...
+-- WARNING) still fails COMMIT: a rollback to a savepoint (which sends
+-- nothing: the next call settles it) ...
 BEGIN;
 SELECT rlock_xact_acquire('sf_lx1', '1 hour');
 SAVEPOINT s1;
 SELECT rlock_xact_acquire('sf_lx1', '1 hour');
 \! redis-cli -u "$RLOCK_REDIS_URL" DEL sf_lx1 > /dev/null
 ROLLBACK TO s1;
+SELECT rlock_hold_count('sf_lx1') AS after_rollback_to;
 \set VERBOSITY terse
 COMMIT;
 \set VERBOSITY default

@@ -33,7 +33,10 @@ SELECT kind, scope, hold_count, state FROM rlock_locks WHERE name = 'sm_a';
 -- more than the semaphore has in all is an error, not a wait
 SELECT rlock_semaphore_try_acquire('sm_a', 4);
 \echo :LAST_ERROR_SQLSTATE
+-- ... but a wait waits for permits to be added (here until lock_timeout)
+SET lock_timeout = '50ms';
 SELECT rlock_semaphore_acquire('sm_a', 4);
+RESET lock_timeout;
 \echo :LAST_ERROR_SQLSTATE
 
 -- giving permits back: the highest-numbered first

@@ -97,7 +97,7 @@ holds_lost_at_commit(HeldLock *h, const char *why)
  * its session-level ones (holds_end_xact).
  */
 static void
-holds_short_lease_at_commit(HeldLock *h, int64 left_ms)
+holds_short_lease_at_commit(HeldLock *h, int64 left_ms, int64 need_ms)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_TRANSACTION_ROLLBACK),
@@ -106,8 +106,8 @@ holds_short_lease_at_commit(HeldLock *h, int64 left_ms)
 					h->key) :
 			 errmsg("cannot commit: lock \"%s\" held by this transaction has too little lease left to cover the commit",
 					h->key),
-			 errdetail("Its lease had %lld ms left, less than the %d ms a commit is given; the transaction is rolled back, and with it its transaction-level holds of the lock.",
-					   (long long) Max(left_ms, 0), COMMIT_MIN_LEASE_MS),
+			 errdetail("Its lease had %lld ms left, less than the %lld ms a commit is given; the transaction is rolled back, and with it its transaction-level holds of the lock.",
+					   (long long) Max(left_ms, 0), (long long) need_ms),
 			 errhint("Take it with a longer lease, or with a NULL lease (renewed automatically).")));
 }
 
@@ -165,7 +165,7 @@ verify_elsewhere(HeldLock **hs, int n)
 				holds_lost_at_commit(of[i],
 									 "Fewer than a majority of its servers could confirm that they still held it; the transaction is rolled back.");
 			if (left[i] >= 0 && left_ms < COMMIT_MIN_LEASE_MS)
-				holds_short_lease_at_commit(of[i], left_ms);
+				holds_short_lease_at_commit(of[i], left_ms, COMMIT_MIN_LEASE_MS);
 			if (of[i]->renew_lease_ms > 0)
 				holds_renewed_at_commit(of[i],
 										sent_at + of[i]->renew_lease_ms * 1000);
@@ -288,6 +288,7 @@ holds_verify_xact(void)
 			RReply	   *c = r->element[2 * j];
 			RReply	   *t = r->element[2 * j + 1];
 			int64		left;
+			int64		need;
 
 			if (c->type != RREPLY_INTEGER || t->type != RREPLY_INTEGER)
 				rconn_unexpected_reply(r, h->key);
@@ -297,8 +298,12 @@ holds_verify_xact(void)
 
 			/* what is left for sure: Redis measured it somewhere in the trip */
 			left = t->integer - (now - sent_at) / 1000;
-			if (t->integer >= 0 && left < COMMIT_MIN_LEASE_MS)
-				holds_short_lease_at_commit(h, left);
+			/* (a fixed-lease permit: with the clock margin on top) */
+			need = COMMIT_MIN_LEASE_MS +
+				holds_clock_margin_ms(h->kind, h->renew_lease_ms > 0,
+									  h->lease_ms);
+			if (t->integer >= 0 && left < need)
+				holds_short_lease_at_commit(h, left, need);
 			if (h->renew_lease_ms > 0)
 				holds_renewed_at_commit(h, sent_at + h->renew_lease_ms * 1000);
 		}

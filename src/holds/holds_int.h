@@ -76,6 +76,28 @@ extern void holds_lost_xact_subxact_end(SubTransactionId subid,
 extern void holds_lost_xact_reset(void);
 extern const char *holds_lost_xact_key(RlockKind *kind);
 
+/*
+ * The clock margin of semaphore permits taken with a fixed lease.  Redis's
+ * clock scores them (scripts_sync.c), but a Redisson client gives back a
+ * permit whose score is past by its own clock: one whose clock runs ahead
+ * of Redis's takes it back that much early.  So rlock believes such a
+ * permit for its lease less this margin (holds_count_hold), and the check
+ * before COMMIT asks for the margin on top of what a commit needs: the
+ * clocks of Redisson clients sharing a semaphore must stay within
+ * HOLDS_CLOCK_SKEW_MS of Redis's (README).  (Renewed permits fail closed a
+ * fifth of their lease early; locks expire by Redis's clock alone.)
+ */
+#define HOLDS_CLOCK_SKEW_MS		100
+
+static inline int64
+holds_clock_margin_ms(RlockKind kind, bool renewed, int64 lease_ms)
+{
+	if (kind != RLOCK_KIND_SEMAPHORE || renewed || lease_ms <= 0)
+		return 0;
+	/* (at most half the lease: a short one is not believed lost at once) */
+	return Min(lease_ms / 100 + HOLDS_CLOCK_SKEW_MS, lease_ms / 2);
+}
+
 /* Does some entry have transaction-level holds? */
 static inline bool
 holds_any_xact(void)

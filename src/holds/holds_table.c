@@ -22,9 +22,9 @@
  *	  reconciled, by one idempotent script that lowers Redis's count to ours,
  *	  at abort or before the next rlock call, whichever comes first
  *	  (holds_batch.c).
- *	- Commit, rollback, rollback to savepoint and backend exit release what
- *	  they end, and reconcile every uncertain entry, all names in one
- *	  pipelined round trip (holds_xact.c).  They run with interrupts held and
+ *	- Commit, rollback and exit release what they end and reconcile every
+ *	  uncertain entry in one round trip (holds_xact.c); rollback to a
+ *	  savepoint leaves the entries whose holds it ended uncertain.  They run with interrupts held and
  *	  must not fail, so problems are reported as WARNINGs, the entries stay
  *	  uncertain, and leases are the backstop.
  *	- A release Redis answers with an error reply did not happen: the hold
@@ -347,6 +347,8 @@ bool
 holds_count_hold(HeldLock *h, const HoldRequest *req, int redis_count,
 				 const char *name)
 {
+	TimestampTz until;
+
 	holds_set_uncertain(h, false);
 	if (redis_count < holds_total(h) + req->levels)
 	{
@@ -408,10 +410,13 @@ holds_count_hold(HeldLock *h, const HoldRequest *req, int redis_count,
 	 * The scripts never lower a held lock's TTL (scripts.c, RAISE_TTL): a
 	 * re-entry with a shorter lease keeps the earlier holds' expiry.  (A
 	 * semaphore's permits too: its acquire script scores a holder's
-	 * permits at one expiry, the latest, scripts_sync.c.)
+	 * permits at one expiry, the latest, scripts_sync.c; believed for
+	 * their lease less the clock margin, holds_int.h.)
 	 */
-	if (holds_total(h) == req->levels || req->sent_at + req->lease_ms * 1000 > h->expires_at)
-		h->expires_at = req->sent_at + req->lease_ms * 1000;
+	until = req->sent_at + (req->lease_ms - holds_clock_margin_ms(h->kind,
+							req->watchdog, req->lease_ms)) * 1000;
+	if (holds_total(h) == req->levels || until > h->expires_at)
+		h->expires_at = until;
 
 	if (!holds_sync_registry(h, true))
 	{

@@ -9,12 +9,14 @@
  *	- Before COMMIT (XACT_EVENT_PRE_COMMIT, interrupts still allowed) the
  *	  transaction-level locks are checked (holds_commit.c).  An ERROR there
  *	  rolls the transaction back, which is what it is for.
- *	- At COMMIT, ROLLBACK, rollback to savepoint and exit, interrupts are
- *	  held and an ERROR would become a PANIC (for a transaction with an
- *	  xid) or be lost: nothing here may ERROR, problems are WARNINGs, and
- *	  every round trip is capped (connection_bounds.c,
- *	  RLOCK_UNINTERRUPTIBLE_CAP_MS)
- *	  whatever rlock.command_timeout says.
+ *	- At COMMIT, ROLLBACK and exit, interrupts are held and an ERROR would
+ *	  become a PANIC (for a transaction with an xid) or be lost: nothing
+ *	  here may ERROR, problems are WARNINGs, and every round trip is capped
+ *	  (connection_bounds.c, RLOCK_UNINTERRUPTIBLE_CAP_MS) whatever
+ *	  rlock.command_timeout says.
+ *	- At rollback to a savepoint no Redis I/O happens at all (the caller
+ *	  may still be handling the ERROR that caused it): the holds it ends
+ *	  leave the table and are settled later (holds_abort_subxact).
  *	- No Redis I/O happens inside PG_CATCH or PG_FINALLY: code that is
  *	  interrupted there records what Redis must still be told (a fair waiter
  *	  leaving its queue, a waiter leaving its channel) with holds_on_abort's
@@ -86,10 +88,10 @@ drop_xact_holds(HeldLock *h, SubTransactionId subid)
 }
 
 /*
- * End transaction-level holds: all of them (subid == InvalidSubTransactionId)
- * or those of one aborted subtransaction; and reconcile every uncertain
- * entry (an acquire interrupted in flight, even in a subtransaction that
- * rolled back, must never stay in Redis unknown to us).  Called with
+ * End transaction-level holds (subid == InvalidSubTransactionId: all of
+ * them, at the top-level end) and reconcile every uncertain entry (an
+ * acquire interrupted in flight, a subtransaction that rolled back: nothing
+ * may stay in Redis unknown to us).  Called with
  * interrupts held, so failures are WARNINGs.
  */
 static void
@@ -126,6 +128,37 @@ holds_end_xact(SubTransactionId subid)
 			items[i].h->settle_at_end = false;
 	/* items lives in batch_cxt, which holds_run_batch resets */
 	holds_run_batch(items, n, WARNING);
+}
+
+/*
+ * A subtransaction rolled back: no Redis I/O here.  The caller may still be
+ * handling the ERROR that ended it (its data on the error stack), and an
+ * ERROR of ours caught here would have to empty that stack and would skip
+ * its thrower's own clean-up.  So the subtransaction's holds leave the
+ * table, and their entries become uncertain: the end of the top-level
+ * transaction, or the next rlock call, whichever comes first, lowers
+ * Redis's counts to the table's with the reconcile every uncertain entry
+ * gets (holds_batch.c).  The registry counts what the table counts at once,
+ * so that the watchdog renews nothing the subtransaction took.  The
+ * clean-ups an ERROR left (a channel, a fair queue) wait for the same
+ * moment.  Nothing here can fail: table and shared memory only.
+ */
+static void
+holds_abort_subxact(SubTransactionId subid)
+{
+	HASH_SEQ_STATUS seq;
+	HeldLock   *h;
+
+	if (holds_table == NULL || holds_n_with_xact == 0)
+		return;
+	hash_seq_init(&seq, holds_table);
+	while ((h = hash_seq_search(&seq)) != NULL)
+	{
+		if (drop_xact_holds(h, subid) == 0)
+			continue;
+		holds_set_uncertain(h, true);
+		(void) holds_sync_registry(h, false);
+	}
 }
 
 /* A subtransaction committed: its parent now owns its holds. */
@@ -331,7 +364,7 @@ holds_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	switch (event)
 	{
 		case SUBXACT_EVENT_ABORT_SUB:
-			run_guarded(cleanups_then_end_xact, mySubid, false);
+			holds_abort_subxact(mySubid);
 			holds_lost_xact_subxact_end(mySubid, parentSubid, false);
 			break;
 		case SUBXACT_EVENT_COMMIT_SUB:

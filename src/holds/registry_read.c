@@ -156,7 +156,6 @@ registry_renewed(RenewItem *items, const RenewOutcome *outcome,
 				 const int64 *ttl_ms, int n, TimestampTz sent_at,
 				 bool cancel_on_lost)
 {
-	int		   *lost_pids = palloc(Max(1, n) * sizeof(int));
 	bool	   *report = palloc0(Max(1, n) * sizeof(bool));
 	int			nlost = 0;
 	TimestampTz now = GetCurrentTimestamp();
@@ -204,8 +203,17 @@ registry_renewed(RenewItem *items, const RenewOutcome *outcome,
 			items[i].release_seq % 2 == 1)
 			continue;
 		e->state = REGISTRY_LOST;
-		lost_pids[nlost++] = e->pid;
+		nlost++;
 		report[i] = true;
+
+		/*
+		 * Cancel while the entry is there, under the lock: its backend
+		 * removes its entries under the lock before it exits, so e->pid is
+		 * still that backend (after the lock, the pid could be another
+		 * process's).  kill() does not block.
+		 */
+		if (cancel_on_lost)
+			kill(e->pid, SIGINT);
 	}
 	LWLockRelease(rlock_shared->lock);
 	stats_add(RLOCK_STAT_LOCKS_LOST, nlost);
@@ -226,11 +234,5 @@ registry_renewed(RenewItem *items, const RenewOutcome *outcome,
 				 cancel_on_lost ?
 				 errhint("The session's running statement is cancelled (rlock.cancel_on_lost).") : 0));
 	}
-	if (cancel_on_lost)
-	{
-		for (int i = 0; i < nlost; i++)
-			kill(lost_pids[i], SIGINT);
-	}
-	pfree(lost_pids);
 	pfree(report);
 }

@@ -123,6 +123,10 @@ listen_on(RedisConn *sub, const char *channel, const char *name,
 	route_subscribe(sub, channel, name, deadline);
 }
 
+/* The queue a wait takes its turn in: foreign, a Redlock master's waits. */
+#define queue_name(sub, foreign, channel) \
+	waitqueue_name((foreign) ? rconn_address(sub) : NULL, (channel))
+
 /*
  * Sleep on the process latch alone until "until": a waiter that does not
  * listen for messages (waitqueue_place) waits for its turn, or to be
@@ -191,10 +195,14 @@ take_place(RedisConn *sub, const char *channel, const char *name,
  * move up, or to try.
  */
 static bool
-wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
-		  TimestampTz start, TimestampTz deadline, int share,
-		  LockTryFn try_fn, void *arg)
+wait_loop(RedisConn *sub, bool foreign, const LockName *ln,
+		  const char *channel, TimestampTz start, TimestampTz deadline,
+		  int share, LockTryFn try_fn, void *arg)
 {
+	char	   *queue = queue_name(sub, foreign, channel);
+	MemoryContext outer = CurrentMemoryContext;
+	MemoryContext iteration;
+	bool		acquired = false;
 	bool		attempt_now = true;
 	bool		by_message = false; /* the attempt follows a message */
 	bool		resubscribe = false;
@@ -207,11 +215,19 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 
 	share &= LOCK_WAIT_SHARE_MASK;
 
+	/*
+	 * What one round of the loop allocates (an attempt's command and reply,
+	 * a message) goes with the round: a long wait woken often does not grow.
+	 * What lasts the whole wait (its channel, its queue) is in outer.
+	 */
+	iteration = AllocSetContextCreate(outer, "rlock wait round",
+									  ALLOCSET_SMALL_SIZES);
+
 	retarget_sub = NULL;
 	if (retarget_channel != NULL)
 		pfree(retarget_channel);
 	retarget_channel = NULL;
-	waitqueue_join(channel);
+	waitqueue_join(queue);
 	place = queued ? waitqueue_place() : WAIT_PLACE_LISTENS;
 	listening = (place == WAIT_PLACE_LISTENS);
 	subscribed = (place != WAIT_PLACE_ASLEEP);
@@ -240,11 +256,17 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 		int			rc;
 		int			moved;
 
+		MemoryContextSwitchTo(outer);
+		MemoryContextReset(iteration);
+		MemoryContextSwitchTo(iteration);
 		if (attempt_now)
 		{
 			permits_none_left = permits_too_few = false;
 			if (try_fn(arg, &pttl))
-				return true;
+			{
+				acquired = true;
+				break;
+			}
 			if (by_message && share == LOCK_WAIT_PERMITS && permits_too_few)
 			{
 				/*
@@ -255,13 +277,13 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 				 * server's waiter took them), we keep our place.
 				 */
 				waitqueue_leave(true);
-				waitqueue_join(channel);
+				waitqueue_join(queue);
 				listening = !queued || waitqueue_place() == WAIT_PLACE_LISTENS;
 			}
 			by_message = false;
 			now = GetCurrentTimestamp();
 			if (now >= deadline)
-				return false;
+				break;
 			if (retarget_channel != NULL)
 			{
 				/* listen where the attempt failed, then look again */
@@ -270,14 +292,18 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 					route_unsubscribe_nowait(sub);
 					sub = waiting_sub = retarget_sub;
 				}
-				channel = pstrdup(retarget_channel);
+				channel = MemoryContextStrdup(outer, retarget_channel);
 				pfree(retarget_channel);
 				retarget_channel = NULL;
 				retarget_sub = NULL;
 				route_subscribe(sub, channel, ln->name, deadline);
 				subscribed = true;
+				pfree(queue);
+				MemoryContextSwitchTo(outer);
+				queue = queue_name(sub, foreign, channel);
+				MemoryContextSwitchTo(iteration);
 				waitqueue_leave(true);
-				waitqueue_join(channel);
+				waitqueue_join(queue);
 				listening = !queued || waitqueue_place() == WAIT_PLACE_LISTENS;
 				resubscribe = false;
 				continue;
@@ -346,28 +372,46 @@ wait_loop(RedisConn *sub, const LockName *ln, const char *channel,
 			by_message = (rc == 1 && attempt_now);
 		}
 	}
+	MemoryContextSwitchTo(outer);
+	MemoryContextDelete(iteration);
+	return acquired;
 }
+
+static bool wait_on(RedisConn *sub, bool foreign, const LockName *ln,
+					const char *channel, int64 wait_ms,
+					bool honour_lock_timeout, int share, LockTryFn try_fn,
+					LockGiveUpFn give_up_fn, void *arg);
 
 bool
 lock_wait(const LockName *ln, const char *channel, int64 wait_ms,
 		  bool honour_lock_timeout, int share, LockTryFn try_fn,
 		  LockGiveUpFn give_up_fn, void *arg)
 {
-	return lock_wait_on(route_backend_subscriber(), ln, channel, wait_ms,
-						honour_lock_timeout, share, try_fn, give_up_fn, arg);
+	return wait_on(route_backend_subscriber(), false, ln, channel, wait_ms,
+				   honour_lock_timeout, share, try_fn, give_up_fn, arg);
 }
 
-/* lock_wait, listening on the subscriber connection sub. */
+/* lock_wait, listening on sub: a Redlock master's subscriber connection. */
 bool
 lock_wait_on(RedisConn *sub, const LockName *ln, const char *channel,
 			 int64 wait_ms, bool honour_lock_timeout, int share,
 			 LockTryFn try_fn, LockGiveUpFn give_up_fn, void *arg)
+{
+	return wait_on(sub, true, ln, channel, wait_ms, honour_lock_timeout,
+				   share, try_fn, give_up_fn, arg);
+}
+
+static bool
+wait_on(RedisConn *sub, bool foreign, const LockName *ln, const char *channel,
+		int64 wait_ms, bool honour_lock_timeout, int share,
+		LockTryFn try_fn, LockGiveUpFn give_up_fn, void *arg)
 {
 	TimestampTz start = GetCurrentTimestamp();
 	TimestampTz deadline;
 	ErrorContextCallback errcb;
 	volatile bool armed = false;
 	bool		acquired = false;
+	MemoryContext oldcxt = CurrentMemoryContext;
 
 	deadline = (wait_ms < 0) ? DT_NOEND :
 		TimestampTzPlusMilliseconds(start, wait_ms);
@@ -385,8 +429,8 @@ lock_wait_on(RedisConn *sub, const LockName *ln, const char *channel,
 			armed = true;
 		}
 
-		acquired = wait_loop(sub, ln, channel, start, deadline, share,
-							 try_fn, arg);
+		acquired = wait_loop(sub, foreign, ln, channel, start, deadline,
+							 share, try_fn, arg);
 	}
 	PG_CATCH();
 	{
@@ -395,6 +439,7 @@ lock_wait_on(RedisConn *sub, const LockName *ln, const char *channel,
 		 * its queue) is left to the abort path (leave_channel, and the
 		 * kind's own clean-up).
 		 */
+		MemoryContextSwitchTo(oldcxt);
 		if (armed)
 			disable_timeout(LOCK_TIMEOUT, false);
 		waitqueue_leave(true);
@@ -448,7 +493,13 @@ event_loop(RedisConn *sub, const LockName *ln, const char *channel,
 {
 	const char *message = NULL;
 	bool		look = true;
+	bool		happened = false;
+	MemoryContext outer = CurrentMemoryContext;
+	MemoryContext iteration;
 
+	/* what a round allocates goes with it (as in wait_loop) */
+	iteration = AllocSetContextCreate(outer, "rlock wait round",
+									  ALLOCSET_SMALL_SIZES);
 	listen_on(sub, channel, ln->name, start);
 	for (;;)
 	{
@@ -456,15 +507,23 @@ event_loop(RedisConn *sub, const LockName *ln, const char *channel,
 		TimestampTz until;
 		int			rc;
 
+		MemoryContextSwitchTo(iteration);
 		if (look && check_fn(arg, message))
-			return true;
+		{
+			happened = true;
+			break;
+		}
 		now = GetCurrentTimestamp();
 		if (now >= deadline)
-			return false;
+			break;
 		until = TimestampTzPlusMilliseconds(now, WAIT_RECHECK_MS);
 		if (until > deadline)
 			until = deadline;
 
+		/* (the message of the round before was checked: it may go) */
+		MemoryContextSwitchTo(outer);
+		MemoryContextReset(iteration);
+		MemoryContextSwitchTo(iteration);
 		rc = route_wait_message(sub, until);
 		message = NULL;
 		look = true;
@@ -475,6 +534,9 @@ event_loop(RedisConn *sub, const LockName *ln, const char *channel,
 		else if (rc == 2)
 			look = false;		/* the process latch, for someone else */
 	}
+	MemoryContextSwitchTo(outer);
+	MemoryContextDelete(iteration);
+	return happened;
 }
 
 bool
@@ -489,6 +551,7 @@ event_wait(const LockName *ln, const char *what, const char *channel,
 	volatile bool armed = false;
 	bool		happened = false;
 	char	   *context = psprintf("%s \"%s\"", what, ln->name);
+	MemoryContext oldcxt = CurrentMemoryContext;
 
 	deadline = (wait_ms < 0) ? DT_NOEND :
 		TimestampTzPlusMilliseconds(start, wait_ms);
@@ -511,6 +574,7 @@ event_wait(const LockName *ln, const char *what, const char *channel,
 	PG_CATCH();
 	{
 		/* no Redis I/O here: the abort path leaves the channel */
+		MemoryContextSwitchTo(oldcxt);
 		if (armed)
 			disable_timeout(LOCK_TIMEOUT, false);
 		error_context_stack = errcb.previous;

@@ -96,6 +96,7 @@ extern bool event_wait(const LockName *ln, const char *what,
 					   void *arg);
 
 /* waitqueue.c: taking turns among this server's waiters */
+extern char *waitqueue_name(const char *server, const char *channel);
 extern void waitqueue_join(const char *channel);
 extern bool waitqueue_is_first(void);
 extern bool waitqueue_has_waiters(const char *channel);

@@ -267,9 +267,11 @@ static const char status_body[] =
  * ARGV[3i - 1] how to treat it: 'x' renew (exclusive and fair locks, and
  * the write side of a read/write lock, whose field is "<holder>:write"),
  * 'r' renew a read hold (its timeout keys are extended too), 'c' only
- * check (a fixed lease); for a semaphore, 's' renew and 't' check the
- * holder's permits, the members "<field>:<k>" of {N}:timeout (scored by
- * expiry, epoch ms, never lowered), whose PTTL is the soonest of theirs;
+ * check (a fixed lease); for a semaphore, whose KEYS[i] is then its
+ * {N}:timeout (declared, as every key a script touches must be; same slot
+ * as N), 's' renew and 't' check the holder's permits, the members
+ * "<field>:<k>" of {N}:timeout (scored by expiry, epoch ms, never
+ * lowered), whose PTTL is the soonest of theirs;
  * ARGV[3i] the lease ms to renew with.  Returns, per key, the holder's
  * count (0: gone) and the key's PTTL afterwards.
  */
@@ -286,7 +288,6 @@ static const char renew_body[] =
 "      now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
 "    end\n"
 "    local z = KEYS[i]\n"
-"    if string.find(z, '{', 1, true) then z = z .. ':timeout' else z = '{' .. z .. '}:timeout' end\n"
 "    local pre = field .. ':'\n"
 "    local n, least = 0, -2\n"
 "    local zs = redis.pcall('zrange', z, 0, -1, 'withscores')\n"
@@ -447,7 +448,15 @@ rcmd_renew_calls(const RenewArg *args, int n, int maxper, RedisCmd **cmds,
 
 		rcmd_script(cmd, RLOCK_SCRIPT_RENEW, to - from);
 		for (int j = from; j < to; j++)
-			rcmd_str(cmd, args[(*order)[j]].key);
+		{
+			const RenewArg *a = &args[(*order)[j]];
+
+			/* a semaphore's permits are members of {N}:timeout */
+			if (a->how[0] == 's' || a->how[0] == 't')
+				rcmd_str(cmd, lockname_suffixed(a->key, "timeout"));
+			else
+				rcmd_str(cmd, a->key);
+		}
 		for (int j = from; j < to; j++)
 		{
 			const RenewArg *a = &args[(*order)[j]];

@@ -182,6 +182,18 @@ sem_try(void *arg, int64 *pttl)
 								   a->req.levels),
 						 errhint("Release some of this session's permits first, or ask for fewer.")));
 			}
+			if (a->may_wait)
+			{
+				/*
+				 * Fewer permits in all than asked for, for now: a wait
+				 * waits for them to be added (bounded by its wait,
+				 * lock_timeout, statement_timeout), as a lock's waiter
+				 * waits; only an answer now is refused.
+				 */
+				lock_wait_permits(false, 0);
+				*pttl = -1;
+				return false;
+			}
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("semaphore \"%s\" has fewer permits than %d in all",
@@ -285,5 +297,7 @@ semaphore_add_permits(const LockName *ln, int permits)
 int64
 semaphore_available(const LockName *ln)
 {
+	/* (what a rollback to a savepoint gave back counts: settle it first) */
+	holds_settle();
 	return sem_run(ln, RLOCK_SCRIPT_SEM_AVAILABLE, false, 0);
 }

@@ -128,7 +128,23 @@ waitqueue_exit_callback(int code, Datum arg)
 	waitqueue_leave(true);
 }
 
-/* Start waiting on channel: take a ticket. */
+/*
+ * The name of the queue of the waits on channel whose messages come from
+ * server (NULL: the backend's deployment; else a Redlock master's
+ * address).  A plain lock and a Redlock of one name share the channel's
+ * name but not its messages: in one queue, a waiter of one would wait for
+ * its turn behind a waiter of the other, whose release messages it never
+ * sees.  palloc'd.
+ */
+char *
+waitqueue_name(const char *server, const char *channel)
+{
+	if (server == NULL)
+		return pstrdup(channel);
+	return psprintf("redlock@%s %s", server, channel);
+}
+
+/* Start waiting on channel (a queue's name): take a ticket. */
 void
 waitqueue_join(const char *channel)
 {
@@ -283,28 +299,54 @@ waitqueue_is_first(void)
 }
 
 /*
+ * After we left: tell the waiters at the positions of view (a scan made
+ * after we left) that the departures may have moved into the zone (the
+ * first "zone" positions: the listeners, the subscribed) to look at their
+ * place, to start listening or subscribe.  ahead: how many were ahead of
+ * us before we left; opened: the waiters gone since, we included.
+ */
+static void
+wake_zone(const ChannelView *view, int ahead, int opened, int zone)
+{
+	int			first = Max(Max(ahead - (opened - 1), zone - opened), 0);
+
+	for (int k = first; k < zone; k++)
+		if (view->oldest[k] >= 0)
+			SetLatch(&ProcGlobal->allProcs[view->oldest[k]].procLatch);
+}
+
+/*
  * Stop waiting.  With pass_on (the wait ended without the lock, or with a
  * lock others may share), set the latch of the next waiter on the channel,
  * so that it tries now.
+ *
+ * Waiters may leave at the same moment: each scan made before the other
+ * left would name the same one to move up, and nobody the one after it.
+ * So our ticket is cleared first, then (after a full barrier) the slots are
+ * scanned again: of two leaving at once, at least the later sees both gone,
+ * and tells every position the departures opened (the waiters fewer than
+ * the scan before we left found, we included), not only the last one.
  */
 void
 waitqueue_leave(bool pass_on)
 {
-	ChannelView view;
+	ChannelView before;
+	ChannelView after;
+	int			opened;
 
-	if (!scan_mine(&view))
+	if (!scan_mine(&before))
 		return;
 	pg_atomic_write_u64(&my_slot->ticket, 0);
+	pg_memory_barrier();
+	scan_channel(pg_atomic_read_u64(&my_slot->channel_hash),
+				 (int) (my_slot - wq->slots), PG_UINT64_MAX, &after);
+	opened = 1 + Max(before.others - after.others, 0);
 
 	/* the next to try, when we pass the turn on */
-	if (pass_on && view.oldest[0] >= 0)
-		SetLatch(&ProcGlobal->allProcs[view.oldest[0]].procLatch);
-	/* a listener leaves: the next in line listens from now on */
-	if (view.ahead < WAITQUEUE_LISTENERS &&
-		view.oldest[WAITQUEUE_LISTENERS - 1] >= 0)
-		SetLatch(&ProcGlobal->allProcs[view.oldest[WAITQUEUE_LISTENERS - 1]].procLatch);
-	/* a subscribed waiter leaves: the next in line subscribes */
-	if (view.ahead < WAITQUEUE_SUBSCRIBED &&
-		view.oldest[WAITQUEUE_SUBSCRIBED - 1] >= 0)
-		SetLatch(&ProcGlobal->allProcs[view.oldest[WAITQUEUE_SUBSCRIBED - 1]].procLatch);
+	if (pass_on && after.oldest[0] >= 0)
+		SetLatch(&ProcGlobal->allProcs[after.oldest[0]].procLatch);
+	/* a listener leaves: the next in line listen from now on */
+	wake_zone(&after, before.ahead, opened, WAITQUEUE_LISTENERS);
+	/* a subscribed waiter leaves: the next in line subscribe */
+	wake_zone(&after, before.ahead, opened, WAITQUEUE_SUBSCRIBED);
 }

@@ -324,7 +324,10 @@ sub run_op
 		return $self->run_sync_op($op);
 	}
 	my $was_pending = defined $i ? $self->{pending}{$i} : undef;
-	delete $self->{pending}{$i} if defined $i && $t ne 'sleep' && $t ne 'cancel';
+	# (what a rollback to a savepoint gave back is settled by the next
+	# rlock call or the transaction's end: not by a SAVEPOINT or RELEASE)
+	delete $self->{pending}{$i}
+	  if defined $i && $t !~ /^(?:sleep|cancel|savepoint|release_sp)$/;
 	my $t0 = time();
 	$self->{last} = defined $i ? [ $i, $op->{names} ? @{ $op->{names} } : $op->{name} // () ] : undef;
 	if ($t eq 'acq')
@@ -572,7 +575,13 @@ sub _xact_op
 	{
 		$self->_drop_all($i, $n, sub { $_[0]{scope} eq 'transaction' && $_[0]{depth} >= $d });
 	}
-	if ($t eq 'rollback_to') { $s->{aborted} = 0; }
+	if ($t eq 'rollback_to')
+	{
+		# no round trip at a rollback to a savepoint: Redis keeps what it
+		# gave back until the session's next rlock call (holds_xact.c)
+		$s->{aborted} = 0;
+		$self->{pending}{$i} = 1;
+	}
 	else { $s->{in_xact} = 0; $s->{depth} = 0; $s->{aborted} = 0; }
 	return 1;
 }
