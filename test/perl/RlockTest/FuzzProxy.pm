@@ -1,0 +1,591 @@
+
+# Copyright (c) 2026, rlock developers
+
+#
+# A mutating RESP proxy: the reply fuzzer of test/t/053_reply_fuzz.pl.
+# It sits between PostgreSQL and a real Redis, parses every reply Redis
+# gives and, with a seeded generator, replaces some of them with a mutated
+# reply (another type, an error word rlock parses, a truncated or extra
+# reply, a huge or negative length or count, deep nesting).
+#
+package RlockTest::FuzzProxy;
+
+use strict;
+use warnings;
+
+use Carp;
+use Digest::MD5 qw(md5);
+use Errno qw(EAGAIN EWOULDBLOCK EINTR);
+use IO::Select;
+use IO::Socket::INET;
+use POSIX qw(WNOHANG);
+use Socket qw(AF_UNIX SOCK_STREAM PF_UNSPEC);
+
+=pod
+
+=head1 RlockTest::FuzzProxy
+
+A loopback TCP proxy in a forked Perl process, in front of a real Redis
+(an RlockTest::Redis).  Commands pass unchanged; each reply Redis gives is
+parsed (RESP2) and, with probability rate, replaced by a mutation of it,
+chosen by a generator seeded with "seed:round:connection:exchange" — the
+same workload with the same seed meets the same mutations (connections
+are numbered in the order they are accepted within a round, so a
+background worker reconnecting at another moment may shift them).  Every
+address a mutated reply names (MOVED, ASK) is 127.0.0.1 and a port the
+test chose: never another host.
+
+  my $fz = RlockTest::FuzzProxy->new($redis, seed => 42, dead_port => $p);
+  $fz->url;                   # what rlock.redis_url is set to
+  $fz->round(3);              # number the connections from 1 again
+  $fz->rate(0.2);             # mutate a fifth of the replies (0: none)
+  my %s = $fz->stats;         # exchanges, mutated, kind.<k> counts
+  my @log = $fz->mutations(3);   # "r3 c1 #12 EVALSHA error RLOCKKIND"
+  $fz->stop;
+
+=over
+
+=item RlockTest::FuzzProxy->new($redis, %opts)
+
+Start it on a free loopback port.  Options: seed (required), rate
+(default 0), dead_port (a loopback port nothing listens on, named in
+redirections besides the proxy's own), log (the file mutations are
+listed in).
+
+=cut
+
+sub new
+{
+	my ($class, $redis, %opts) = @_;
+	my $listen = IO::Socket::INET->new(
+		LocalAddr => '127.0.0.1',
+		LocalPort => 0,
+		Proto => 'tcp',
+		Listen => 64,
+		ReuseAddr => 1) or croak "fuzz proxy: listen: $!";
+	my $dir = $PostgreSQL::Test::Utils::tmp_check // '/tmp';
+	socketpair(my $ctl, my $child_ctl, AF_UNIX, SOCK_STREAM, PF_UNSPEC)
+	  or croak "fuzz proxy: socketpair: $!";
+	my $self = bless {
+		redis => $redis,
+		port => $listen->sockport,
+		owner => $$,
+		log => $opts{log} // "$dir/fuzz_proxy_" . $listen->sockport . '.log',
+		ctl => $ctl,
+	}, $class;
+	open(my $fh, '>', $self->{log}) or croak "fuzz proxy: $self->{log}: $!";
+	close $fh;
+	my %cfg = (
+		seed => $opts{seed} // croak('fuzz proxy: a seed is needed'),
+		rate => $opts{rate} // 0,
+		target => $redis->port,
+		port => $self->{port},
+		dead_port => $opts{dead_port} // $self->{port},
+		log => $self->{log});
+	my $pid = fork();
+	croak "fuzz proxy: fork: $!" unless defined $pid;
+	if ($pid == 0)
+	{
+		close $ctl;
+		eval { _serve($listen, $child_ctl, \%cfg); };
+		print STDERR "# fuzz proxy: $@" if $@;
+		POSIX::_exit(0);
+	}
+	close $listen;
+	close $child_ctl;
+	$self->{pid} = $pid;
+	$self->{ctl}->autoflush(1);
+	return $self;
+}
+
+=pod
+
+=item $fz->port, $fz->url
+
+Its port; redis://[:password@]127.0.0.1:port/0 for rlock.redis_url.
+
+=cut
+
+sub port { return $_[0]->{port}; }
+
+sub url
+{
+	my ($self) = @_;
+	my $pw = $self->{redis}->password;
+	my $auth = defined $pw ? ":$pw@" : '';
+	return "redis://${auth}127.0.0.1:$self->{port}/0";
+}
+
+# One control line, its answer (dies when the proxy is gone).
+sub _control
+{
+	my ($self, $line) = @_;
+	my $ctl = $self->{ctl};
+	print $ctl "$line\n" or croak "fuzz proxy: control: $!";
+	my $answer = <$ctl>;
+	croak "fuzz proxy: no answer to \"$line\"" unless defined $answer;
+	chomp $answer;
+	return $answer;
+}
+
+=pod
+
+=item $fz->rate($p), $fz->round($n)
+
+Mutate each reply from now on with probability $p.  Start round $n:
+connections accepted from now on are numbered from 1 in it.  Both take
+effect before they return.
+
+=item $fz->stats
+
+(exchanges => replies seen, mutated => replies mutated, 'kind.K' =>
+mutations of kind K), since the start.
+
+=item $fz->mutations($round)
+
+The mutations of round $round (every round when undef), one line each.
+
+=cut
+
+sub rate { $_[0]->_control("rate $_[1]"); return; }
+sub round { $_[0]->_control("round $_[1]"); return; }
+
+sub stats
+{
+	my ($self) = @_;
+	return map { split /=/, $_, 2 } split / /, $self->_control('stats');
+}
+
+sub mutations
+{
+	my ($self, $round) = @_;
+	open(my $fh, '<', $self->{log}) or return ();
+	my @l = grep { !defined $round || /^r$round / } map { chomp; $_ } <$fh>;
+	close $fh;
+	return @l;
+}
+
+=pod
+
+=item $fz->stop
+
+Stop it (every connection through it closes).  Also done at destruction.
+
+=back
+
+=cut
+
+sub stop
+{
+	my ($self) = @_;
+	return unless $self->{pid} && $self->{owner} == $$;
+	kill 'KILL', $self->{pid};
+	waitpid($self->{pid}, 0);
+	delete $self->{pid};
+	return;
+}
+
+sub DESTROY { my ($self) = @_; $self->stop; return; }
+
+# ---- the proxy process ----
+
+my %cfg;
+my ($round, $accepted, $exchanges, $mutated) = (0, 0, 0, 0);
+my %kinds;
+my $logfh;
+
+# A small generator per exchange: xorshift32 seeded from an MD5 of its
+# name, so a decision depends on the seed and where it is made only.
+sub _rng
+{
+	my ($name) = @_;
+	my $s = unpack('N', md5($name)) || 1;
+	return sub {
+		$s ^= ($s << 13) & 0xffffffff;
+		$s ^= $s >> 17;
+		$s ^= ($s << 5) & 0xffffffff;
+		return $s / 4294967296;
+	};
+}
+
+sub _pick { my ($rng, @a) = @_; return $a[ int($rng->() * @a) ]; }
+
+# One RESP2 reply parsed from $$buf at $pos: ([type, value], next pos),
+# or () when incomplete, or ('bad') when it is no RESP.
+sub _parse
+{
+	my ($buf, $pos, $depth) = @_;
+	my $eol = index($$buf, "\r\n", $pos);
+	return () if $eol < 0;
+	my $t = substr($$buf, $pos, 1);
+	my $line = substr($$buf, $pos + 1, $eol - $pos - 1);
+	my $next = $eol + 2;
+	return ([ $t, $line ], $next) if $t eq '+' || $t eq '-' || $t eq ':';
+	return ('bad') unless $line =~ /^-?\d+$/ && $depth < 64;
+	if ($t eq '$')
+	{
+		return ([ '$', undef ], $next) if $line < 0;
+		return () if length($$buf) < $next + $line + 2;
+		return ([ '$', substr($$buf, $next, $line) ], $next + $line + 2);
+	}
+	if ($t eq '*')
+	{
+		return ([ '*', undef ], $next) if $line < 0;
+		my @el;
+		for (1 .. $line)
+		{
+			my ($e, $p) = _parse($buf, $next, $depth + 1);
+			return () unless defined $e;
+			return ('bad') unless ref $e;
+			push @el, $e;
+			$next = $p;
+		}
+		return ([ '*', \@el ], $next);
+	}
+	return ('bad');
+}
+
+sub _ser
+{
+	my ($n) = @_;
+	my ($t, $v) = @$n;
+	return "$t$v\r\n" if $t eq '+' || $t eq '-' || $t eq ':';
+	return "$t-1\r\n" unless defined $v;
+	return "\$" . length($v) . "\r\n$v\r\n" if $t eq '$';
+	return '*' . scalar(@$v) . "\r\n" . join('', map { _ser($_) } @$v);
+}
+
+# Every error word rlock looks for in a reply (grep src/ for them), and
+# texts to follow it.
+my @WORDS = qw(RLOCKKIND RLOCKRANGE RLOCKNOTLOCK NOSCRIPT MOVED ASK TRYAGAIN
+  CLUSTERDOWN LOADING READONLY WRONGTYPE NOPERM NOAUTH WRONGPASS BUSY
+  MASTERDOWN OOM ERR NOSUB EXECABORT NOREPLICAS RLOCK);
+
+sub _error_text
+{
+	my ($rng, $word) = @_;
+	my $port = _pick($rng, $cfg{port}, $cfg{dead_port}, 0, 65536, 99999);
+	my $slot = _pick($rng, 0, 1, 16383, 16384, -1, '99999999999999999999');
+	my @tails = ('', ' ', ' x', ' ' . ('y' x 2000));
+	if ($word eq 'MOVED' || $word eq 'ASK')
+	{
+		push @tails, " $slot", " $slot 127.0.0.1", " $slot 127.0.0.1:",
+		  " $slot 127.0.0.1:$port", " $slot :$port",
+		  " $slot 127.0.0.1:$port trailing", " x 127.0.0.1:$port";
+	}
+	elsif ($word =~ /^RLOCK/)
+	{
+		push @tails, ' lock', ' semaphore', ' latch', ' exclusive', ' read',
+		  ' write', ' fair', ' fenced', ' 99999999999999999999', ' -5',
+		  ' lock 1 2 3', ' %s%n';
+	}
+	my $text = $word . _pick($rng, @tails);
+	# the words also come inside a script error's text
+	$text = "ERR user_script:1: $text script: 1234" if $rng->() < 0.2;
+	return $text;
+}
+
+# A scalar of another type carrying what it can of the original.
+sub _swap_type
+{
+	my ($rng, $n) = @_;
+	my ($t, $v) = @$n;
+	my $s = ref $v ? scalar(@$v) : $v // '';
+	my @c = grep { $_->[0] ne $t || ($t eq '$' && defined $v) } (
+		[ '+', $s =~ s/[\r\n]//gr ], [ ':', $s =~ /^-?\d+$/ ? $s : 1 ],
+		[ '$', $s ], [ '$', undef ], [ '*', undef ], [ '*', [] ],
+		[ '*', [ [ '$', $s ], [ ':', 1 ] ] ], [ '-', 'ERR' ]);
+	return _pick($rng, @c);
+}
+
+my @HEADERS = (
+	"\$-5\r\n", "*-7\r\n", "\$-1\r\n", "*-1\r\n", "*0\r\n", "\$0\r\n\r\n",
+	"\$99999999999\r\n", "*2147483648\r\n", "*999999999\r\n",
+	"\$9223372036854775807\r\n", "*-9223372036854775808\r\n",
+	":99999999999999999999\r\n", ":-9223372036854775808\r\n",
+	":9223372036854775807\r\n", ":-1\r\n", ":0\r\n", ":2147483648\r\n",
+	":x\r\n", ":\r\n", "\$1x\r\n", "%2\r\n", "_\r\n");
+
+# Mutate one reply: (bytes to send, close after sending, description).
+sub _mutate
+{
+	my ($rng, $n) = @_;
+	my $bytes = _ser($n);
+	my $kind = _pick($rng,
+		qw(type error error error truncate_close truncate_keep extra drop
+		  length length nest element element));
+	$kind = 'type' if $kind eq 'element' && !($n->[0] eq '*' && ref $n->[1] && @{ $n->[1] });
+	if ($kind eq 'type')
+	{
+		my $m = _swap_type($rng, $n);
+		return (_ser($m), 0, "type $n->[0] -> $m->[0]", $kind);
+	}
+	if ($kind eq 'error')
+	{
+		my $text = _error_text($rng, _pick($rng, @WORDS));
+		return ("-$text\r\n", 0, 'error ' . substr($text, 0, 60), $kind);
+	}
+	if ($kind eq 'truncate_close' || $kind eq 'truncate_keep')
+	{
+		my $cut = 1 + int($rng->() * (length($bytes) - 1));
+		$cut = 1 if $cut < 1;
+		return (substr($bytes, 0, $cut), $kind eq 'truncate_close',
+			"$kind at $cut of " . length($bytes), $kind);
+	}
+	if ($kind eq 'extra')
+	{
+		my $x = _pick($rng, "*2\r\n:1\r\n:1\r\n", "+OK\r\n", ":1\r\n",
+			"\$-1\r\n", $bytes, "-ERR extra\r\n");
+		return ($bytes . $x, 0, 'extra ' . ($x =~ s/\r\n/ /gr), $kind);
+	}
+	if ($kind eq 'drop')
+	{
+		return ('', _pick($rng, 0, 1), 'drop', $kind);
+	}
+	if ($kind eq 'length')
+	{
+		my $h = _pick($rng, @HEADERS);
+		# a header promising more than follows: close, not wait
+		my $close = $h =~ /^[\$*](\d+)\r\n$/ && $1 > 0;
+		return ($h, $close, 'length ' . ($h =~ s/\r\n/ /gr), $kind);
+	}
+	if ($kind eq 'nest')
+	{
+		my $depth = _pick($rng, 2, 8, 64, 1000, 10000);
+		return (("*1\r\n" x $depth) . $bytes, 0, "nest $depth", $kind);
+	}
+	# element: one element of an array mutated (again, recursively)
+	my @el = @{ $n->[1] };
+	my $i = int($rng->() * @el);
+	my $how = _pick($rng, 'type', 'error', 'int', 'deep');
+	my $e = $el[$i];
+	if ($how eq 'type') { $e = _swap_type($rng, $e); }
+	elsif ($how eq 'error') { $e = [ '-', _error_text($rng, _pick($rng, @WORDS)) ]; }
+	elsif ($how eq 'int')
+	{
+		$e = [ ':', _pick($rng, '99999999999999999999', '-9223372036854775808',
+			'9223372036854775807', '-1', '2147483648', '-2147483649', '0') ];
+	}
+	else { $e = [ '*', [ [ '*', [$e] ] ] ]; }
+	$el[$i] = $e;
+	my $d = _ser($e);
+	return (_ser([ '*', \@el ]), 0,
+		"element $i/" . scalar(@el) . " $how -> " . substr($d =~ s/\r\n/ /gr, 0, 60),
+		$kind);
+}
+
+sub _close_conn
+{
+	my ($cn) = @_;
+	for my $side (qw(c s))
+	{
+		close($cn->{$side}) if $cn->{$side};
+		$cn->{$side} = undef;
+	}
+	$cn->{dead} = 1;
+	return;
+}
+
+# Replies complete in the connection's buffer from Redis: each passed on,
+# or mutated.
+sub _replies
+{
+	my ($cn) = @_;
+	while (!$cn->{closing} && length $cn->{s2c})
+	{
+		if ($cn->{raw})
+		{
+			$cn->{out} .= $cn->{s2c};
+			$cn->{s2c} = '';
+			last;
+		}
+		my ($n, $next) = _parse(\$cn->{s2c}, 0, 0);
+		last unless defined $n;
+		if (!ref $n)
+		{
+			# not RESP2 (cannot be, from Redis): pass on from here
+			$cn->{raw} = 1;
+			next;
+		}
+		my $bytes = substr($cn->{s2c}, 0, $next, '');
+		my $k = ++$cn->{n};
+		$exchanges++;
+		my $verb = shift(@{ $cn->{verbs} }) // '?';
+		my $rng = _rng("$cfg{seed}:$cn->{round}:$cn->{ord}:$k");
+		if ($cfg{rate} > 0 && $rng->() < $cfg{rate})
+		{
+			my ($out, $close, $desc, $kind) = _mutate($rng, $n);
+			$mutated++;
+			$kinds{$kind}++;
+			print $logfh "r$cn->{round} c$cn->{ord} #$k $verb $desc"
+			  . ($close ? ' +close' : '') . "\n";
+			$cn->{out} .= $out;
+			$cn->{closing} = 1 if $close;
+		}
+		else
+		{
+			$cn->{out} .= $bytes;
+		}
+	}
+	return;
+}
+
+# Commands from the client, for the log: their verbs (first two words for
+# CLIENT, SCRIPT, CLUSTER ...).
+sub _commands
+{
+	my ($cn) = @_;
+	while (length $cn->{cmdbuf})
+	{
+		my ($n, $next) = _parse(\$cn->{cmdbuf}, 0, 0);
+		if (!defined $n || !ref $n || $n->[0] ne '*' || !ref $n->[1])
+		{
+			$cn->{cmdbuf} = '' if defined $n;
+			last;
+		}
+		substr($cn->{cmdbuf}, 0, $next, '');
+		my @w = map { $_->[1] // '' } @{ $n->[1] };
+		my $verb = uc($w[0] // '?');
+		$verb .= '_' . uc($w[1] // '')
+		  if $verb =~ /^(CLIENT|SCRIPT|CLUSTER|CONFIG|SENTINEL)$/;
+		push @{ $cn->{verbs} }, $verb;
+	}
+	return;
+}
+
+sub _fill
+{
+	my ($sock, $bufref) = @_;
+	my $n = sysread($sock, my $chunk, 65536);
+	if (!defined $n)
+	{
+		return 1 if $! == EAGAIN || $! == EWOULDBLOCK || $! == EINTR;
+		return 0;
+	}
+	return 0 if $n == 0;
+	$$bufref .= $chunk;
+	return 1;
+}
+
+sub _flush
+{
+	my ($sock, $bufref) = @_;
+	while (length $$bufref)
+	{
+		my $n = syswrite($sock, $$bufref);
+		if (!defined $n)
+		{
+			return 1 if $! == EAGAIN || $! == EWOULDBLOCK || $! == EINTR;
+			return 0;
+		}
+		substr($$bufref, 0, $n, '');
+	}
+	return 1;
+}
+
+sub _control_line
+{
+	my ($ctl, $line) = @_;
+	my $answer = 'ok';
+	if ($line =~ /^rate ([\d.]+)$/) { $cfg{rate} = $1; }
+	elsif ($line =~ /^round (\d+)$/) { ($round, $accepted) = ($1, 0); }
+	elsif ($line eq 'stats')
+	{
+		$answer = "exchanges=$exchanges mutated=$mutated"
+		  . join('', map { " kind.$_=$kinds{$_}" } sort keys %kinds);
+	}
+	else { $answer = "error $line"; }
+	syswrite($ctl, "$answer\n");
+	return;
+}
+
+sub _serve
+{
+	my ($listen, $ctl, $c) = @_;
+	%cfg = %$c;
+	$SIG{PIPE} = 'IGNORE';
+	open($logfh, '>>', $cfg{log}) or die "$cfg{log}: $!";
+	$logfh->autoflush(1);
+	$listen->blocking(0);
+	my @conns;
+	my $ctlbuf = '';
+	while (1)
+	{
+		@conns = grep { !$_->{dead} } @conns;
+		my $rsel = IO::Select->new($listen, $ctl);
+		my $wsel = IO::Select->new;
+		for my $cn (@conns)
+		{
+			$rsel->add($cn->{c}) unless $cn->{closing};
+			$rsel->add($cn->{s}) unless $cn->{closing};
+			$wsel->add($cn->{s}) if length $cn->{c2s};
+			$wsel->add($cn->{c}) if length $cn->{out};
+		}
+		my ($r, $w) = IO::Select->select($rsel, $wsel, undef, 1);
+		$r //= [];
+		$w //= [];
+		my %readable = map { ($_ => 1) } @$r;
+		if ($readable{$ctl})
+		{
+			my $n = sysread($ctl, my $chunk, 4096);
+			POSIX::_exit(0) if defined $n && $n == 0;    # the test is gone
+			$ctlbuf .= $chunk if $n;
+			_control_line($ctl, $1) while $ctlbuf =~ s/^([^\n]*)\n//;
+		}
+		if ($readable{$listen})
+		{
+			if (my $sock = $listen->accept)
+			{
+				my $s = IO::Socket::INET->new(
+					PeerAddr => '127.0.0.1',
+					PeerPort => $cfg{target},
+					Proto => 'tcp',
+					Timeout => 5);
+				if ($s)
+				{
+					$sock->blocking(0);
+					$s->blocking(0);
+					push @conns, {
+						c => $sock, s => $s, c2s => '', s2c => '', out => '',
+						cmdbuf => '', verbs => [], n => 0,
+						round => $round, ord => ++$accepted };
+				}
+				else { close $sock; }
+			}
+		}
+		for my $cn (@conns)
+		{
+			next if $cn->{dead};
+			if (!$cn->{closing} && $readable{ $cn->{c} })
+			{
+				my $before = length $cn->{c2s};
+				if (!_fill($cn->{c}, \$cn->{c2s}))
+				{
+					_close_conn($cn);
+					next;
+				}
+				$cn->{cmdbuf} .= substr($cn->{c2s}, $before);
+				_commands($cn);
+			}
+			if (!$cn->{closing} && $readable{ $cn->{s} })
+			{
+				if (!_fill($cn->{s}, \$cn->{s2c}))
+				{
+					$cn->{closing} = 1;
+				}
+				_replies($cn);
+			}
+			if (length $cn->{c2s} && $cn->{s})
+			{
+				_flush($cn->{s}, \$cn->{c2s}) or $cn->{closing} = 1;
+			}
+			if (length $cn->{out})
+			{
+				_flush($cn->{c}, \$cn->{out}) or $cn->{out} = '';
+			}
+			_close_conn($cn) if $cn->{closing} && !length $cn->{out};
+		}
+	}
+}
+
+1;
