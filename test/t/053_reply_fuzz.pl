@@ -55,14 +55,15 @@ my $SLOW_MS = 20000;
 
 my $redis = RlockTest::Redis->new;
 my $dead_port = PostgreSQL::Test::Cluster::get_free_port();
+my %kinds = map { ($_ => 1) } split /,/, ($ENV{RLOCK_FUZZ_KINDS} // '');
 my $fz = RlockTest::FuzzProxy->new($redis, seed => $seed, rate => 0,
-	dead_port => $dead_port);
+	dead_port => $dead_port, kinds => (%kinds ? \%kinds : undef));
 note "fuzz proxy on port " . $fz->port . ", Redis on port " . $redis->port
   . ", redirections also name the closed port $dead_port";
 # Redlock on the same Redis through the proxy, in database 1
 my $redlock_url = $fz->url =~ s{/0$}{/1}r;
 my $node = RlockTest::new_node('fuzz', $fz,
-	watchdog_timeout => '30s',
+	watchdog_timeout => '9s',
 	extra_conf => "rlock.replica_acks = 0\n"
 	  . "rlock.redlock_urls = '$redlock_url'\n"
 	  . "log_min_duration_statement = '${SLOW_MS}ms'\n");
@@ -315,10 +316,27 @@ sub fail_round
 	return;
 }
 
+# Run one session's workload ($drive->($session, $pid): (ended, stderr)) in
+# round $r with mutation rate $p, then check it as the header says.
 sub round
 {
-	my ($r, $p) = @_;
+	my ($r, $p, $drive) = @_;
 	my $log_off = -s $node->logfile;
+	my $ok = eval { round_checked($r, $p, $drive, $log_off) };
+	return $ok if defined $ok;
+	# the harness died with the session (lost, or its server gone)
+	fail_round('crash', $r, "the round died: $@");
+	my $log = slurp_file($node->logfile, $log_off);
+	diag "round $r died: $@; server log:\n"
+	  . join("\n", grep { !/DEBUG|statement:/ } split /\n/, $log);
+	diag "round $r mutations (RLOCK_FUZZ_SEED=$seed):\n  "
+	  . join("\n  ", $fz->mutations($r));
+	return 0;
+}
+
+sub round_checked
+{
+	my ($r, $p, $drive, $log_off) = @_;
 	clean_redis();
 	$fz->round($r);
 	$fz->rate(0);
@@ -335,8 +353,7 @@ sub round
 
 	$fz->rate($p);
 	my $t0 = time;
-	RlockTest::start_bg($s, join(";\n", @workload));
-	my $done = RlockTest::wait_until(sub { RlockTest::bg_done($s) }, 300);
+	my ($done, $err) = $drive->($s, $pid);
 	my $secs = time - $t0;
 	my $hwm = vm_hwm($pid);
 	$fz->rate(0);
@@ -347,12 +364,11 @@ sub round
 		$s->{run}->kill_kill;
 		return 0;
 	}
-	my ($out, $err) = RlockTest::bg_result($s);
 	my %st;
-	$st{$2}++ while $err =~ /^(ERROR|FATAL|PANIC):\s+([0-9A-Z]{5}):/mg;
+	$st{$2}++ while $err =~ /(?:^|: )(ERROR|FATAL|PANIC):\s+([0-9A-Z]{5}):/mg;
 	$sqlstates{$_} += $st{$_} for keys %st;
 	fail_round('sqlstate', $r, "an ERROR without a SQLSTATE of its own (XX000): "
-		  . join(' | ', $err =~ /^ERROR:\s+XX000: ([^\n]*)/mg))
+		  . join(' | ', $err =~ /ERROR:\s+XX000: ([^\n]*)/mg))
 	  if $st{XX000};
 	fail_round('ended', $r, 'statement_timeout cancelled a call')
 	  if $err =~ /canceling statement due to statement timeout/;
@@ -391,7 +407,7 @@ sub round
 		return !@problems;
 	};
 	fail_round('agree', $r, join('; ', @problems))
-	  unless RlockTest::wait_until($agree, 10);
+	  unless RlockTest::wait_until($agree, 5);
 	note "round $r: rlock_locks lists " . ($believed || 'nothing') . ', as Redis does'
 	  unless @problems;
 
@@ -400,7 +416,7 @@ sub round
 	my $left;
 	fail_round('session_end', $r,
 		"Redis still holds " . join(', ', sort keys %$left) . " after the session ended")
-	  unless RlockTest::wait_until(sub { $left = truth($holder); !%$left }, 10);
+	  unless RlockTest::wait_until(sub { $left = truth($holder); !%$left }, 5);
 
 	my $log = slurp_file($node->logfile, $log_off);
 	fail_round('crash', $r, $1)
@@ -415,33 +431,119 @@ sub round
 		diag "round $r failed; its mutations (RLOCK_FUZZ_SEED=$seed):\n  "
 		  . join("\n  ", $fz->mutations($r));
 	}
-	return postmaster_pid() eq $pm_pid;
+	return !grep { /^round $r:/ } @{ $failures{crash} // [] };
+}
+
+# The workload in one go, in the background.
+sub run_workload
+{
+	my ($s) = @_;
+	RlockTest::start_bg($s, join(";\n", @workload));
+	my $done = RlockTest::wait_until(sub { RlockTest::bg_done($s) }, 300);
+	return (0, '') unless $done;
+	my (undef, $err) = RlockTest::bg_result($s);
+	return (1, $err);
 }
 
 # round 0 records the plain run; the harness must find nothing in it
-round(0, 0);
+round(0, 0, \&run_workload);
 my %rec = $fz->stats;
 note "round 0 recorded $rec{exchanges} replies of real Redis";
 ok(!%failures, 'the plain run (no mutations) passes every check')
   or diag explain \%failures;
 
+# The error-word sweep: every error word rlock parses, bare and with text
+# after it, as the answer to each kind's script (after a plain call that
+# sets the stage), one session a word: the command does not reach Redis,
+# the proxy refuses it with the error, as Redis does (NOSCRIPT, MOVED,
+# READONLY, OOM, ... come before a script runs; a script's own RLOCK*
+# refusals before it writes).  Deterministic: no seed involved.
+my @sweep = (
+	[ undef, "SELECT rlock_try_acquire('fz:s1', '60s')" ],
+	[ "SELECT rlock_acquire('fz:s2', '60s')", "SELECT rlock_release('fz:s2')" ],
+	[ undef, "SELECT rlock_acquire('fz:s2b')" ],
+	[ undef, "SELECT rlock_semaphore_try_acquire('fz:sem')" ],
+	[ "SELECT rlock_semaphore_acquire('fz:sem')",
+		"SELECT rlock_semaphore_release('fz:sem')" ],
+	[ undef, "SELECT rlock_semaphore_available('fz:sem')" ],
+	[ undef, "SELECT rlock_semaphore_add_permits('fz:sem', 1)" ],
+	[ "SELECT rlock_acquire('fz:so', '60s', 'fzowner')",
+		"SELECT rlock_release('fz:so', 'fzowner')" ],
+	[ undef, "SELECT rlock_latch_count_down('fz:latch')" ],
+	[ undef, "SELECT rlock_latch_await('fz:latch', '50ms')" ],
+	[ undef, "SELECT rlock_read_try_acquire('fz:s3', '60s')" ],
+	[ "SELECT rlock_write_acquire('fz:s4', '60s')",
+		"SELECT rlock_write_release('fz:s4')" ],
+	[ undef, "SELECT rlock_fair_try_acquire('fz:s5', '60s')" ],
+	[ undef, "SELECT rlock_fenced_try_acquire('fz:s6', '60s')" ],
+	[ undef, "SELECT rlock_multi_try_acquire('{fz:s7,fz:s8}', '60s')" ],
+	[ undef, "SELECT rlock_redlock_try_acquire('fz:s9', '60s')" ],
+	[ undef, "SELECT rlock_is_locked('fz:s1')" ],
+	[ undef, "SELECT rlock_ping() IS NOT NULL" ],
+	[ "BEGIN; SELECT rlock_xact_acquire('fz:s10')", "COMMIT" ],);
+my @words = @RlockTest::FuzzProxy::WORDS;
+@words = grep { $_ =~ $ENV{RLOCK_FUZZ_WORDS} } @words
+  if defined $ENV{RLOCK_FUZZ_WORDS};
+my $sweep_round = 0;
+my %sweep_used;
+my $go = $rate > 0 && !%failures;
+if ($go && !$ENV{RLOCK_FUZZ_NO_SWEEP})
+{
+	for my $word (@words)
+	{
+		my @texts = ($word, "$word x");
+		push @texts, "$word lock", "$word semaphore" if $word eq 'RLOCKKIND';
+		push @texts, "$word 1 127.0.0.1:$dead_port" if $word =~ /^(MOVED|ASK)$/;
+		my %seen;
+		round(
+			++$sweep_round, 0,
+			sub {
+				my ($s, $pid) = @_;
+				my $err = '';
+				RlockTest::run_sql($s, $_)
+				  for ("SELECT rlock_semaphore_set_permits('fz:sem', 5)",
+					"SELECT rlock_latch_set_count('fz:latch', 100)");
+				for my $text (@texts)
+				{
+					for my $case (@sweep)
+					{
+						my ($prep, $sql) = @$case;
+						RlockTest::run_sql($s, $prep) if defined $prep;
+						$fz->once($pid, "-$text\r\n");
+						my ($o, $e, $st) = RlockTest::run_sql($s, $sql);
+						$sweep_used{ $fz->once_clear ? 'used' : 'unused' }++;
+						RlockTest::run_sql($s, 'ROLLBACK') if $sql eq 'COMMIT';
+						$err .= $e;
+						my ($state) = $e =~ /ERROR:\s+([0-9A-Z]{5}):/;
+						$seen{ $state // $st // '?' }++;
+					}
+				}
+				note "sweep $word: " . join(' ', map { "$_×$seen{$_}" } sort keys %seen);
+				return (1, $err);
+			}) or ($go = 0, last);
+	}
+	note "sweep: $sweep_used{used} replaced replies, "
+	  . ($sweep_used{unused} // 0) . " calls sent no command to replace";
+}
+
 $rounds = 0;
-if ($rate > 0 && !%failures)
+my %before = $fz->stats;
+if ($go)
 {
 	while (1)
 	{
 		my %s = $fz->stats;
-		last if $s{exchanges} - $rec{exchanges} >= $max_exchanges;
+		last if $s{exchanges} - $before{exchanges} >= $max_exchanges;
 		last if time - $t_start >= $max_seconds;
 		$rounds++;
-		round($rounds, $rate) or last;
+		round($sweep_round + $rounds, $rate, \&run_workload) or last;
 	}
 }
 
 my %s = $fz->stats;
 note sprintf(
 	"RLOCK_FUZZ_SEED=%d: %d mutated rounds, %d replies, %d mutated (%s), %.0f s; SQLSTATEs: %s",
-	$seed, $rounds, $s{exchanges} - $rec{exchanges}, $s{mutated},
+	$seed, $rounds, $s{exchanges} - $before{exchanges}, $s{mutated},
 	join(' ', map { /^kind\.(.*)/ ? "$1 $s{$_}" : () } sort keys %s),
 	time - $t_start,
 	join(' ', map { "$_×$sqlstates{$_}" } sort keys %sqlstates));

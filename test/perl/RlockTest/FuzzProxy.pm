@@ -81,6 +81,7 @@ sub new
 		target => $redis->port,
 		port => $self->{port},
 		dead_port => $opts{dead_port} // $self->{port},
+		kinds => $opts{kinds},
 		log => $self->{log});
 	my $pid = fork();
 	croak "fuzz proxy: fork: $!" unless defined $pid;
@@ -148,6 +149,27 @@ The mutations of round $round (every round when undef), one line each.
 =cut
 
 sub rate { $_[0]->_control("rate $_[1]"); return; }
+
+=pod
+
+=item $fz->once($pid, $bytes), $fz->once_clear
+
+The next command (not a handshake's: AUTH, SELECT, ROLE, CLIENT, INFO,
+WAIT) of the connection named rlock:$pid does not reach Redis: the proxy
+answers $bytes instead (in its turn), as a Redis that refuses it before
+running it would.  Once.  once_clear forgets it if it was not used;
+returns whether it was.
+
+=cut
+
+sub once
+{
+	my ($self, $pid, $bytes) = @_;
+	$self->_control("once rlock:$pid " . unpack('H*', $bytes));
+	return;
+}
+
+sub once_clear { return $_[0]->_control('once_clear') eq 'ok used'; }
 sub round { $_[0]->_control("round $_[1]"); return; }
 
 sub stats
@@ -193,6 +215,7 @@ my %cfg;
 my ($round, $accepted, $exchanges, $mutated) = (0, 0, 0, 0);
 my %kinds;
 my $logfh;
+my ($once, $once_used) = (undef, 0);    # [client name, bytes]
 
 # A small generator per exchange: xorshift32 seeded from an MD5 of its
 # name, so a decision depends on the seed and where it is made only.
@@ -257,7 +280,7 @@ sub _ser
 
 # Every error word rlock looks for in a reply (grep src/ for them), and
 # texts to follow it.
-my @WORDS = qw(RLOCKKIND RLOCKRANGE RLOCKNOTLOCK NOSCRIPT MOVED ASK TRYAGAIN
+our @WORDS = qw(RLOCKKIND RLOCKRANGE RLOCKNOTLOCK NOSCRIPT MOVED ASK TRYAGAIN
   CLUSTERDOWN LOADING READONLY WRONGTYPE NOPERM NOAUTH WRONGPASS BUSY
   MASTERDOWN OOM ERR NOSUB EXECABORT NOREPLICAS RLOCK);
 
@@ -266,7 +289,10 @@ sub _error_text
 	my ($rng, $word) = @_;
 	my $port = _pick($rng, $cfg{port}, $cfg{dead_port}, 0, 65536, 99999);
 	my $slot = _pick($rng, 0, 1, 16383, 16384, -1, '99999999999999999999');
-	my @tails = ('', ' ', ' x', ' ' . ('y' x 2000));
+	# bare, and a space alone, half the time: the cases a parser forgets
+	return $word if $rng->() < 0.35;
+	return "$word " if $rng->() < 0.2;
+	my @tails = (' x', ' ' . ('y' x 2000));
 	if ($word eq 'MOVED' || $word eq 'ASK')
 	{
 		push @tails, " $slot", " $slot 127.0.0.1", " $slot 127.0.0.1:",
@@ -294,7 +320,7 @@ sub _swap_type
 	my @c = grep { $_->[0] ne $t || ($t eq '$' && defined $v) } (
 		[ '+', $s =~ s/[\r\n]//gr ], [ ':', $s =~ /^-?\d+$/ ? $s : 1 ],
 		[ '$', $s ], [ '$', undef ], [ '*', undef ], [ '*', [] ],
-		[ '*', [ [ '$', $s ], [ ':', 1 ] ] ], [ '-', 'ERR' ]);
+		[ '*', [ [ '$', $s ], [ ':', 1 ] ] ]);
 	return _pick($rng, @c);
 }
 
@@ -311,9 +337,10 @@ sub _mutate
 {
 	my ($rng, $n) = @_;
 	my $bytes = _ser($n);
-	my $kind = _pick($rng,
-		qw(type error error error truncate_close truncate_keep extra drop
-		  length length nest element element));
+	my @k = qw(type error error error error truncate_close truncate_keep
+	  extra drop length length nest element element);
+	@k = grep { $cfg{kinds}{$_} } @k if $cfg{kinds};
+	my $kind = _pick($rng, @k);
 	$kind = 'type' if $kind eq 'element' && !($n->[0] eq '*' && ref $n->[1] && @{ $n->[1] });
 	if ($kind eq 'type')
 	{
@@ -411,6 +438,7 @@ sub _replies
 		my $k = ++$cn->{n};
 		$exchanges++;
 		my $verb = shift(@{ $cn->{verbs} }) // '?';
+		$verb = $verb->[0] if ref $verb;
 		my $rng = _rng("$cfg{seed}:$cn->{round}:$cn->{ord}:$k");
 		if ($cfg{rate} > 0 && $rng->() < $cfg{rate})
 		{
@@ -426,28 +454,60 @@ sub _replies
 		{
 			$cn->{out} .= $bytes;
 		}
+		_refusals($cn);
 	}
 	return;
 }
 
-# Commands from the client, for the log: their verbs (first two words for
-# CLIENT, SCRIPT, CLUSTER ...).
+# The refusals due next, in their commands' order.
+sub _refusals
+{
+	my ($cn) = @_;
+	while (@{ $cn->{verbs} } && ref $cn->{verbs}[0])
+	{
+		$cn->{out} .= $cn->{verbs}[0][1];
+		shift @{ $cn->{verbs} };
+	}
+	return;
+}
+
+# Commands from the client, passed on to Redis one by one, their verbs
+# kept for the log (first two words for CLIENT, SCRIPT, CLUSTER ...); the
+# command "once" names is not: Redis refuses it, as the proxy answers.
 sub _commands
 {
 	my ($cn) = @_;
 	while (length $cn->{cmdbuf})
 	{
 		my ($n, $next) = _parse(\$cn->{cmdbuf}, 0, 0);
-		if (!defined $n || !ref $n || $n->[0] ne '*' || !ref $n->[1])
+		if (defined $n && (!ref $n || $n->[0] ne '*' || !ref $n->[1]))
 		{
-			$cn->{cmdbuf} = '' if defined $n;
+			# not a command array (none of rlock's): pass on as it is
+			$cn->{c2s} .= $cn->{cmdbuf};
+			$cn->{cmdbuf} = '';
 			last;
 		}
-		substr($cn->{cmdbuf}, 0, $next, '');
+		last unless defined $n;
+		my $bytes = substr($cn->{cmdbuf}, 0, $next, '');
 		my @w = map { $_->[1] // '' } @{ $n->[1] };
 		my $verb = uc($w[0] // '?');
 		$verb .= '_' . uc($w[1] // '')
 		  if $verb =~ /^(CLIENT|SCRIPT|CLUSTER|CONFIG|SENTINEL)$/;
+		$cn->{name} = $w[2] if $verb eq 'CLIENT_SETNAME';
+		# a script's first key names the lock it is about
+		$verb .= "($w[3])" if $verb =~ /^EVAL/ && ($w[2] // 0) =~ /^[1-9]/;
+		if (defined $once && defined $cn->{name} && $cn->{name} eq $once->[0]
+			&& $verb !~ /^(AUTH|SELECT|ROLE|CLIENT_.*|INFO|WAIT)$/)
+		{
+			print $logfh "r$cn->{round} c$cn->{ord} $verb refused "
+			  . ($once->[1] =~ s/\r\n/ /gr) . "\n";
+			push @{ $cn->{verbs} }, [ $verb, $once->[1] ];
+			$once = undef;
+			$once_used++;
+			_refusals($cn);
+			next;
+		}
+		$cn->{c2s} .= $bytes;
 		push @{ $cn->{verbs} }, $verb;
 	}
 	return;
@@ -489,6 +549,15 @@ sub _control_line
 	my $answer = 'ok';
 	if ($line =~ /^rate ([\d.]+)$/) { $cfg{rate} = $1; }
 	elsif ($line =~ /^round (\d+)$/) { ($round, $accepted) = ($1, 0); }
+	elsif ($line =~ /^once (\S+) ([0-9a-f]+)$/)
+	{
+		$once = [ $1, pack('H*', $2) ];
+	}
+	elsif ($line eq 'once_clear')
+	{
+		$answer = 'ok ' . (defined $once ? 'unused' : 'used');
+		$once = undef;
+	}
 	elsif ($line eq 'stats')
 	{
 		$answer = "exchanges=$exchanges mutated=$mutated"
@@ -558,13 +627,11 @@ sub _serve
 			next if $cn->{dead};
 			if (!$cn->{closing} && $readable{ $cn->{c} })
 			{
-				my $before = length $cn->{c2s};
-				if (!_fill($cn->{c}, \$cn->{c2s}))
+				if (!_fill($cn->{c}, \$cn->{cmdbuf}))
 				{
 					_close_conn($cn);
 					next;
 				}
-				$cn->{cmdbuf} .= substr($cn->{c2s}, $before);
 				_commands($cn);
 			}
 			if (!$cn->{closing} && $readable{ $cn->{s} })
