@@ -131,9 +131,12 @@ sub _control
 
 =pod
 
-=item $fz->rate($p), $fz->round($n)
+=item $fz->rate($p), $fz->round($n), $fz->lies($bool)
 
-Mutate each reply from now on with probability $p.  Start round $n:
+Mutate each reply from now on with probability $p.  With lies(1), also
+into well-formed answers some command does get (nil, 0, a script's own
+RLOCK* refusal: marked "(lie)" in the log), which no client can tell from
+the truth; off at the start.  Start round $n:
 connections accepted from now on are numbered from 1 in it.  Both take
 effect before they return.
 
@@ -149,6 +152,7 @@ The mutations of round $round (every round when undef), one line each.
 =cut
 
 sub rate { $_[0]->_control("rate $_[1]"); return; }
+sub lies { $_[0]->_control("lies $_[1]"); return; }
 
 =pod
 
@@ -311,26 +315,34 @@ sub _error_text
 	return $text;
 }
 
-# A scalar of another type carrying what it can of the original.
+# A reply of another type, one no command of rlock's gets in place of the
+# original's: a status for anything else (no script of rlock's answers
+# one), and for a status (the handshake's, PING's) anything else.
 sub _swap_type
 {
 	my ($rng, $n) = @_;
 	my ($t, $v) = @$n;
 	my $s = ref $v ? scalar(@$v) : $v // '';
-	my @c = grep { $_->[0] ne $t || ($t eq '$' && defined $v) } (
-		[ '+', $s =~ s/[\r\n]//gr ], [ ':', $s =~ /^-?\d+$/ ? $s : 1 ],
-		[ '$', $s ], [ '$', undef ], [ '*', undef ], [ '*', [] ],
-		[ '*', [ [ '$', $s ], [ ':', 1 ] ] ]);
-	return _pick($rng, @c);
+	$s =~ s/[\r\n]//g;
+	return _pick($rng, [ '+', $s ], [ '*', [ [ '*', [ [ '+', $s ] ] ] ] ])
+	  if $t ne '+';
+	return _pick($rng, [ ':', 1 ], [ '$', $s ], [ '*', [ [ '$', $s ], [ ':', 1 ] ] ]);
 }
 
+# Headers of a bad length or count, or a bad integer.  Those marked 1 are
+# well-formed answers some command does get (nil, 0, -1, an int64):
+# "lies" a client cannot tell from the truth; a round with one is not
+# checked for belief against truth (hiredis 0.14 reads any negative length
+# as nil).
 my @HEADERS = (
-	"\$-5\r\n", "*-7\r\n", "\$-1\r\n", "*-1\r\n", "*0\r\n", "\$0\r\n\r\n",
-	"\$99999999999\r\n", "*2147483648\r\n", "*999999999\r\n",
-	"\$9223372036854775807\r\n", "*-9223372036854775808\r\n",
-	":99999999999999999999\r\n", ":-9223372036854775808\r\n",
-	":9223372036854775807\r\n", ":-1\r\n", ":0\r\n", ":2147483648\r\n",
-	":x\r\n", ":\r\n", "\$1x\r\n", "%2\r\n", "_\r\n");
+	[ "\$-5\r\n", 1 ], [ "*-7\r\n", 1 ], [ "\$-1\r\n", 1 ], [ "*-1\r\n", 1 ],
+	[ "*0\r\n", 0 ], [ "\$0\r\n\r\n", 0 ],
+	[ "\$99999999999\r\n", 0 ], [ "*2147483648\r\n", 0 ], [ "*999999999\r\n", 0 ],
+	[ "\$9223372036854775807\r\n", 0 ], [ "*-9223372036854775808\r\n", 1 ],
+	[ ":99999999999999999999\r\n", 0 ], [ ":-9223372036854775808\r\n", 1 ],
+	[ ":9223372036854775807\r\n", 1 ], [ ":-1\r\n", 1 ], [ ":0\r\n", 1 ],
+	[ ":2147483648\r\n", 1 ], [ ":x\r\n", 0 ], [ ":\r\n", 0 ], [ "\$1x\r\n", 0 ],
+	[ "%2\r\n", 0 ], [ "_\r\n", 0 ]);
 
 # Mutate one reply: (bytes to send, close after sending, description).
 sub _mutate
@@ -349,8 +361,13 @@ sub _mutate
 	}
 	if ($kind eq 'error')
 	{
-		my $text = _error_text($rng, _pick($rng, @WORDS));
-		return ("-$text\r\n", 0, 'error ' . substr($text, 0, 60), $kind);
+		# a script's own refusal after it ran is a lie; any other error
+		# after a command ran is not rlock's to believe (issue 40, 3)
+		my $text = _error_text($rng,
+			_pick($rng, grep { $cfg{lies} || !/^RLOCK/ } @WORDS));
+		return ("-$text\r\n", 0,
+			'error ' . substr($text, 0, 60) . ($text =~ /RLOCK/ ? ' (lie)' : ''),
+			$kind);
 	}
 	if ($kind eq 'truncate_close' || $kind eq 'truncate_keep')
 	{
@@ -371,10 +388,12 @@ sub _mutate
 	}
 	if ($kind eq 'length')
 	{
-		my $h = _pick($rng, @HEADERS);
+		my ($h, $lie) =
+		  @{ _pick($rng, grep { $cfg{lies} || !$_->[1] } @HEADERS) };
 		# a header promising more than follows: close, not wait
 		my $close = $h =~ /^[\$*](\d+)\r\n$/ && $1 > 0;
-		return ($h, $close, 'length ' . ($h =~ s/\r\n/ /gr), $kind);
+		return ($h, $close, 'length ' . ($h =~ s/\r\n/ /gr) . ($lie ? '(lie)' : ''),
+			$kind);
 	}
 	if ($kind eq 'nest')
 	{
@@ -390,8 +409,9 @@ sub _mutate
 	elsif ($how eq 'error') { $e = [ '-', _error_text($rng, _pick($rng, @WORDS)) ]; }
 	elsif ($how eq 'int')
 	{
+		# no count, status or token rlock takes: too big or below zero
 		$e = [ ':', _pick($rng, '99999999999999999999', '-9223372036854775808',
-			'9223372036854775807', '-1', '2147483648', '-2147483649', '0') ];
+			'9223372036854775807', '2147483648', '-2147483649') ];
 	}
 	else { $e = [ '*', [ [ '*', [$e] ] ] ]; }
 	$el[$i] = $e;
@@ -548,6 +568,7 @@ sub _control_line
 	my ($ctl, $line) = @_;
 	my $answer = 'ok';
 	if ($line =~ /^rate ([\d.]+)$/) { $cfg{rate} = $1; }
+	elsif ($line =~ /^lies ([01])$/) { $cfg{lies} = $1; }
 	elsif ($line =~ /^round (\d+)$/) { ($round, $accepted) = ($1, 0); }
 	elsif ($line =~ /^once (\S+) ([0-9a-f]+)$/)
 	{
