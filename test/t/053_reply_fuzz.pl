@@ -2,13 +2,17 @@
 #
 # Reply fuzzer (SPEC 7: a broken or hostile server costs an ERROR, never
 # more).  PostgreSQL talks to a real Redis through RlockTest::FuzzProxy,
-# which parses every reply and, with a seeded generator, mutates some:
-# another type, every error word rlock parses (with and without text after
-# it, inside a script error too), truncated (then closed, or not), an
-# extra reply, a reply dropped, huge or negative lengths and counts, deep
-# nesting, one element of an array changed.  Round 0 records a plain run of
-# the workload (rate 0); every later round runs it again with mutations, in
-# a new session, then stops mutating and checks:
+# which parses every reply.  Round 0 records a plain run of the workload
+# (every function of the extension; no mutation).  Then a sweep, one
+# session per error word rlock parses (grep src/ for them): each kind's
+# script is refused with the word, bare and with text after it, as Redis
+# refuses a command before running it.  Then rounds of the workload, each
+# in a new session, where a seeded generator mutates replies: another
+# type, an error word (with and without text, inside a script error too)
+# in place of a reply to a command that ran, truncated (then closed, or
+# not), an extra reply, a reply dropped, huge or negative lengths and
+# counts, deep nesting, one element of an array changed.  After each
+# session, with mutations stopped:
 #   - no backend or worker crashed (postmaster log, postmaster pid);
 #   - every statement ended in a result or an ERROR with a SQLSTATE other
 #     than XX000, well before statement_timeout (log_min_duration_statement
@@ -18,15 +22,24 @@
 #     rlock_locks says this session holds is held in Redis by its holder
 #     id, and Redis holds nothing for it that rlock_locks does not list;
 #   - after the session ends, Redis holds nothing for it.
-# The workload calls every function of the extension: the hand-written
-# statements below, and a generated call of every function of the catalog
-# they do not name (so a new function is fuzzed without editing this).
+# A mutation no client can tell from the truth (nil, 0, -1 where an answer
+# may be that, a script's own RLOCK* refusal after it ran: "(lie)" in the
+# log) comes only in one round in three, not checked for belief.
+# The workload: the statements below, and a generated call of every
+# function of the catalog they do not name (so a new function is fuzzed
+# without editing this).  Every address a mutated reply names is
+# 127.0.0.1: the proxy's port or a closed one.
 #
 # Knobs: RLOCK_FUZZ_SEED (default: the time; printed), RLOCK_FUZZ_RATE
 # (mutations per reply, default 0.15; 0 runs the harness alone),
-# RLOCK_FUZZ_EXCHANGES (stop after this many replies, default 3000),
-# RLOCK_FUZZ_SECONDS (or after this long, default 150).  A failure lists
-# the mutations of its round; rerun with its seed to replay them.
+# RLOCK_FUZZ_EXCHANGES (stop after this many mutated-round replies,
+# default 10000), RLOCK_FUZZ_SECONDS (or after this long in all, default
+# 120), RLOCK_FUZZ_KINDS (a comma list of mutation kinds: type, error,
+# truncate_close, truncate_keep, extra, drop, length, nest, element),
+# RLOCK_FUZZ_WORDS (a regexp: the sweep's words), RLOCK_FUZZ_NO_SWEEP.
+# A failure lists the mutations of its round; rerun with its seed to
+# replay them (connections are numbered per round in the order they are
+# made: a background worker reconnecting at another moment may shift them).
 use strict;
 use warnings;
 
