@@ -506,7 +506,7 @@ my @sweep = (
 	[ undef, "SELECT rlock_is_locked('fz:s1')" ],
 	[ undef, "SELECT rlock_ping() IS NOT NULL" ],
 	[ "BEGIN; SELECT rlock_xact_acquire('fz:s10')", "COMMIT" ],);
-my @words = @RlockTest::FuzzProxy::WORDS;
+my @words = @RlockTest::FuzzMutate::WORDS;
 @words = grep { $_ =~ $ENV{RLOCK_FUZZ_WORDS} } @words
   if defined $ENV{RLOCK_FUZZ_WORDS};
 my $sweep_round = 0;
