@@ -343,7 +343,7 @@ sub round
 	# a backend killed by a signal: the postmaster says so (and stops)
 	RlockTest::wait_until(
 		sub { RlockTest::log_has($node, $log_off, qr/terminated by signal/) }, 5);
-	my @log = grep { /ERROR|WARNING|FATAL|PANIC|TRAP|signal|terminat|STATEMENT/ }
+	my @log = grep { /ERROR|WARNING|FATAL|PANIC|TRAP|signal|terminat|STATEMENT|Failed process/ }
 	  split /\n/, slurp_file($node->logfile, $log_off);
 	my ($crash) = grep { /terminated by signal/ } @log;
 	fail_round('crash', $r, "the round died: $why" . ($crash ? "; $crash" : ''));
