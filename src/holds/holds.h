@@ -322,6 +322,8 @@ typedef struct HoldRequest
  * remaining lease), others = refused for a reason of the lock kind (word:
  * element 1 as text, if it is text).
  */
+#define ACQUIRE_STATUS_MAX 4	/* the highest status a script returns */
+
 typedef struct AcquireResult
 {
 	int64		status;

@@ -96,7 +96,11 @@ holds_acks_refused(const char *name, RlockKind kind, RedisConn *conn,
 
 /*
  * The answer of an acquire script, copied out of the connection's reply
- * (AcquireResult); false when it does not have that shape.
+ * (AcquireResult); false when it does not have that shape.  A status no
+ * script returns, or a grant whose count is not a count (below 1, or past
+ * an int: holds_add takes it as one), is no answer either: the caller's
+ * entry then stays uncertain and is reconciled with Redis, where taking
+ * it as a refusal would forget a hold Redis may have granted.
  */
 bool
 holds_parse_acquire(RReply *r, AcquireResult *res)
@@ -104,8 +108,13 @@ holds_parse_acquire(RReply *r, AcquireResult *res)
 	memset(res, 0, sizeof(*res));
 	if (r->type != RREPLY_ARRAY || r->elements < 2 ||
 		r->element[0]->type != RREPLY_INTEGER ||
+		r->element[0]->integer < 0 ||
+		r->element[0]->integer > ACQUIRE_STATUS_MAX ||
 		(r->element[0]->integer <= 1 &&
-		 r->element[1]->type != RREPLY_INTEGER))
+		 r->element[1]->type != RREPLY_INTEGER) ||
+		(r->element[0]->integer == 1 &&
+		 (r->element[1]->integer < 1 ||
+		  r->element[1]->integer > PG_INT32_MAX)))
 		return false;
 	res->status = r->element[0]->integer;
 	if (r->element[1]->type == RREPLY_INTEGER)
