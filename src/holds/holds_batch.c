@@ -272,9 +272,13 @@ holds_run_local_batch(BatchItem *items, int n, int elevel)
 		{
 			if (elevel >= ERROR && items[i].session)
 			{
-				/* the release did not happen: the holds are still ours */
+				/*
+				 * The release did not happen: the holds are still ours.
+				 * (An error that may follow its writes leaves them
+				 * uncertain: the reconcile asks Redis again.)
+				 */
 				h->session_count += items[i].levels;
-				holds_set_uncertain(h, false);
+				holds_set_uncertain(h, rconn_error_may_have_applied(r));
 				if (failed == NULL)
 				{
 					oldcxt = MemoryContextSwitchTo(holds_batch_cxt);

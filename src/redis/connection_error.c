@@ -244,27 +244,6 @@ rconn_report_failure(RconnFailure failure, const char *addr,
 }
 
 /*
- * Does the error reply carry this error code, at its start or (Redis 6
- * wraps script errors) after a space or a '-'?
- */
-bool
-rconn_reply_is(const RReply *reply, const char *code)
-{
-	size_t		len = strlen(code);
-	const char *p;
-
-	if (reply == NULL || reply->type != RREPLY_ERROR || reply->str == NULL)
-		return false;
-	for (p = reply->str; (p = strstr(p, code)) != NULL; p++)
-	{
-		if ((p == reply->str || p[-1] == ' ' || p[-1] == '-') &&
-			(p[len] == ' ' || p[len] == '\0'))
-			return true;
-	}
-	return false;
-}
-
-/*
  * The quoted name Redis gives right before what (" command", " key", "
  * channel") in msg, palloc'd, or NULL.
  */
@@ -389,6 +368,8 @@ rconn_reply_error(RReply *reply, int elevel, const char *what)
 void
 rconn_unexpected_reply(RReply *reply, const char *what)
 {
+	/* whatever it is, its connection is out of step: closed */
+	rconn_distrust(reply);
 	if (reply->type == RREPLY_ERROR)
 		rconn_reply_error(reply, ERROR, what);
 	stats_count(RLOCK_STAT_REDIS_ERRORS);

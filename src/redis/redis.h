@@ -25,6 +25,8 @@
  *	  connection_command.c	building commands (RedisCmd)
  *	  connection_bounds.c	how long a round trip or a connect may wait
  *	  connection_error.c	failures and error replies, worded, with SQLSTATEs
+ *	  connection_discipline.c	an error reply's words; a connection in
+ *							step or closed
  *	  connection_reply.c	the reply parser, bounded
  *	  connection_io.c		bytes in and out: encoding, writing, reading
  *	  connection_wait.c		the one interruptible wait (one socket or several)
@@ -245,14 +247,33 @@ extern bool rconn_failed_before_sending(RedisConn *conn);
 /* Replies and failures (connection_error.c). */
 extern void rconn_reply_error(RReply *reply, int elevel, const char *what);
 extern void rconn_unexpected_reply(RReply *reply, const char *what);
+
+/*
+ * A connection in step or closed (connection_discipline.c): the one reader
+ * of an error reply's words (the word after a code: "" when none, NULL
+ * without the code; at most RCONN_ERROR_WORD_MAX bytes), whether an error
+ * reply to a script may follow its writes, and the closing of the
+ * connection a reply of the wrong type, count or range came over (the
+ * call then fails: rconn_protocol_error, rconn_reply_int).
+ */
+#define RCONN_ERROR_WORD_MAX	64
 extern bool rconn_reply_is(const RReply *reply, const char *code);
+extern char *rconn_error_word(const RReply *reply, const char *code);
+extern bool rconn_error_may_have_applied(const RReply *reply);
+extern void rconn_distrust(const RReply *reply);
+extern void rconn_protocol_error(const RReply *reply, const char *what,
+								 const char *detail) pg_attribute_noreturn();
+extern int64 rconn_reply_int(const RReply *reply, int64 min, int64 max,
+							 const char *counts, const char *what);
 
 /* Publish/subscribe on one node (connection_pubsub.c). */
 typedef enum RconnSubResult
 {
 	RSUB_OK,
 	RSUB_FAILED,				/* the connection failed (its failure: why) */
-	RSUB_MOVED					/* MOVED: the slot lives elsewhere */
+	RSUB_MOVED,					/* MOVED: the slot lives elsewhere */
+	RSUB_REFUSED				/* an error reply (e.g. NOPERM for the
+								 * channel; its failure's detail: the text) */
 } RconnSubResult;
 
 /* rconn_wait_message: the server dropped the (sharded) subscription */
