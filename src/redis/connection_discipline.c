@@ -1,24 +1,20 @@
 /*-------------------------------------------------------------------------
  *
  * connection_discipline.c
- *	  A connection is in step or closed (SPEC 8): the one reading of an
- *	  error reply's words, what an error reply to a script says about
- *	  whether it ran, and the closing of a connection whose replies cannot
- *	  be trusted to answer the commands they follow.
+ *	  A connection is in step or closed (SPEC 8): the closing of a
+ *	  connection whose replies cannot be trusted to answer the commands
+ *	  they follow, and the ERROR of the call that found out.
  *
  * A reply of a type or count its command never returns, a number out of
  * its range, bytes left over once a round trip's replies are all in (an
  * extra reply), or bytes that came while the connection was idle: each
  * means that the replies on that socket may answer other commands than
- * the ones they follow.  The connection is then closed before its next
- * use (rconn_distrust, connection_exchange.c's checks), and the call that
- * saw it fails with an ERROR (the layers above settle what it may have
- * changed, as for an interrupted call).
- *
- * Error replies are read here once, within their length: the word after a
- * code ("RLOCKKIND lock") is found by rconn_error_word, and nobody else
- * looks past a code.  (Their text is made printable and cut at
- * RLOCK_PRINTABLE_MAX bytes when it arrives: connection_io.c.)
+ * the ones they follow.  So does an error reply to a script that may have
+ * run (rconn_error_may_have_applied, connection_error.c).  The connection
+ * is then closed before its next use (rconn_distrust; the checks of
+ * connection_exchange.c), and the call that saw it fails with an ERROR
+ * (the layers above settle what it may have changed, as for an
+ * interrupted call).
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -31,100 +27,6 @@
 #include "redis/redis.h"
 #include "redis/redis_int.h"
 #include "base/base.h"
-
-/*
- * Where code starts in the error reply (at its start, or after a space or
- * a '-': Redis 6 wraps a script's errors), within reply->len; NULL if it
- * does not carry it.
- */
-static const char *
-find_code(const RReply *reply, const char *code)
-{
-	size_t		clen = strlen(code);
-	const char *s;
-	size_t		len;
-
-	if (reply == NULL || reply->type != RREPLY_ERROR || reply->str == NULL ||
-		clen == 0)
-		return NULL;
-	s = reply->str;
-	len = reply->len;
-	for (size_t i = 0; i + clen <= len; i++)
-	{
-		if (memcmp(s + i, code, clen) != 0)
-			continue;
-		if (i > 0 && s[i - 1] != ' ' && s[i - 1] != '-')
-			continue;
-		if (i + clen < len && s[i + clen] != ' ')
-			continue;
-		return s + i;
-	}
-	return NULL;
-}
-
-/*
- * Does the error reply carry this error code, at its start or (Redis 6
- * wraps script errors) after a space or a '-'?  Reads within its length.
- */
-bool
-rconn_reply_is(const RReply *reply, const char *code)
-{
-	return find_code(reply, code) != NULL;
-}
-
-/*
- * The word after code in an error reply ("RLOCKKIND lock": "lock"),
- * palloc'd: "" when the code ends the reply or no word follows it (spaces
- * alone), NULL when the reply is not an error carrying that code.  The word
- * ends at a space or the reply's end, and is cut at RCONN_ERROR_WORD_MAX
- * bytes; nothing past reply->len is read.
- */
-char *
-rconn_error_word(const RReply *reply, const char *code)
-{
-	const char *p = find_code(reply, code);
-	const char *end;
-	size_t		n = 0;
-
-	if (p == NULL)
-		return NULL;
-	end = reply->str + reply->len;
-	p += strlen(code);
-	while (p < end && *p == ' ')
-		p++;
-	while (p + n < end && p[n] != ' ' && p[n] != '\0' &&
-		   n < RCONN_ERROR_WORD_MAX)
-		n++;
-	return pnstrdup(p, n);
-}
-
-/*
- * An error reply to a script: may the script have run, and changed
- * something, before the error?  Not when the error says the script never
- * started, or is one of the refusals rlock's own scripts return before they
- * write anything; any other error (a script that failed half-way, a server
- * that ran it and answered an error anyway) may follow writes.
- */
-bool
-rconn_error_may_have_applied(const RReply *reply)
-{
-	static const char *const not_run[] = {
-		"NOSCRIPT", "RLOCKKIND", "RLOCKRANGE", "WRONGTYPE", "NOAUTH",
-		"WRONGPASS", "NOPERM", "READONLY", "LOADING", "BUSY", "MASTERDOWN",
-		"MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN", "CROSSSLOT", "OOM"
-	};
-
-	if (reply == NULL || reply->type != RREPLY_ERROR)
-		return false;
-	/* an ACL refusal inside a script: rlock's scripts look before writing */
-	if (strstr(reply->str, "The user executing the script can't") != NULL ||
-		strstr(reply->str, "ACL failure in script") != NULL)
-		return false;
-	for (int i = 0; i < lengthof(not_run); i++)
-		if (rconn_reply_is(reply, not_run[i]))
-			return false;
-	return true;
-}
 
 /* Is r, or an element nested in it, the reply at p? */
 static bool
@@ -184,6 +86,34 @@ rconn_protocol_error(const RReply *reply, const char *what,
 			 errmsg("unexpected reply from Redis"),
 			 errdetail_internal("%s", detail),
 			 errhint("The connection was closed; what this session holds is checked with Redis again at its next call.")));
+}
+
+/*
+ * A reply its command never returns: an error reply is reported as such;
+ * any other, a protocol ERROR.  Either way its connection is out of step
+ * (closed before its next use).
+ */
+void
+rconn_unexpected_reply(RReply *reply, const char *what)
+{
+	/* whatever it is, its connection is out of step: closed */
+	rconn_distrust(reply);
+	if (reply->type == RREPLY_ERROR)
+		rconn_reply_error(reply, ERROR, what);
+	stats_count(RLOCK_STAT_REDIS_ERRORS);
+	ereport(ERROR,
+			(errcode(ERRCODE_PROTOCOL_VIOLATION),
+			 what ? errmsg("unexpected reply from Redis for lock \"%s\"", what) :
+			 errmsg("unexpected reply from Redis"),
+			 reply->type == RREPLY_ARRAY ?
+			 errdetail_internal("Redis answered an array of %zu elements, which that command never returns.",
+								reply->elements) :
+			 errdetail_internal("Redis answered %s, which that command never returns.",
+								reply->type == RREPLY_STRING ? "a string" :
+								reply->type == RREPLY_INTEGER ? "an integer" :
+								reply->type == RREPLY_NIL ? "nil" :
+								reply->type == RREPLY_STATUS ? "a status" :
+								"a reply of an unknown type")));
 }
 
 /*
