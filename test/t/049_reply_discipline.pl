@@ -11,6 +11,8 @@
 #     the next rlock_try_acquire never believes it (two holders never);
 #   - the background worker flooded with "+OK": its connection is closed,
 #     and a lock taken after the flood is renewed, not reported lost;
+#   - a release answered "+OK" (a reply no release returns): an ERROR, and
+#     what the session holds is settled again;
 #   - a script that ran, answered with an error: the hold is settled again
 #     (no lock left in Redis);
 #   - SUBSCRIBE refused: a blocking acquire polls within its wait;
@@ -182,6 +184,37 @@ my $flood = RlockTest::FakeRedis->new(
 	RlockTest::run_sql($s, 'SELECT rlock_release_all()');
 	$s->quit;
 	$flood->stop;
+}
+
+# ---- 2c. a release answered with a status ----
+
+my $status_flag = "$dir/status_once";
+my $statusfake = RlockTest::FakeRedis->new(
+	'*' => RlockTest::FakeRedis::proxy(
+		$redis->port,
+		sub {
+			my ($args, $reply) = @_;
+			# once: the script ran in Redis, the answer is "+OK"
+			return "+OK\r\n"
+			  if uc($args->[0]) =~ /^EVAL/ && $reply !~ /^-/ && unlink($status_flag);
+			return $reply;
+		}));
+{
+	my $s = session_at(fake_url($statusfake));
+	is(q1($s, "SELECT rlock_try_acquire('relok', '10 minutes')"), 't', 'a lock taken');
+	open(my $fh, '>', $status_flag) or die;
+	close $fh;
+	my ($out, $err, $state) = RlockTest::run_sql($s, "SELECT rlock_release('relok')");
+	note "a release answered +OK: $out $state; $err";
+	ok(!-e $status_flag, 'the release was answered with a status');
+	isnt($out, 't', 'a release answered with a status does not succeed');
+	is($state, '08P01', '... it is a protocol ERROR');
+	ok(RlockTest::wait_until(sub { $redis->cli('EXISTS', 'relok') eq '0' }, 20),
+		'the lock is not in Redis');
+	is(q1($s, "SELECT count(*) FROM rlock_locks WHERE name = 'relok'"), '0',
+		'and the session holds it no more (settled again)');
+	$s->quit;
+	$statusfake->stop;
 }
 
 # ---- 3a. a script that ran, answered with an error ----
