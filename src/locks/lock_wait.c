@@ -14,7 +14,10 @@
  * layer's one wait, connection_wait.c), and lock_timeout when asked, as a blocking lock
  * acquisition does; it shows in pg_stat_activity as an Extension wait and
  * in the error context as "waiting for rlock lock".  rlock_stats counts its
- * time and outcome.  A wait an ERROR ends does no Redis I/O on its way
+ * time and outcome.  A waiter whose subscription the server refuses (an
+ * error reply to SUBSCRIBE: a WARNING says so) polls instead, its sleeps
+ * growing from WAIT_POLL_MIN_MS to WAIT_POLL_MAX_MS, never past the
+ * holder's lease or the deadline.  A wait an ERROR ends does no Redis I/O on its way
  * out: leaving the channel is left to holds_xact.c's abort path.
  *
  * It also owns the wait for an event rather than a lock (event_wait: a

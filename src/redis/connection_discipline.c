@@ -47,8 +47,11 @@ reply_holds(const RReply *r, const RReply *p, int depth)
 /*
  * The reply was not what its command returns (a type, a count or a number
  * it never returns): the connection it came over (its last round trip's)
- * is out of step, and is closed before its next use.  A reply of no
- * connection (a copy) marks none.  Never throws.
+ * is out of step, and is closed before its next use.  A reply found in no
+ * connection's last round trip (a copy: a Cluster's routed round trip
+ * hands out copies of its nodes' replies) marks every commands connection
+ * of the process that is open: which one it came over is not known, and a
+ * protocol broken is worth a few reconnections.  Never throws.
  */
 void
 rconn_distrust(const RReply *reply)
@@ -59,7 +62,7 @@ rconn_distrust(const RReply *reply)
 	{
 		RedisConn  *conn = rconn_pool[c];
 
-		if (conn->replies == NULL)
+		if (conn->replies == NULL || conn->node.kind == NODE_CLUSTER)
 			continue;
 		for (int i = 0; i < conn->maxreplies; i++)
 			if (reply_holds(conn->replies[i], reply, 0))
@@ -68,6 +71,11 @@ rconn_distrust(const RReply *reply)
 				return;
 			}
 	}
+	for (int c = 0; c < rconn_npool; c++)
+		if (rconn_pool[c]->role == RCONN_COMMANDS &&
+			rconn_pool[c]->node.kind != NODE_CLUSTER &&
+			rconn_pool[c]->state != CS_CLOSED)
+			rconn_pool[c]->out_of_step = true;
 }
 
 /*
@@ -90,16 +98,16 @@ rconn_protocol_error(const RReply *reply, const char *what,
 
 /*
  * A reply its command never returns: an error reply is reported as such;
- * any other, a protocol ERROR.  Either way its connection is out of step
- * (closed before its next use).
+ * any other is a protocol ERROR, its connection out of step (closed
+ * before its next use).
  */
 void
 rconn_unexpected_reply(RReply *reply, const char *what)
 {
-	/* whatever it is, its connection is out of step: closed */
-	rconn_distrust(reply);
+	/* an error reply is a reply; anything else: out of step, closed */
 	if (reply->type == RREPLY_ERROR)
 		rconn_reply_error(reply, ERROR, what);
+	rconn_distrust(reply);
 	stats_count(RLOCK_STAT_REDIS_ERRORS);
 	ereport(ERROR,
 			(errcode(ERRCODE_PROTOCOL_VIOLATION),
@@ -114,32 +122,6 @@ rconn_unexpected_reply(RReply *reply, const char *what)
 								reply->type == RREPLY_NIL ? "nil" :
 								reply->type == RREPLY_STATUS ? "a status" :
 								"a reply of an unknown type")));
-}
-
-/*
- * An integer reply (or element) within [min, max]: its value; anything
- * else is a protocol error (rconn_protocol_error) naming what it counts.
- */
-int64
-rconn_reply_int(const RReply *reply, int64 min, int64 max,
-				const char *counts, const char *what)
-{
-	if (reply == NULL || reply->type != RREPLY_INTEGER)
-		rconn_protocol_error(reply, what,
-							 psprintf("Redis answered %s where %s was expected.",
-									  reply == NULL ? "nothing" :
-									  reply->type == RREPLY_ARRAY ? "an array" :
-									  reply->type == RREPLY_STRING ? "a string" :
-									  reply->type == RREPLY_NIL ? "nil" :
-									  reply->type == RREPLY_STATUS ? "a status" :
-									  reply->type == RREPLY_ERROR ? "an error" :
-									  "a reply of an unknown type", counts));
-	if (reply->integer < min || reply->integer > max)
-		rconn_protocol_error(reply, what,
-							 psprintf("Redis answered %lld as %s, outside %lld .. %lld.",
-									  (long long) reply->integer, counts,
-									  (long long) min, (long long) max));
-	return reply->integer;
 }
 
 /*

@@ -330,7 +330,8 @@ bool
 rconn_error_may_have_applied(const RReply *reply)
 {
 	static const char *const not_run[] = {
-		"NOSCRIPT", "RLOCKKIND", "RLOCKRANGE", "WRONGTYPE", "NOAUTH",
+		"NOSCRIPT", "RLOCKKIND", "RLOCKRANGE", "RLOCKNOTLOCK", "WRONGTYPE",
+		"NOAUTH",
 		"WRONGPASS", "NOPERM", "READONLY", "LOADING", "BUSY", "MASTERDOWN",
 		"MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN", "CROSSSLOT", "OOM"
 	};

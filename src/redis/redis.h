@@ -256,7 +256,7 @@ extern void rconn_unexpected_reply(RReply *reply, const char *what);
  * in step or closed (connection_discipline.c): the connection a reply of
  * the wrong type, count or range came over is closed before its next use
  * (rconn_distrust), and the call fails (rconn_protocol_error,
- * rconn_reply_int, rconn_unexpected_reply).
+ * rconn_unexpected_reply).
  */
 #define RCONN_ERROR_WORD_MAX	64
 extern bool rconn_reply_is(const RReply *reply, const char *code);
@@ -265,8 +265,6 @@ extern bool rconn_error_may_have_applied(const RReply *reply);
 extern void rconn_distrust(const RReply *reply);
 extern void rconn_protocol_error(const RReply *reply, const char *what,
 								 const char *detail) pg_attribute_noreturn();
-extern int64 rconn_reply_int(const RReply *reply, int64 min, int64 max,
-							 const char *counts, const char *what);
 
 /* Publish/subscribe on one node (connection_pubsub.c). */
 typedef enum RconnSubResult
