@@ -17,8 +17,9 @@
  * time and outcome.  A waiter whose subscription the server refuses (an
  * error reply to SUBSCRIBE: a WARNING says so) polls instead, its sleeps
  * growing from WAIT_POLL_MIN_MS to WAIT_POLL_MAX_MS, never past the
- * holder's lease or the deadline.  A wait an ERROR ends does no Redis I/O on its way
- * out: leaving the channel is left to holds_xact.c's abort path.
+ * holder's lease or the deadline.  A wait an ERROR ends does no Redis I/O
+ * on its way out: leaving the channel is left to holds_xact.c's abort
+ * path.
  *
  * It also owns the wait for an event rather than a lock (event_wait: a
  * count-down latch reaching zero): the same subscription and sleeps, but
@@ -174,7 +175,8 @@ wait_turn(TimestampTz until)
  * latch (waitqueue_place).  Move up to the
  * place the queue gives us now: 1 when we moved (the caller then looks
  * whether we are first), 0 when not, -1 when the subscription we had is
- * gone (as a broken connection), -2 when the server refused it.  A subscription made here waits for
+ * gone (as a broken connection), -2 when the server refused it.  A
+ * subscription made here waits for
  * Redis's confirmation: every release published after it reaches us, and
  * one published before found another waiter ahead listening, or finds us
  * first (we then look).
