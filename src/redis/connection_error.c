@@ -331,16 +331,21 @@ rconn_error_may_have_applied(const RReply *reply)
 {
 	static const char *const not_run[] = {
 		"NOSCRIPT", "RLOCKKIND", "RLOCKRANGE", "RLOCKNOTLOCK", "WRONGTYPE",
-		"NOAUTH",
-		"WRONGPASS", "NOPERM", "READONLY", "LOADING", "BUSY", "MASTERDOWN",
-		"MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN", "CROSSSLOT", "OOM"
+		"NOAUTH", "WRONGPASS", "NOPERM", "READONLY", "LOADING", "BUSY",
+		"MASTERDOWN", "MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN", "CROSSSLOT",
+		"OOM"
 	};
 
 	if (reply == NULL || reply->type != RREPLY_ERROR)
 		return false;
-	/* an ACL refusal inside a script: rlock's scripts look before writing */
+	/*
+	 * An ACL refusal inside a script (rlock's scripts look before they
+	 * write), or a server that does not know the command at all.
+	 */
 	if (strstr(reply->str, "The user executing the script can't") != NULL ||
-		strstr(reply->str, "ACL failure in script") != NULL)
+		strstr(reply->str, "ACL failure in script") != NULL ||
+		(rconn_reply_is(reply, "ERR") &&
+		 strstr(reply->str, "unknown command") != NULL))
 		return false;
 	for (int i = 0; i < lengthof(not_run); i++)
 		if (rconn_reply_is(reply, not_run[i]))
