@@ -98,9 +98,10 @@ holds_acks_refused(const char *name, RlockKind kind, RedisConn *conn,
  * The answer of an acquire script, copied out of the connection's reply
  * (AcquireResult); false when it does not have that shape.  A status no
  * script returns, or a grant whose count is not a count (below 1, or past
- * an int: holds_add takes it as one), is no answer either: the caller's
- * entry then stays uncertain and is reconciled with Redis, where taking
- * it as a refusal would forget a hold Redis may have granted.
+ * an int: holds_add takes it as one), is no answer either: the connection
+ * it came over is then out of step, and is closed (rconn_distrust), and
+ * the caller's entry stays uncertain and is reconciled with Redis, where
+ * taking it as a refusal would forget a hold Redis may have granted.
  */
 bool
 holds_parse_acquire(RReply *r, AcquireResult *res)
@@ -115,7 +116,11 @@ holds_parse_acquire(RReply *r, AcquireResult *res)
 		(r->element[0]->integer == 1 &&
 		 (r->element[1]->integer < 1 ||
 		  r->element[1]->integer > PG_INT32_MAX)))
+	{
+		if (r->type != RREPLY_ERROR)
+			rconn_distrust(r);
 		return false;
+	}
 	res->status = r->element[0]->integer;
 	if (r->element[1]->type == RREPLY_INTEGER)
 		res->value = r->element[1]->integer;
@@ -178,14 +183,29 @@ holds_run_acquire(const LockName *ln, RlockKind kind, HoldRequest *req,
 	}
 	if (r->type == RREPLY_ERROR)
 	{
-		/* every script checks before it writes: nothing was granted */
-		if (h)
+		/*
+		 * Every script checks before it writes: its own refusals, and the
+		 * errors that say it never ran, granted nothing.  Any other error
+		 * may follow what it wrote (a server that ran it and answered an
+		 * error): the entry stays uncertain, reconciled (given back) at
+		 * the transaction's end or the next call.
+		 */
+		if (h && !rconn_error_may_have_applied(r))
 		{
 			holds_set_uncertain(h, false);
 			holds_drop_if_unused(h);
 		}
 		rconn_reply_error(r, ERROR, ln->name);
 	}
+	/* a grant's count of holds: a count, within an int (holds_count_hold) */
+	if (r->type == RREPLY_ARRAY && r->elements >= 2 &&
+		r->element[0]->type == RREPLY_INTEGER && r->element[0]->integer == 1 &&
+		r->element[1]->type == RREPLY_INTEGER &&
+		(r->element[1]->integer < 1 || r->element[1]->integer > PG_INT32_MAX))
+		rconn_protocol_error(r, ln->name,
+							 psprintf("Redis granted it with a count of holds of %lld, outside 1 .. %d.",
+									  (long long) r->element[1]->integer,
+									  PG_INT32_MAX));	/* stays uncertain */
 	/* copy the answer out: holds_add may use the connection again */
 	if (!holds_parse_acquire(r, &res))
 		rconn_unexpected_reply(r, ln->name);	/* the entry stays uncertain */

@@ -207,6 +207,7 @@ holds_run_local_batch(BatchItem *items, int n, int elevel)
 	const char *holder = rlock_backend_holder();
 	int			nheld = 0;
 	RReply *failed = NULL;
+	const char *bad_key = NULL;	/* a reply of a shape no script returns */
 	const char *failed_key = NULL;
 	TimestampTz sent_at = GetCurrentTimestamp();
 	char	  **rw_counted = NULL;	/* read/write names counted (copies) */
@@ -268,13 +269,31 @@ holds_run_local_batch(BatchItem *items, int n, int elevel)
 			(void) holds_sync_registry(h, false);
 			continue;			/* stays uncertain */
 		}
+		if (r->type != RREPLY_INTEGER && r->type != RREPLY_NIL &&
+			r->type != RREPLY_ERROR)
+		{
+			/*
+			 * No release or reconcile answers that: the connection is out
+			 * of step (closed before its next use) and the reply says
+			 * nothing.  The entry stays uncertain, as if unanswered.
+			 */
+			rconn_distrust(r);
+			if (bad_key == NULL)
+				bad_key = MemoryContextStrdup(holds_batch_cxt, h->key);
+			(void) holds_sync_registry(h, false);
+			continue;
+		}
 		if (r->type == RREPLY_ERROR && !rconn_reply_is(r, "RLOCKKIND"))
 		{
 			if (elevel >= ERROR && items[i].session)
 			{
-				/* the release did not happen: the holds are still ours */
+				/*
+				 * The release did not happen: the holds are still ours.
+				 * (An error that may follow its writes leaves them
+				 * uncertain: the reconcile asks Redis again.)
+				 */
 				h->session_count += items[i].levels;
-				holds_set_uncertain(h, false);
+				holds_set_uncertain(h, rconn_error_may_have_applied(r));
 				if (failed == NULL)
 				{
 					oldcxt = MemoryContextSwitchTo(holds_batch_cxt);
@@ -335,6 +354,12 @@ holds_run_local_batch(BatchItem *items, int n, int elevel)
 	}
 	if (failed != NULL)
 		rconn_reply_error(failed, ERROR, failed_key);
+	if (bad_key != NULL)
+		ereport(elevel >= ERROR ? ERROR : WARNING,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg("unexpected reply from Redis for lock \"%s\"", bad_key),
+				 errdetail("Redis answered a release or a reconcile with a reply of a type neither returns; the connection was closed."),
+				 errhint("What this session holds is checked with Redis again at its next call.")));
 	MemoryContextReset(holds_batch_cxt);
 	return nheld;
 }

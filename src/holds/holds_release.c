@@ -38,7 +38,7 @@ kind_label(RlockKind kind)
 static void
 other_kind_error(const LockName *ln, RlockKind kind, RReply *r)
 {
-	const char *found = strstr(r->str, "RLOCKKIND ") + strlen("RLOCKKIND ");
+	const char *found = rconn_error_word(r, "RLOCKKIND");
 
 	ereport(ERROR,
 			(errcode(ERRCODE_WRONG_OBJECT_TYPE),
@@ -48,8 +48,10 @@ other_kind_error(const LockName *ln, RlockKind kind, RReply *r)
 					psprintf("%s lock", rlock_kind_name(kind)) :
 					"read/write lock"),
 			 errdetail("It is %s lock in Redis.",
-					   strncmp(found, "exclusive", 9) == 0 ? "an exclusive" :
-					   "a read/write"),
+					   strcmp(found, "exclusive") == 0 ? "an exclusive" :
+					   strcmp(found, "read") == 0 ||
+					   strcmp(found, "write") == 0 ? "a read/write" :
+					   "another kind of"),
 			 errhint("Release it with the functions of its kind.")));
 }
 

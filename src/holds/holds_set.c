@@ -172,9 +172,15 @@ holds_run_acquire_set(const LockName *lns, int n, RlockKind kind,
 
 		if (r->type == RREPLY_ERROR)
 		{
-			/* every script checks before it writes: nothing was granted */
+			/*
+			 * Every script checks before it writes: its refusals granted
+			 * nothing.  An error that may follow its writes is taken as a
+			 * grant not known: given back to be sure (the reconcile).
+			 */
 			memset(&res[i], 0, sizeof(res[i]));
-			res[i].status = -1;
+			res[i].status = rconn_error_may_have_applied(r) ? 1 : -1;
+			if (res[i].status == 1)
+				ngranted++;
 			if (error == NULL)
 			{
 				error = pnstrdup(r->str, r->len);

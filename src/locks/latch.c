@@ -50,11 +50,10 @@ latch_channel(const char *key)
 
 /* A latch script refused the name: it is another kind of object. */
 static void
-latch_wrong_kind(const LockName *ln, const char *reply)
+latch_wrong_kind(const LockName *ln, const char *found)
 {
-	const char *found = strstr(reply, "RLOCKKIND ");
-
-	found = found ? found + strlen("RLOCKKIND ") : "value";
+	if (found == NULL)
+		found = "value";
 	if (strcmp(found, "unmarked") == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
@@ -108,7 +107,7 @@ latch_run(const LockName *ln, RlockScriptId id, int64 arg)
 		rcmd_int(&cmd, arg);
 	r = route_run1(route_backend(), &cmd, ln->name);
 	if (rconn_reply_is(r, "RLOCKKIND"))
-		latch_wrong_kind(ln, r->str);
+		latch_wrong_kind(ln, rconn_error_word(r, "RLOCKKIND"));
 	if (rconn_reply_is(r, "RLOCKRANGE"))
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
@@ -128,7 +127,7 @@ latch_run(const LockName *ln, RlockScriptId id, int64 arg)
 		errno = 0;
 		v = strtoll(r->str, &end, 10);
 		if (r->len == 0 || *end != '\0' || errno != 0)
-			latch_wrong_kind(ln, "RLOCKKIND value");
+			latch_wrong_kind(ln, "value");
 		return v;
 	}
 	if (r->type != RREPLY_INTEGER)

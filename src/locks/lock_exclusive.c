@@ -289,7 +289,7 @@ exclusive_force_release(const LockName *ln)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("Redis key of lock \"%s\" is not a lock", ln->name),
-				 strstr(r->str, "expiry") != NULL ?
+				 strcmp(rconn_error_word(r, "RLOCKNOTLOCK"), "expiry") == 0 ?
 				 errdetail("It is a hash without an expiry time; every lock has one.") :
 				 errdetail("It is a hash with a field that is not a holder's hold count."),
 				 errhint("rlock_force_release deletes only locks; the key was left as it was.")));

@@ -14,8 +14,12 @@
  * layer's one wait, connection_wait.c), and lock_timeout when asked, as a blocking lock
  * acquisition does; it shows in pg_stat_activity as an Extension wait and
  * in the error context as "waiting for rlock lock".  rlock_stats counts its
- * time and outcome.  A wait an ERROR ends does no Redis I/O on its way
- * out: leaving the channel is left to holds_xact.c's abort path.
+ * time and outcome.  A waiter whose subscription the server refuses (an
+ * error reply to SUBSCRIBE: a WARNING says so) polls instead, its sleeps
+ * growing from WAIT_POLL_MIN_MS to WAIT_POLL_MAX_MS, never past the
+ * holder's lease or the deadline.  A wait an ERROR ends does no Redis I/O
+ * on its way out: leaving the channel is left to holds_xact.c's abort
+ * path.
  *
  * It also owns the wait for an event rather than a lock (event_wait: a
  * count-down latch reaching zero): the same subscription and sleeps, but
@@ -43,6 +47,14 @@
 
 /* Longest single sleep of a waiter between two attempts, in ms. */
 #define WAIT_RECHECK_MS		5000
+
+/*
+ * A waiter whose subscription the server refused (an error reply to
+ * SUBSCRIBE) polls instead: its sleeps start at WAIT_POLL_MIN_MS and double
+ * up to WAIT_POLL_MAX_MS, never past the holder's lease or the wait's end.
+ */
+#define WAIT_POLL_MIN_MS	20
+#define WAIT_POLL_MAX_MS	1000
 
 /* This backend is subscribed to a waiter's channel it has not left yet. */
 static bool channel_pending = false;
@@ -112,15 +124,26 @@ waiting_context(void *arg)
 /*
  * Start listening on channel: subscribed on sub, with the abort path told
  * to leave it (a wait an ERROR ends does no Redis I/O on its way out).
+ * False when the server refused the subscription: the waiter polls.
  */
-static void
+static bool
 listen_on(RedisConn *sub, const char *channel, const char *name,
 		  TimestampTz deadline)
 {
 	holds_on_abort(leave_channel);
 	channel_pending = true;
 	waiting_sub = sub;
-	route_subscribe(sub, channel, name, deadline);
+	return route_subscribe(sub, channel, name, deadline);
+}
+
+/* The next sleep of a polling waiter (WAIT_POLL_*), doubled for the next. */
+static int64
+poll_sleep_ms(int *poll_ms, int64 pttl)
+{
+	int64		ms = *poll_ms;
+
+	*poll_ms = Min(*poll_ms * 2, WAIT_POLL_MAX_MS);
+	return pttl >= 0 ? Min(pttl, ms) + 1 : ms;
 }
 
 /* The queue a wait takes its turn in: foreign, a Redlock master's waits. */
@@ -156,7 +179,8 @@ wait_turn(TimestampTz until)
  * latch (waitqueue_place).  Move up to the
  * place the queue gives us now: 1 when we moved (the caller then looks
  * whether we are first), 0 when not, -1 when the subscription we had is
- * gone (as a broken connection).  A subscription made here waits for
+ * gone (as a broken connection), -2 when the server refused it.  A
+ * subscription made here waits for
  * Redis's confirmation: every release published after it reaches us, and
  * one published before found another waiter ahead listening, or finds us
  * first (we then look).
@@ -173,7 +197,8 @@ take_place(RedisConn *sub, const char *channel, const char *name,
 	place = waitqueue_place();
 	if (!*subscribed && place != WAIT_PLACE_ASLEEP)
 	{
-		listen_on(sub, channel, name, deadline);
+		if (!listen_on(sub, channel, name, deadline))
+			return -2;			/* refused: the waiter polls */
 		*subscribed = fresh = true;
 		place = waitqueue_place();	/* (we may have moved up meanwhile) */
 	}
@@ -211,6 +236,8 @@ wait_loop(RedisConn *sub, bool foreign, const LockName *ln,
 	bool		queued = (share & LOCK_WAIT_QUEUED) != 0;
 	bool		listening;
 	bool		subscribed;
+	bool		polling = false;	/* the subscription was refused */
+	int			poll_ms = WAIT_POLL_MIN_MS;
 	WaitPlace	place;
 
 	share &= LOCK_WAIT_SHARE_MASK;
@@ -232,7 +259,7 @@ wait_loop(RedisConn *sub, bool foreign, const LockName *ln,
 	listening = (place == WAIT_PLACE_LISTENS);
 	subscribed = (place != WAIT_PLACE_ASLEEP);
 	if (subscribed)
-		listen_on(sub, channel, ln->name, start);
+		polling = !listen_on(sub, channel, ln->name, start);
 	else
 		route_unsubscribe_nowait(sub);	/* a subscription kept: let it go */
 	if (behind && !waitqueue_is_first())
@@ -296,7 +323,7 @@ wait_loop(RedisConn *sub, bool foreign, const LockName *ln,
 				pfree(retarget_channel);
 				retarget_channel = NULL;
 				retarget_sub = NULL;
-				route_subscribe(sub, channel, ln->name, deadline);
+				polling = !route_subscribe(sub, channel, ln->name, deadline);
 				subscribed = true;
 				pfree(queue);
 				MemoryContextSwitchTo(outer);
@@ -311,7 +338,7 @@ wait_loop(RedisConn *sub, bool foreign, const LockName *ln,
 			if (resubscribe)
 			{
 				/* the connection broke: a failover is ridden out */
-				route_subscribe(sub, channel, ln->name, deadline);
+				polling = !route_subscribe(sub, channel, ln->name, deadline);
 				resubscribe = false;
 				continue;		/* subscribed: look again */
 			}
@@ -319,6 +346,8 @@ wait_loop(RedisConn *sub, bool foreign, const LockName *ln,
 			/* sleep until a release message, or the lease runs out */
 			sleep_ms = (pttl >= 0) ? Min(pttl, WAIT_RECHECK_MS - 1) + 1
 				: WAIT_RECHECK_MS;
+			if (polling)
+				sleep_ms = poll_sleep_ms(&poll_ms, pttl);
 			until = TimestampTzPlusMilliseconds(now, sleep_ms);
 			if (until > deadline)
 				until = deadline;
@@ -328,29 +357,39 @@ wait_loop(RedisConn *sub, bool foreign, const LockName *ln,
 		 * A queued waiter that moved up while it attempted (a turn's latch
 		 * is consumed by a round trip's wait) takes its new place first.
 		 */
-		moved = (queued && !listening) ?
+		moved = (queued && !listening && !polling) ?
 			take_place(sub, channel, ln->name, deadline, &subscribed,
 					   &listening) : 0;
+		if (moved == -2)
+		{
+			polling = true;
+			continue;
+		}
 		if (moved != 0)
 			rc = (moved < 0) ? -1 : 2;
 		else
 		{
-			rc = listening ? route_wait_message(sub, until) : wait_turn(until);
-			if (rc >= 0 && queued && !listening)
+			rc = (listening && !polling) ? route_wait_message(sub, until) :
+				wait_turn(until);
+			if (rc >= 0 && queued && !listening && !polling)
 			{
 				/* woken by our turn, or time to look: where are we now? */
 				moved = take_place(sub, channel, ln->name, deadline,
 								   &subscribed, &listening);
-				if (moved < 0)
+				if (moved == -2)
+					polling = true;
+				else if (moved < 0)
 					rc = -1;
 				else if (moved > 0 && rc != 0)
 					rc = 2;
 			}
 		}
-		if (rc < 0 && route_node_can_move(sub))
+		if (polling)
+			attempt_now = (rc == 0 || waitqueue_is_first());
+		else if (rc < 0 && route_node_can_move(sub))
 		{
 			/* the connection broke: a failover is ridden out */
-			route_subscribe(sub, channel, ln->name, deadline);
+			polling = !route_subscribe(sub, channel, ln->name, deadline);
 			attempt_now = true;
 		}
 		else if (rc < 0)
@@ -494,13 +533,15 @@ event_loop(RedisConn *sub, const LockName *ln, const char *channel,
 	const char *message = NULL;
 	bool		look = true;
 	bool		happened = false;
+	bool		polling;		/* the subscription was refused */
+	int			poll_ms = WAIT_POLL_MIN_MS;
 	MemoryContext outer = CurrentMemoryContext;
 	MemoryContext iteration;
 
 	/* what a round allocates goes with it (as in wait_loop) */
 	iteration = AllocSetContextCreate(outer, "rlock wait round",
 									  ALLOCSET_SMALL_SIZES);
-	listen_on(sub, channel, ln->name, start);
+	polling = !listen_on(sub, channel, ln->name, start);
 	for (;;)
 	{
 		TimestampTz now;
@@ -516,7 +557,9 @@ event_loop(RedisConn *sub, const LockName *ln, const char *channel,
 		now = GetCurrentTimestamp();
 		if (now >= deadline)
 			break;
-		until = TimestampTzPlusMilliseconds(now, WAIT_RECHECK_MS);
+		until = TimestampTzPlusMilliseconds(now, polling ?
+											poll_sleep_ms(&poll_ms, -1) :
+											WAIT_RECHECK_MS);
 		if (until > deadline)
 			until = deadline;
 
@@ -524,11 +567,13 @@ event_loop(RedisConn *sub, const LockName *ln, const char *channel,
 		MemoryContextSwitchTo(outer);
 		MemoryContextReset(iteration);
 		MemoryContextSwitchTo(iteration);
-		rc = route_wait_message(sub, until);
+		rc = polling ? wait_turn(until) : route_wait_message(sub, until);
 		message = NULL;
 		look = true;
+		if (polling)
+			continue;			/* look each time */
 		if (rc < 0)
-			route_subscribe(sub, channel, ln->name, deadline);
+			polling = !route_subscribe(sub, channel, ln->name, deadline);
 		else if (rc == 1)
 			message = pstrdup(route_last_message(sub));
 		else if (rc == 2)

@@ -265,7 +265,7 @@ sem_run(const LockName *ln, RlockScriptId id, bool with_arg, int64 arg)
 		rcmd_int(&cmd, arg);
 	r = route_run1(route_backend(), &cmd, ln->name);
 	if (rconn_reply_is(r, "RLOCKKIND"))
-		sem_wrong_kind(ln, r->str + strlen("RLOCKKIND "));
+		sem_wrong_kind(ln, rconn_error_word(r, "RLOCKKIND"));
 	if (rconn_reply_is(r, "RLOCKRANGE"))
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),

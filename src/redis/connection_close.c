@@ -186,6 +186,7 @@ rconn_discard(RedisConn *conn)
 	conn->identity_asked = false;	/* who answers is asked anew */
 	conn->identity_known = false;
 	conn->proven = false;
+	conn->out_of_step = false;
 	conn->subscribed = false;
 	conn->sub_sharded = false;
 	conn->last_message[0] = '\0';

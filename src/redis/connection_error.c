@@ -3,7 +3,9 @@
  * connection_error.c
  *	  How rlock words what went wrong with Redis: failed round trips
  *	  (refused, timed out, lost, rejected credentials) and error replies,
- *	  each with its SQLSTATE, the lock it concerns and a hint.
+ *	  each with its SQLSTATE, the lock it concerns and a hint; and the one
+ *	  reader of an error reply's words (its code, the word after it,
+ *	  whether a script may have run before it), within its length.
  *
  * Error replies are mapped by their code, wherever Redis put it (Redis 6
  * wraps the errors of commands run by a script in "ERR Error running
@@ -286,25 +288,112 @@ rconn_report_failure(RconnFailure failure, const RedisUrl *node,
 	}
 }
 
+/* ----------------------------------------------------------------
+ * Reading error replies: the one reader of their words, within their
+ * length ("RLOCKKIND lock": the word after the code).  (Their text is
+ * made printable and cut at RLOCK_PRINTABLE_MAX bytes when it arrives:
+ * connection_io.c.)
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Where code starts in the error reply (at its start, or after a space or
+ * a '-': Redis 6 wraps a script's errors), within reply->len; NULL if it
+ * does not carry it.
+ */
+static const char *
+find_code(const RReply *reply, const char *code)
+{
+	size_t		clen = strlen(code);
+	const char *s;
+	size_t		len;
+
+	if (reply == NULL || reply->type != RREPLY_ERROR || reply->str == NULL ||
+		clen == 0)
+		return NULL;
+	s = reply->str;
+	len = reply->len;
+	for (size_t i = 0; i + clen <= len; i++)
+	{
+		if (memcmp(s + i, code, clen) != 0)
+			continue;
+		if (i > 0 && s[i - 1] != ' ' && s[i - 1] != '-')
+			continue;
+		if (i + clen < len && s[i + clen] != ' ')
+			continue;
+		return s + i;
+	}
+	return NULL;
+}
+
 /*
  * Does the error reply carry this error code, at its start or (Redis 6
- * wraps script errors) after a space or a '-'?
+ * wraps script errors) after a space or a '-'?  Reads within its length.
  */
 bool
 rconn_reply_is(const RReply *reply, const char *code)
 {
-	size_t		len = strlen(code);
-	const char *p;
+	return find_code(reply, code) != NULL;
+}
 
-	if (reply == NULL || reply->type != RREPLY_ERROR || reply->str == NULL)
+/*
+ * The word after code in an error reply ("RLOCKKIND lock": "lock"),
+ * palloc'd: "" when the code ends the reply or no word follows it (spaces
+ * alone), NULL when the reply is not an error carrying that code.  The word
+ * ends at a space or the reply's end, and is cut at RCONN_ERROR_WORD_MAX
+ * bytes; nothing past reply->len is read.
+ */
+char *
+rconn_error_word(const RReply *reply, const char *code)
+{
+	const char *p = find_code(reply, code);
+	const char *end;
+	size_t		n = 0;
+
+	if (p == NULL)
+		return NULL;
+	end = reply->str + reply->len;
+	p += strlen(code);
+	while (p < end && *p == ' ')
+		p++;
+	while (p + n < end && p[n] != ' ' && p[n] != '\0' &&
+		   n < RCONN_ERROR_WORD_MAX)
+		n++;
+	return pnstrdup(p, n);
+}
+
+/*
+ * An error reply to a script: may the script have run, and changed
+ * something, before the error?  Not when the error says the script never
+ * started, or is one of the refusals rlock's own scripts return before they
+ * write anything; any other error (a script that failed half-way, a server
+ * that ran it and answered an error anyway) may follow writes.
+ */
+bool
+rconn_error_may_have_applied(const RReply *reply)
+{
+	static const char *const not_run[] = {
+		"NOSCRIPT", "RLOCKKIND", "RLOCKRANGE", "RLOCKNOTLOCK", "WRONGTYPE",
+		"NOAUTH", "WRONGPASS", "NOPERM", "READONLY", "LOADING", "BUSY",
+		"MASTERDOWN", "MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN", "CROSSSLOT",
+		"OOM"
+	};
+
+	if (reply == NULL || reply->type != RREPLY_ERROR)
 		return false;
-	for (p = reply->str; (p = strstr(p, code)) != NULL; p++)
-	{
-		if ((p == reply->str || p[-1] == ' ' || p[-1] == '-') &&
-			(p[len] == ' ' || p[len] == '\0'))
-			return true;
-	}
-	return false;
+	/*
+	 * An ACL refusal inside a script (rlock's scripts look before they
+	 * write), or a server that does not know the command at all.
+	 */
+	if (strstr(reply->str, "The user executing the script can't") != NULL ||
+		strstr(reply->str, "ACL failure in script") != NULL ||
+		(rconn_reply_is(reply, "ERR") &&
+		 strstr(reply->str, "unknown command") != NULL))
+		return false;
+	for (int i = 0; i < lengthof(not_run); i++)
+		if (rconn_reply_is(reply, not_run[i]))
+			return false;
+	return true;
 }
 
 /*
@@ -443,24 +532,4 @@ rconn_reply_error_of(const RedisUrl *node, RReply *reply, int elevel,
 											 (int) Min(reply->len, 500)),
 								reply->str),
 			 hint ? errhint("%s", hint) : 0));
-}
-
-void
-rconn_unexpected_reply(RReply *reply, const char *what)
-{
-	if (reply->type == RREPLY_ERROR)
-		rconn_reply_error(reply, ERROR, what);
-	stats_count(RLOCK_STAT_REDIS_ERRORS);
-	ereport(ERROR,
-			(errcode(ERRCODE_PROTOCOL_VIOLATION),
-			 errmsg("unexpected reply from Redis%s", for_lock(what)),
-			 reply->type == RREPLY_ARRAY ?
-			 errdetail_internal("Redis answered an array of %zu elements, which that command never returns.",
-								reply->elements) :
-			 errdetail_internal("Redis answered %s, which that command never returns.",
-								reply->type == RREPLY_STRING ? "a string" :
-								reply->type == RREPLY_INTEGER ? "an integer" :
-								reply->type == RREPLY_NIL ? "nil" :
-								reply->type == RREPLY_STATUS ? "a status" :
-								"a reply of an unknown type")));
 }

@@ -307,6 +307,10 @@ take_reply(OpState *os, int slot, redisReply *r)
 	{
 		conn->replies[slot] = rconn_convert_reply(r, conn->replycxt);
 		conn->nreplies++;
+		/* an error after a script may have run: the socket is not reused */
+		if (os->op->cmds[slot].script != NULL &&
+			rconn_error_may_have_applied(conn->replies[slot]))
+			conn->out_of_step = true;
 		if (conn->progress_deadlines)
 			os->deadline = rconn_round_trip_deadline(conn, rconn_command_timeout_ms());
 	}
@@ -375,6 +379,36 @@ rconn_step(OpState *os)
 					os->op->ok = true;
 					return;
 				}
+				if (!os->queued && conn->role == RCONN_COMMANDS)
+				{
+					int			unasked;
+
+					/* a reply broke its protocol: never used again */
+					if (conn->out_of_step)
+					{
+						rconn_discard(conn);
+						continue;
+					}
+					/*
+					 * Anything the server sent while nothing was asked
+					 * would answer our commands: the connection is out of
+					 * step, and what came before may have answered the
+					 * wrong commands too.  (One the server closed is
+					 * replaced, as a retry would.)
+					 */
+					unasked = conn->owed ? 0 : rconn_unasked_reply(conn);
+					if (unasked < 0)
+					{
+						rconn_discard(conn);
+						continue;
+					}
+					if (unasked > 0)
+					{
+						rconn_set_failure(conn, RF_PROTOCOL,
+										  "Redis sent a reply that no command asked for while the connection was idle; the connection was closed.");
+						goto failed;
+					}
+				}
 				if (!queue_op(os))
 					goto failed;
 				continue;
@@ -438,7 +472,19 @@ rconn_step(OpState *os)
 			return;
 		}
 
-		/* everything expected has arrived */
+		/*
+		 * Everything expected has arrived.  Anything more is a reply no
+		 * command asked for: the replies taken may answer other commands
+		 * than theirs.
+		 */
+		if (conn->role == RCONN_COMMANDS &&
+			(conn->reader->pos < conn->reader->len ||
+			 transport_pending(conn->transport)))
+		{
+			rconn_set_failure(conn, RF_PROTOCOL,
+							  "Redis sent more replies than the commands asked for; the connection was closed.");
+			goto failed;
+		}
 		if (conn->state == CS_HANDSHAKE)
 		{
 			rconn_handshake_done(conn);

@@ -181,7 +181,7 @@ static bool
 keeps_socket(RedisConn *conn)
 {
 	if (conn->state == CS_CLOSED || rconn_is_stale(conn) ||
-		rconn_idle_expired(conn) || conn->demoted ||
+		rconn_idle_expired(conn) || conn->demoted || conn->out_of_step ||
 		rconn_topology_moved(conn))
 		return false;
 	return conn->state == CS_READY && !conn->busy;

@@ -127,8 +127,9 @@ rconn_read_raw(RedisConn *conn, TimestampTz deadline, redisReply **reply)
  * connection that had worked and broke is retried once.  Returns
  * RSUB_FAILED when the connection failed (sub's failure says why),
  * RSUB_MOVED with *moved (palloc'd: "MOVED <slot> <host>:<port>") when a
- * Cluster node says the channel's slot lives elsewhere; an error reply
- * (e.g. NOPERM for the channel) is an ERROR.  Messages of channels it was
+ * Cluster node says the channel's slot lives elsewhere; RSUB_REFUSED,
+ * after a WARNING with its words, for an error reply (e.g. NOPERM for the
+ * channel: the waiter does without messages).  Messages of channels it was
  * subscribed to before are skipped.
  */
 RconnSubResult
@@ -208,15 +209,21 @@ rconn_subscribe_once(RedisConn *sub, const char *channel, const char *what,
 			}
 			if (r->type == REDIS_REPLY_ERROR)
 			{
-				/* e.g. NOPERM for the channel: report it as such */
+				/*
+				 * e.g. NOPERM for the channel: refused (its words are the
+				 * failure's detail); the waiter does without messages
+				 */
 				RReply		copy = {0};
 
 				copy.type = RREPLY_ERROR;
-				copy.str = pnstrdup(r->str, r->len);
-				copy.len = r->len;
+				copy.str = rlock_printable(r->str, r->len);
+				copy.len = strlen(copy.str);
 				freeReplyObject(r);
 				rconn_discard(sub);
-				rconn_reply_error(&copy, ERROR, what);
+				rconn_set_failure(sub, RF_PROTOCOL, copy.str);
+				rconn_reply_error(&copy, WARNING, what);
+				pfree(copy.str);
+				return RSUB_REFUSED;
 			}
 			freeReplyObject(r);
 		}

@@ -24,12 +24,14 @@
  *	  Its files, lowest first:
  *	  connection_command.c	building commands (RedisCmd)
  *	  connection_bounds.c	how long a round trip or a connect may wait
- *	  connection_error.c	failures and error replies, worded, with SQLSTATEs
+ *	  connection_error.c	failures and error replies, worded, with
+ *							SQLSTATEs; an error reply's words read
  *	  connection_reply.c	the reply parser, bounded
  *	  connection_io.c		bytes in and out: encoding, writing, reading
  *	  connection_wait.c		the one interruptible wait (one socket or several)
  *	  connection_close.c	closing: failed, idle (a timer too) and stale ones
  *	  connection.c			the pool: find, check, name
+ *	  connection_discipline.c	a connection in step or closed
  *	  connection_connect.c	connecting: resolve, socket, TLS, the handshake
  *	  connection_exchange.c	one connection's round trip, step by step
  *	  connection_parallel.c	round trips on one connection or several at
@@ -249,14 +251,33 @@ extern void rconn_reply_error(RReply *reply, int elevel, const char *what);
 extern void rconn_reply_error_of(const RedisUrl *node, RReply *reply,
 								 int elevel, const char *what);
 extern void rconn_unexpected_reply(RReply *reply, const char *what);
+
+/*
+ * The one reader of an error reply's words (connection_error.c): its code,
+ * the word after it ("" when none, NULL without the code; at most
+ * RCONN_ERROR_WORD_MAX bytes, never read past the reply's length), and
+ * whether an error reply to a script may follow its writes.  A connection
+ * in step or closed (connection_discipline.c): the connection a reply of
+ * the wrong type, count or range came over is closed before its next use
+ * (rconn_distrust), and the call fails (rconn_protocol_error,
+ * rconn_unexpected_reply).
+ */
+#define RCONN_ERROR_WORD_MAX	64
 extern bool rconn_reply_is(const RReply *reply, const char *code);
+extern char *rconn_error_word(const RReply *reply, const char *code);
+extern bool rconn_error_may_have_applied(const RReply *reply);
+extern void rconn_distrust(const RReply *reply);
+extern void rconn_protocol_error(const RReply *reply, const char *what,
+								 const char *detail) pg_attribute_noreturn();
 
 /* Publish/subscribe on one node (connection_pubsub.c). */
 typedef enum RconnSubResult
 {
 	RSUB_OK,
 	RSUB_FAILED,				/* the connection failed (its failure: why) */
-	RSUB_MOVED					/* MOVED: the slot lives elsewhere */
+	RSUB_MOVED,					/* MOVED: the slot lives elsewhere */
+	RSUB_REFUSED				/* an error reply (e.g. NOPERM for the
+								 * channel; its failure's detail: the text) */
 } RconnSubResult;
 
 /* rconn_wait_message: the server dropped the (sharded) subscription */

@@ -95,6 +95,8 @@ struct RedisConn
 	const RlockScript *scripts_run[RCONN_SCRIPTS_KNOWN];	/* on this socket */
 	int			nscripts_run;
 	bool		proven;			/* completed a round trip since connecting */
+	bool		out_of_step;	/* a reply broke its command's protocol:
+								 * closed before its next use */
 	bool		silent;			/* a round trip timed out and no reply came
 								 * since, on any socket (kept across them) */
 	TimestampTz silent_probe_at;	/* a silent server: when its grace is a
@@ -222,6 +224,9 @@ extern void rconn_discard_failed(RedisConn *conn);
 extern bool rconn_is_stale(RedisConn *conn);
 extern bool rconn_idle_expired(RedisConn *conn);
 extern void rconn_set_address(RedisConn *conn);
+
+/* connection_discipline.c */
+extern int	rconn_unasked_reply(RedisConn *conn);
 
 /* connection_connect.c (connecting, the handshake, the route hooks) */
 extern uint64 rconn_incarnations;

@@ -74,9 +74,12 @@ cluster_bad_slot_range(const RReply *e)
 			return "a node is not an array of a host and a port";
 	}
 	master = e->element[2];
-	/* "" or "?": the node's address is the one we asked it at */
+	/* "" or "?": the node's address is the one we asked it at (its port) */
 	if (master->element[0]->len == 0 || strcmp(master->element[0]->str, "?") == 0)
-		return NULL;
+		return master->element[1]->integer < 1 ||
+			master->element[1]->integer > 65535 ?
+			psprintf("port %lld, outside 1..65535",
+					 (long long) master->element[1]->integer) : NULL;
 	return route_bad_address(master->element[0]->str, master->element[0]->len,
 							 sizeof(((RedisUrl *) NULL)->host),
 							 master->element[1]->integer);

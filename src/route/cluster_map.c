@@ -133,7 +133,8 @@ parse_redirect(ClusterMap *m, const char *err, int *slot, int *node)
 
 /*
  * Take a CLUSTER SLOTS reply (asked of node asked) into m.  A map that
- * makes no sense is refused whole (*malformed set); one that serves no
+ * makes no sense (an entry cluster_bad_slot_range refuses, two ranges that
+ * share a slot) is refused whole (*malformed set); one that serves no
  * slot, or an error (not a cluster node), is refused too.  why says why.
  */
 static bool
@@ -152,21 +153,39 @@ take_slots(ClusterMap *m, int asked, const char *addr, RReply *r,
 						 addr, r->type == RREPLY_ERROR ? r->str : "CLUSTER SLOTS did not answer an array");
 		return false;
 	}
+	owner = palloc(sizeof(m->owner));
+	memset(owner, -1, sizeof(m->owner));
 	for (size_t i = 0; i < r->elements; i++)
 	{
 		const char *bad = cluster_bad_slot_range(r->element[i]);
 
+		/* each slot in one range at most: no two owners for one slot */
+		if (bad == NULL)
+		{
+			int			lo = (int) r->element[i]->element[0]->integer;
+			int			hi = (int) r->element[i]->element[1]->integer;
+
+			for (int s = lo; s <= hi && bad == NULL; s++)
+			{
+				if (owner[s] >= 0)
+					bad = psprintf("slot ranges %d-%d and %d-%d overlap (slot %d)",
+								   (int) r->element[owner[s]]->element[0]->integer,
+								   (int) r->element[owner[s]]->element[1]->integer,
+								   lo, hi, s);
+				owner[s] = (int16) i;
+			}
+		}
 		if (bad != NULL)
 		{
 			*malformed = true;
 			appendStringInfo(why, "%s%s: its slot map makes no sense: %s",
 							 why->len ? "; " : "", addr, bad);
+			pfree(owner);
 			return false;
 		}
 	}
 	/* (node_index may move m->nodes: the asked node's host is copied) */
 	strlcpy(asked_host, m->nodes[asked].url.host, sizeof(asked_host));
-	owner = palloc(sizeof(m->owner));
 	memset(owner, -1, sizeof(m->owner));
 	for (size_t i = 0; i < r->elements; i++)
 	{

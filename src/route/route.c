@@ -209,9 +209,10 @@ subscribed_node(RedisConn *sub)
  * apart, so that a waiter rides out a failover (DT_NOEND: as long as it
  * waits).  A subscription to channel kept from the last wait
  * (route_keep_subscription) is resumed without a round trip, what arrived
- * meanwhile skipped.
+ * meanwhile skipped.  False when the server refused it with an error reply
+ * (RSUB_REFUSED, a WARNING said so): the caller does without messages.
  */
-void
+bool
 route_subscribe(RedisConn *sub, const char *channel, const char *what,
 				TimestampTz retry_until)
 {
@@ -221,7 +222,7 @@ route_subscribe(RedisConn *sub, const char *channel, const char *what,
 	/* a subscription kept from the last wait on channel: no round trip */
 	if (kept != NULL &&
 		rconn_resume_subscription(kept, channel, route_sharded_publish()))
-		return;
+		return true;
 
 	for (;;)
 	{
@@ -244,7 +245,9 @@ route_subscribe(RedisConn *sub, const char *channel, const char *what,
 			res = rconn_subscribe_once(node, channel, what,
 									   route_sharded_publish(), &moved);
 		if (res == RSUB_OK)
-			return;
+			return true;
+		if (res == RSUB_REFUSED)
+			return false;
 		if (res == RSUB_MOVED)
 		{
 			/* a Cluster's slot that moved: subscribe where it went */

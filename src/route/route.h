@@ -70,8 +70,13 @@ extern void route_defer_del(RedisConn *conn, const char *key);
 extern int	route_acks_wanted(RedisConn *conn, const char *key);
 extern int	route_last_rounds(void);
 
-/* Publish/subscribe, for waiters (route.c). */
-extern void route_subscribe(RedisConn *sub, const char *channel,
+/*
+ * Publish/subscribe, for waiters (route.c).  route_subscribe is false when
+ * the server refused the subscription with an error reply (a WARNING said
+ * so): the waiter then looks again a bounded while apart, without
+ * messages.
+ */
+extern bool route_subscribe(RedisConn *sub, const char *channel,
 							const char *what, TimestampTz retry_until);
 extern int	route_wait_message(RedisConn *sub, TimestampTz deadline);
 extern const char *route_last_message(RedisConn *sub);

@@ -180,7 +180,9 @@ rlock_hold_count(PG_FUNCTION_ARGS)
 	LockName	ln;
 
 	name_arg(fcinfo, &ln);
-	PG_RETURN_INT32((int32) Min(own_hold_count(&ln), PG_INT32_MAX));
+	/* (a count Redis keeps, within an int whatever it is) */
+	PG_RETURN_INT32((int32) Max(Min(own_hold_count(&ln), PG_INT32_MAX),
+								PG_INT32_MIN));
 }
 
 PG_FUNCTION_INFO_V1(rlock_remaining_lease);
@@ -287,7 +289,8 @@ rlock_status(PG_FUNCTION_ARGS)
 		else
 			vals[1] = CStringGetTextDatum(privileged ? OWNER_TOKEN_SHOWN :
 										  NO_PRIVILEGE_SHOWN);
-		vals[2] = Int32GetDatum((int32) Min(count, PG_INT32_MAX));
+		vals[2] = Int32GetDatum((int32) Max(Min(count, PG_INT32_MAX),
+											PG_INT32_MIN));
 		if (pttl >= 0)
 			vals[3] = IntervalPGetDatum(ms_interval(pttl));
 		else

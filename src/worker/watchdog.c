@@ -129,6 +129,22 @@ renew_elsewhere(RenewItem *items, const int *ask, int n, int elevel,
 }
 
 /*
+ * Is r what the renew script returns for count locks: per lock, the
+ * holder's count and the key's PTTL, two integers?  Anything else (a
+ * reply that may answer another command) is believed in no part.
+ */
+static bool
+renewal_reply_ok(const RReply *r, int count)
+{
+	if (r->type != RREPLY_ARRAY || r->elements != 2 * (size_t) count)
+		return false;
+	for (size_t k = 0; k < r->elements; k++)
+		if (r->element[k]->type != RREPLY_INTEGER)
+			return false;
+	return true;
+}
+
+/*
  * One cycle.  Locks whose fixed lease ran out, or that could not be renewed
  * for so long that they must count as lost (registry_fail_closed_at), are
  * marked lost without asking Redis; the others are renewed (or, with a
@@ -247,13 +263,21 @@ renew_cycle(RedisConn *conn, int elevel, TimestampTz *next_due, bool *asked)
 
 				if (r == NULL)
 					continue;		/* not renewed: the fail-closed rule runs */
-				if (r->type != RREPLY_ARRAY || r->elements != 2 * count)
+				if (!renewal_reply_ok(r, count))
 				{
-					/* an error reply: say so; the fail-closed rule still runs */
+					/*
+					 * An error reply: say so.  Any other shape: the
+					 * connection is out of step (rconn_distrust closes it
+					 * before its next use).  Nothing of it is believed;
+					 * the fail-closed rule still runs.
+					 */
+					if (r->type != RREPLY_ERROR)
+						rconn_distrust(r);
 					ereport(LOG,
 							(errmsg("rlock watchdog: unexpected reply to a renewal"),
 							 r->type == RREPLY_ERROR ?
-							 errdetail_internal("%s", r->str) : 0));
+							 errdetail_internal("%s", r->str) :
+							 errdetail_internal("The connection was closed: its replies may answer other commands.")));
 					ok = false;
 					continue;
 				}

@@ -38,7 +38,9 @@ Start it.  Keys are a command's name, or its first two words ("CLUSTER
 SLOTS", "SENTINEL GET-MASTER-ADDR-BY-NAME"), upper case; values are the
 raw bytes to answer with, or a code ref called (in the connection's
 process) as $code->($socket, \@args), which writes what it wants and
-returns; a code ref that returns false closes the connection.  Every
+returns; a code ref that returns false closes the connection.  The key
+'*', when given, answers every command no other key names (instead of
+the defaults above): e.g. RlockTest::FakeRedis::proxy.  Every
 command received is appended to a log ($fake->commands reads it).
 
 =cut
@@ -127,6 +129,13 @@ pause apart; then silence.
 
 RlockTest::FakeRedis::then_close($bytes): $bytes, then close.
 
+RlockTest::FakeRedis::proxy($port, $mangle): for key '*': each command is
+passed on to the Redis at 127.0.0.1:$port (over one connection of its own
+per connection served) and its reply is answered, or what
+$mangle->(\@args, $reply) returns instead when $mangle is given ($reply:
+the reply's raw bytes).  A fake that mostly behaves like a real Redis,
+and breaks the protocol where the test says.
+
 =back
 
 =cut
@@ -174,7 +183,64 @@ sub then_close
 	};
 }
 
+sub proxy
+{
+	my ($port, $mangle) = @_;
+	my $up;       # (each connection's process has its own)
+	my $buf = '';
+	return sub {
+		my ($sock, $args) = @_;
+		if (!$up)
+		{
+			$up = IO::Socket::INET->new(
+				PeerAddr => '127.0.0.1',
+				PeerPort => $port,
+				Proto => 'tcp') or return 0;
+			binmode $up;
+		}
+		my $cmd = '*' . scalar(@$args) . "\r\n"
+		  . join('', map { '$' . length($_) . "\r\n$_\r\n" } @$args);
+		_write($up, $cmd) or return 0;
+		my $end;
+		while (!defined($end = _reply_end($buf, 0)))
+		{
+			my $n = sysread($up, $buf, 65536, length($buf));
+			return 0 unless $n;
+		}
+		my $reply = substr($buf, 0, $end);
+		$buf = substr($buf, $end);
+		$reply = $mangle->($args, $reply) if $mangle;
+		return _write($sock, $reply);
+	};
+}
+
 # ---- inside the fake's processes ----
+
+# Where the RESP reply that starts at $pos of $s ends; undef if incomplete.
+sub _reply_end
+{
+	my ($s, $pos) = @_;
+	my $nl = index($s, "\r\n", $pos);
+	return undef if $nl < 0;
+	my $type = substr($s, $pos, 1);
+	my $line = substr($s, $pos + 1, $nl - $pos - 1);
+	my $next = $nl + 2;
+	if ($type eq '$')
+	{
+		return $next if $line < 0;
+		return undef if length($s) < $next + $line + 2;
+		return $next + $line + 2;
+	}
+	if ($type eq '*')
+	{
+		for (1 .. $line)
+		{
+			$next = _reply_end($s, $next);
+			return undef unless defined $next;
+		}
+	}
+	return $next;
+}
 
 sub _write
 {
@@ -297,7 +363,8 @@ sub _connection
 		my $name = uc $cmd->[0];
 		my $two = @$cmd > 1 ? "$name " . uc($cmd->[1]) : $name;
 		_log($log, $two);
-		my $a = $answers->{$two} // $answers->{$name} // _default($name);
+		my $a = $answers->{$two} // $answers->{$name} // $answers->{'*'}
+		  // _default($name);
 		if (ref $a eq 'CODE')
 		{
 			return unless $a->($sock, $cmd);
