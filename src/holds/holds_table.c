@@ -408,10 +408,9 @@ holds_count_hold(HeldLock *h, const HoldRequest *req, int redis_count,
 
 	/*
 	 * The scripts never lower a held lock's TTL (scripts.c, RAISE_TTL): a
-	 * re-entry with a shorter lease keeps the earlier holds' expiry.  (A
-	 * semaphore's permits too: its acquire script scores a holder's
-	 * permits at one expiry, the latest, scripts_sync.c; believed for
-	 * their lease less the clock margin, holds_int.h.)
+	 * re-entry with a shorter lease keeps the earlier holds' expiry (a
+	 * semaphore's permits too, at one expiry, the latest: scripts_sync.c;
+	 * believed for their lease less the clock margin, holds_int.h).
 	 */
 	until = req->sent_at + (req->lease_ms - holds_clock_margin_ms(h->kind,
 							req->watchdog, req->lease_ms)) * 1000;

@@ -21,11 +21,8 @@
  * on its way out: leaving the channel is left to holds_xact.c's abort
  * path.
  *
- * It also owns the wait for an event rather than a lock (event_wait: a
- * count-down latch reaching zero): the same subscription and sleeps, but
- * every waiter of this server wakes on each message (there is nothing to
- * take turns for), and the message's text goes to the check, which may
- * decide without a round trip.
+ * The wait for an event rather than a lock (a count-down latch reaching
+ * zero) uses the same subscription and sleeps: event_wait.c.
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -45,16 +42,6 @@
 #include "locks/locks_int.h"
 #include "base/base.h"
 
-/* Longest single sleep of a waiter between two attempts, in ms. */
-#define WAIT_RECHECK_MS		5000
-
-/*
- * A waiter whose subscription the server refused (an error reply to
- * SUBSCRIBE) polls instead: its sleeps start at WAIT_POLL_MIN_MS and double
- * up to WAIT_POLL_MAX_MS, never past the holder's lease or the wait's end.
- */
-#define WAIT_POLL_MIN_MS	20
-#define WAIT_POLL_MAX_MS	1000
 
 /* This backend is subscribed to a waiter's channel it has not left yet. */
 static bool channel_pending = false;
@@ -76,8 +63,8 @@ static char *retarget_channel = NULL;
  * Leave the channel (without waiting for Redis's answer); also registered
  * with holds_on_abort for waits an ERROR ended.
  */
-static void
-leave_channel(void)
+void
+lock_wait_leave(void)
 {
 	if (!channel_pending)
 		return;
@@ -115,8 +102,8 @@ lock_wait_permits(bool took, int64 available)
 }
 
 /* The error context of a wait: arg names what is waited for. */
-static void
-waiting_context(void *arg)
+void
+lock_wait_context(void *arg)
 {
 	errcontext("waiting for rlock %s", (const char *) arg);
 }
@@ -126,19 +113,19 @@ waiting_context(void *arg)
  * to leave it (a wait an ERROR ends does no Redis I/O on its way out).
  * False when the server refused the subscription: the waiter polls.
  */
-static bool
-listen_on(RedisConn *sub, const char *channel, const char *name,
+bool
+lock_wait_listen(RedisConn *sub, const char *channel, const char *name,
 		  TimestampTz deadline)
 {
-	holds_on_abort(leave_channel);
+	holds_on_abort(lock_wait_leave);
 	channel_pending = true;
 	waiting_sub = sub;
 	return route_subscribe(sub, channel, name, deadline);
 }
 
 /* The next sleep of a polling waiter (WAIT_POLL_*), doubled for the next. */
-static int64
-poll_sleep_ms(int *poll_ms, int64 pttl)
+int64
+lock_wait_poll_sleep(int *poll_ms, int64 pttl)
 {
 	int64		ms = *poll_ms;
 
@@ -156,8 +143,8 @@ poll_sleep_ms(int *poll_ms, int64 pttl)
  * told to listen.  Returns 2 when the latch was set, 0 at "until", as
  * route_wait_message does.
  */
-static int
-wait_turn(TimestampTz until)
+int
+lock_wait_turn(TimestampTz until)
 {
 	long		secs;
 	int			usecs;
@@ -197,7 +184,7 @@ take_place(RedisConn *sub, const char *channel, const char *name,
 	place = waitqueue_place();
 	if (!*subscribed && place != WAIT_PLACE_ASLEEP)
 	{
-		if (!listen_on(sub, channel, name, deadline))
+		if (!lock_wait_listen(sub, channel, name, deadline))
 			return -2;			/* refused: the waiter polls */
 		*subscribed = fresh = true;
 		place = waitqueue_place();	/* (we may have moved up meanwhile) */
@@ -259,7 +246,7 @@ wait_loop(RedisConn *sub, bool foreign, const LockName *ln,
 	listening = (place == WAIT_PLACE_LISTENS);
 	subscribed = (place != WAIT_PLACE_ASLEEP);
 	if (subscribed)
-		polling = !listen_on(sub, channel, ln->name, start);
+		polling = !lock_wait_listen(sub, channel, ln->name, start);
 	else
 		route_unsubscribe_nowait(sub);	/* a subscription kept: let it go */
 	if (behind && !waitqueue_is_first())
@@ -347,7 +334,7 @@ wait_loop(RedisConn *sub, bool foreign, const LockName *ln,
 			sleep_ms = (pttl >= 0) ? Min(pttl, WAIT_RECHECK_MS - 1) + 1
 				: WAIT_RECHECK_MS;
 			if (polling)
-				sleep_ms = poll_sleep_ms(&poll_ms, pttl);
+				sleep_ms = lock_wait_poll_sleep(&poll_ms, pttl);
 			until = TimestampTzPlusMilliseconds(now, sleep_ms);
 			if (until > deadline)
 				until = deadline;
@@ -370,7 +357,7 @@ wait_loop(RedisConn *sub, bool foreign, const LockName *ln,
 		else
 		{
 			rc = (listening && !polling) ? route_wait_message(sub, until) :
-				wait_turn(until);
+				lock_wait_turn(until);
 			if (rc >= 0 && queued && !listening && !polling)
 			{
 				/* woken by our turn, or time to look: where are we now? */
@@ -455,7 +442,7 @@ wait_on(RedisConn *sub, bool foreign, const LockName *ln, const char *channel,
 	deadline = (wait_ms < 0) ? DT_NOEND :
 		TimestampTzPlusMilliseconds(start, wait_ms);
 
-	errcb.callback = waiting_context;
+	errcb.callback = lock_wait_context;
 	errcb.arg = psprintf("lock \"%s\"", ln->name);
 	errcb.previous = error_context_stack;
 	error_context_stack = &errcb;
@@ -475,7 +462,7 @@ wait_on(RedisConn *sub, bool foreign, const LockName *ln, const char *channel,
 	{
 		/*
 		 * No Redis I/O here: leaving the channel (and, for a fair waiter,
-		 * its queue) is left to the abort path (leave_channel, and the
+		 * its queue) is left to the abort path (lock_wait_leave, and the
 		 * kind's own clean-up).
 		 */
 		MemoryContextSwitchTo(oldcxt);
@@ -504,7 +491,7 @@ wait_on(RedisConn *sub, bool foreign, const LockName *ln, const char *channel,
 		route_keep_subscription(waiting_sub);
 	}
 	else
-		leave_channel();
+		lock_wait_leave();
 
 	/*
 	 * Pass the turn on unless we took the lock for ourselves, or the last
@@ -519,117 +506,4 @@ wait_on(RedisConn *sub, bool foreign, const LockName *ln, const char *channel,
 	stats_count(acquired ? RLOCK_STAT_CONTENDED : RLOCK_STAT_FAILED);
 
 	return acquired;
-}
-
-/*
- * Subscribe, then alternate checks and sleeps until a check finds the
- * event (true) or the deadline passes (false).
- */
-static bool
-event_loop(RedisConn *sub, const LockName *ln, const char *channel,
-		   TimestampTz start, TimestampTz deadline, EventCheckFn check_fn,
-		   void *arg)
-{
-	const char *message = NULL;
-	bool		look = true;
-	bool		happened = false;
-	bool		polling;		/* the subscription was refused */
-	int			poll_ms = WAIT_POLL_MIN_MS;
-	MemoryContext outer = CurrentMemoryContext;
-	MemoryContext iteration;
-
-	/* what a round allocates goes with it (as in wait_loop) */
-	iteration = AllocSetContextCreate(outer, "rlock wait round",
-									  ALLOCSET_SMALL_SIZES);
-	polling = !listen_on(sub, channel, ln->name, start);
-	for (;;)
-	{
-		TimestampTz now;
-		TimestampTz until;
-		int			rc;
-
-		MemoryContextSwitchTo(iteration);
-		if (look && check_fn(arg, message))
-		{
-			happened = true;
-			break;
-		}
-		now = GetCurrentTimestamp();
-		if (now >= deadline)
-			break;
-		until = TimestampTzPlusMilliseconds(now, polling ?
-											poll_sleep_ms(&poll_ms, -1) :
-											WAIT_RECHECK_MS);
-		if (until > deadline)
-			until = deadline;
-
-		/* (the message of the round before was checked: it may go) */
-		MemoryContextSwitchTo(outer);
-		MemoryContextReset(iteration);
-		MemoryContextSwitchTo(iteration);
-		rc = polling ? wait_turn(until) : route_wait_message(sub, until);
-		message = NULL;
-		look = true;
-		if (polling)
-			continue;			/* look each time */
-		if (rc < 0)
-			polling = !route_subscribe(sub, channel, ln->name, deadline);
-		else if (rc == 1)
-			message = pstrdup(route_last_message(sub));
-		else if (rc == 2)
-			look = false;		/* the process latch, for someone else */
-	}
-	MemoryContextSwitchTo(outer);
-	MemoryContextDelete(iteration);
-	return happened;
-}
-
-bool
-event_wait(const LockName *ln, const char *what, const char *channel,
-		   int64 wait_ms, bool honour_lock_timeout, EventCheckFn check_fn,
-		   void *arg)
-{
-	RedisConn  *sub = route_backend_subscriber();
-	TimestampTz start = GetCurrentTimestamp();
-	TimestampTz deadline;
-	ErrorContextCallback errcb;
-	volatile bool armed = false;
-	bool		happened = false;
-	char	   *context = psprintf("%s \"%s\"", what, ln->name);
-	MemoryContext oldcxt = CurrentMemoryContext;
-
-	deadline = (wait_ms < 0) ? DT_NOEND :
-		TimestampTzPlusMilliseconds(start, wait_ms);
-
-	errcb.callback = waiting_context;
-	errcb.arg = context;
-	errcb.previous = error_context_stack;
-	error_context_stack = &errcb;
-
-	PG_TRY();
-	{
-		if (honour_lock_timeout && LockTimeout > 0)
-		{
-			enable_timeout_after(LOCK_TIMEOUT, LockTimeout);
-			armed = true;
-		}
-		happened = event_loop(sub, ln, channel, start, deadline, check_fn,
-							  arg);
-	}
-	PG_CATCH();
-	{
-		/* no Redis I/O here: the abort path leaves the channel */
-		MemoryContextSwitchTo(oldcxt);
-		if (armed)
-			disable_timeout(LOCK_TIMEOUT, false);
-		error_context_stack = errcb.previous;
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-
-	if (armed)
-		disable_timeout(LOCK_TIMEOUT, false);
-	leave_channel();
-	error_context_stack = errcb.previous;
-	return happened;
 }

@@ -13,6 +13,7 @@
  *	  scripts.c			the Lua scripts, their digests, EVALSHA
  *	  waitqueue.c		shared memory: which waiter of this server tries next
  *	  lock_wait.c		how a blocked acquisition waits, for every kind
+ *	  event_wait.c		the wait for an event (a latch reaching zero)
  *	  lock_exclusive.c	the exclusive reentrant lock and the fenced lock
  *	  lock_rw.c			the read/write lock
  *	  lock_fair.c		the fair lock

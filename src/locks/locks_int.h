@@ -88,6 +88,25 @@ extern void lock_wait_permits(bool took, int64 available);
  * message.  what names the object in the error context ("latch").
  * wait_ms -1 waits without limit.  Returns false when the wait is over.
  */
+/* Longest single sleep of a waiter between two attempts, in ms. */
+#define WAIT_RECHECK_MS		5000
+
+/*
+ * A waiter whose subscription the server refused (an error reply to
+ * SUBSCRIBE) polls instead: its sleeps start at WAIT_POLL_MIN_MS and double
+ * up to WAIT_POLL_MAX_MS, never past the holder's lease or the wait's end.
+ */
+#define WAIT_POLL_MIN_MS	20
+#define WAIT_POLL_MAX_MS	1000
+
+/* lock_wait.c's parts that event_wait.c shares */
+extern void lock_wait_context(void *arg);
+extern void lock_wait_leave(void);
+extern bool lock_wait_listen(RedisConn *sub, const char *channel,
+							 const char *name, TimestampTz deadline);
+extern int64 lock_wait_poll_sleep(int *poll_ms, int64 pttl);
+extern int	lock_wait_turn(TimestampTz until);
+
 typedef bool (*EventCheckFn) (void *arg, const char *message);
 
 extern bool event_wait(const LockName *ln, const char *what,
