@@ -33,6 +33,12 @@ use RlockTest::FakeRedis;
 # A backend that parses a hostile reply may use this much memory at most
 # (the bounds: 64 MB of one reply's bytes; its baseline is some 10 MB).
 my $MEM_BOUND_KB = 160 * 1024;
+# Under test/run --sanitize (RLOCK_TEST_SANITIZED=1) the backend runs on
+# ASan's allocator -- every realloc copies, shadow memory counts in VmHWM --
+# and a 64 MB reply took 16 s on a loaded machine: time and memory bounds
+# are scaled for it.
+my $SLOW = $ENV{RLOCK_TEST_SANITIZED} ? 3 : 1;
+$MEM_BOUND_KB *= 2 if $ENV{RLOCK_TEST_SANITIZED};
 # What the fake streams at most: enough to blow any bound above, not the
 # machine (a build without the bounds is driven past $MEM_BOUND_KB).
 my $CAP = 300 * 1024 * 1024;
@@ -75,7 +81,7 @@ sub hostile_case
 {
 	my (%c) = @_;
 	my $name = $c{name};
-	my $limit = $c{limit} // 20;
+	my $limit = ($c{limit} // 20) * $SLOW;
 	my %gucs = ('rlock.command_timeout' => '5s', %{ $c{gucs} // {} });
 	RlockTest::set_gucs($node, $c{setting} // 'rlock.redis_url' => $c{url});
 	my $s = $node->background_psql('postgres', on_error_stop => 0);
@@ -86,7 +92,7 @@ sub hostile_case
 	my $t0 = time;
 	RlockTest::start_bg($s, $c{sql});
 	my $done = RlockTest::wait_until(sub { RlockTest::bg_done($s) },
-		$c{cancel_after} // $limit);
+		defined $c{cancel_after} ? $c{cancel_after} * $SLOW : $limit);
 	my $cancelled = 0;
 	if (!$done)
 	{
