@@ -154,6 +154,11 @@ sub _op_sem_acq
 	{
 		$e->{lo} = max($e->{lo} // 0, $t0 + $op->{lease} / 1000);
 		$e->{hi} = max($e->{hi} // 0, $t1 + $op->{lease} / 1000);
+		# rlock believes a fixed-lease permit for its lease less the clock
+		# margin (holds_clock_margin_ms: 1 % + 100 ms, half the lease at
+		# most), and reports it lost that much before Redis drops it
+		$e->{blo} = max($e->{blo} // 0, $t0 + ($op->{lease}
+			- List::Util::min($op->{lease} / 100 + 100, $op->{lease} / 2)) / 1000);
 	}
 	else
 	{
