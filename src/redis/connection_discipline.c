@@ -107,21 +107,17 @@ rconn_unexpected_reply(RReply *reply, const char *what)
 	/* an error reply is a reply; anything else: out of step, closed */
 	if (reply->type == RREPLY_ERROR)
 		rconn_reply_error(reply, ERROR, what);
-	rconn_distrust(reply);
-	stats_count(RLOCK_STAT_REDIS_ERRORS);
-	ereport(ERROR,
-			(errcode(ERRCODE_PROTOCOL_VIOLATION),
-			 what ? errmsg("unexpected reply from Redis for lock \"%s\"", what) :
-			 errmsg("unexpected reply from Redis"),
-			 reply->type == RREPLY_ARRAY ?
-			 errdetail_internal("Redis answered an array of %zu elements, which that command never returns.",
-								reply->elements) :
-			 errdetail_internal("Redis answered %s, which that command never returns.",
-								reply->type == RREPLY_STRING ? "a string" :
-								reply->type == RREPLY_INTEGER ? "an integer" :
-								reply->type == RREPLY_NIL ? "nil" :
-								reply->type == RREPLY_STATUS ? "a status" :
-								"a reply of an unknown type")));
+	if (reply->type == RREPLY_ARRAY)
+		rconn_protocol_error(reply, what,
+							 psprintf("Redis answered an array of %zu elements, which that command never returns.",
+									  reply->elements));
+	rconn_protocol_error(reply, what,
+						 psprintf("Redis answered %s, which that command never returns.",
+								  reply->type == RREPLY_STRING ? "a string" :
+								  reply->type == RREPLY_INTEGER ? "an integer" :
+								  reply->type == RREPLY_NIL ? "nil" :
+								  reply->type == RREPLY_STATUS ? "a status" :
+								  "a reply of an unknown type"));
 }
 
 /*
