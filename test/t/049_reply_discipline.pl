@@ -285,6 +285,40 @@ my $relfake = RlockTest::FakeRedis->new(
 	$relfake->stop;
 }
 
+# ---- 3a''. a Redlock master's grant answered with an empty array ----
+# (found by the reply fuzzer, 053, RLOCK_FUZZ_SEED=611829789: an acquire
+# that failed on such an answer must give back what the master granted)
+
+my $rl_flag = "$dir/redlock_empty";
+my $rlfake = RlockTest::FakeRedis->new(
+	'*' => RlockTest::FakeRedis::proxy(
+		$redis->port,
+		sub {
+			my ($args, $reply) = @_;
+			# once: the acquire ran in Redis, the answer is "*0"
+			return "*0\r\n"
+			  if uc($args->[0]) =~ /^EVAL/ && $reply =~ /^\*/
+			  && (grep { $_ eq 'rlempty' } @$args) && unlink($rl_flag);
+			return $reply;
+		}));
+{
+	RlockTest::set_gucs($node, 'rlock.redlock_urls' => fake_url($rlfake));
+	my $s = session_at($redis->url);
+	open(my $fh, '>', $rl_flag) or die;
+	close $fh;
+	my ($out, $err, $state) = RlockTest::run_sql($s, "SELECT rlock_redlock_acquire('rlempty')");
+	note "a Redlock grant answered *0: $out $state; $err";
+	ok(!-e $rl_flag, 'the grant was answered with an empty array');
+	isnt($out, 't', 'the acquire does not succeed');
+	ok(RlockTest::wait_until(sub { $redis->cli('EXISTS', 'rlempty') eq '0' }, 5),
+		'what the master granted is given back');
+	is(q1($s, "SELECT count(*) FROM rlock_locks WHERE name = 'rlempty'"), '0',
+		'the session does not hold it');
+	$s->quit;
+	RlockTest::set_gucs($node, 'rlock.redlock_urls' => '');
+	$rlfake->stop;
+}
+
 # ---- 3b. SUBSCRIBE refused: the wait polls ----
 
 my $subfake = RlockTest::FakeRedis->new(
