@@ -23,7 +23,7 @@
 #     id, and Redis holds nothing for it that rlock_locks does not list;
 #   - after the session ends, Redis holds nothing for it
 # (but for a Redlock hold left on a master rlock could not reach to give it
-# back or release it, which goes with its lease: see truth()).  The
+# back or release it, which goes with its lease: see RlockTest::FuzzTruth::truth).  The
 # deterministic cases behind these exemptions are in 049.
 # A mutation no client can tell from the truth (nil, 0, -1 where an answer
 # may be that; an error saying the command did not run, after it ran: a
@@ -55,6 +55,7 @@ use Time::HiRes qw(time);
 
 use RlockTest;
 use RlockTest::FuzzProxy;
+use RlockTest::FuzzTruth;
 
 my $seed = $ENV{RLOCK_FUZZ_SEED} // (time() * 1000 % 1000000000);
 $seed = int($seed);
@@ -105,79 +106,11 @@ sub vm_hwm
 	return $hwm;
 }
 
-# ---- Redis's truth, read from Redis itself (not through the proxy) ----
+# ---- Redis's truth: RlockTest::FuzzTruth (truth(), clean_redis()) ----
 
-sub redis_conn
-{
-	my ($db) = @_;
-	my $r = RlockTest::Resp->connect($redis->port, password => $redis->password)
-	  or die "cannot reach Redis: $@";
-	$r->request('SELECT', $db);
-	return $r;
-}
-
-sub all_keys
-{
-	my ($r) = @_;
-	my ($cursor, %keys) = (0);
-	do
-	{
-		my ($v) = $r->request('SCAN', $cursor, 'COUNT', 1000);
-		$cursor = $v->[0];
-		$keys{$_} = 1 for @{ $v->[1] };
-	} while ($cursor ne '0');
-	return sort keys %keys;
-}
-
-# The names whose hold records in Redis name $holder: a hash field
-# "<holder>" or "<holder>:write" (exclusive, fenced, fair, read/write and
-# Redlock locks), a permit "<holder>:<k>" in a semaphore's {name}:timeout.
-# A Redlock hold (database 1) with a lease is marked 'lease': rlock gives
-# back what an acquire that failed left on a master, and releases, only
-# on a master it can reach (the handshake of a mutated round may be
-# refused: lock_redlock.c, "what a master that does not answer keeps
-# expires with its lease"); one it does not list is not renewed (the
-# watchdog renews what rlock_locks lists), so it goes with its lease.
-sub truth
-{
-	my ($holder) = @_;
-	my %names;
-	for my $db (0, 1)
-	{
-		my $r = redis_conn($db);
-		for my $k (all_keys($r))
-		{
-			my ($type) = $r->request('TYPE', $k);
-			if ($type eq 'hash')
-			{
-				my ($f) = $r->request('HKEYS', $k);
-				next unless grep { $_ eq $holder || $_ eq "$holder:write" } @$f;
-				my ($pttl) = $db == 1 ? $r->request('PTTL', $k) : (-1);
-				$names{$k} = $pttl > 0 ? 'lease' : 1;
-			}
-			elsif ($type eq 'zset' && $k =~ /^\{(.+)\}:timeout$/)
-			{
-				my $name = $1;
-				my ($m) = $r->request('ZRANGE', $k, 0, -1);
-				$names{$name} = 1 if grep { index($_, "$holder:") == 0 } @$m;
-			}
-		}
-		$r->close;
-	}
-	return \%names;
-}
-
-# Every key of the workload's names gone, in both databases.
-sub clean_redis
-{
-	for my $db (0, 1)
-	{
-		my $r = redis_conn($db);
-		$r->request('DEL', $_) for grep { /fz:/ } all_keys($r);
-		$r->close;
-	}
-	return;
-}
+$RlockTest::FuzzTruth::REDIS = $redis;
+sub truth { return RlockTest::FuzzTruth::truth(@_); }
+sub clean_redis { return RlockTest::FuzzTruth::clean_redis(); }
 
 # ---- the workload ----
 
