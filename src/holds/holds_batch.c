@@ -288,12 +288,21 @@ holds_run_local_batch(BatchItem *items, int n, int elevel)
 			if (elevel >= ERROR && items[i].session)
 			{
 				/*
-				 * The release did not happen: the holds are still ours.
-				 * (An error that may follow its writes leaves them
-				 * uncertain: the reconcile asks Redis again.)
+				 * A refusal before the script ran: the release did not
+				 * happen, the holds are still ours.  An error that may
+				 * follow its writes leaves the entry uncertain at the
+				 * count the release meant: the reconcile lowers Redis to
+				 * it (Redis has it or one release more), where restoring
+				 * the count would take a release that ran for a lost
+				 * lock and forget what Redis still holds.
 				 */
-				h->session_count += items[i].levels;
-				holds_set_uncertain(h, rconn_error_may_have_applied(r));
+				if (rconn_error_may_have_applied(r))
+					holds_set_uncertain(h, true);
+				else
+				{
+					h->session_count += items[i].levels;
+					holds_set_uncertain(h, false);
+				}
 				if (failed == NULL)
 				{
 					oldcxt = MemoryContextSwitchTo(holds_batch_cxt);

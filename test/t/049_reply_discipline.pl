@@ -15,6 +15,8 @@
 #     what the session holds is settled again;
 #   - a script that ran, answered with an error: the hold is settled again
 #     (no lock left in Redis);
+#   - a release that ran, answered with an error: settled again at the
+#     count the release meant (not taken for lost, nothing left in Redis);
 #   - SUBSCRIBE refused: a blocking acquire polls within its wait;
 #   - a Cluster slot map with overlapping ranges: refused with a DETAIL;
 #   - a grant whose count of holds is out of the range of an int: refused;
@@ -244,6 +246,77 @@ my $errfake = RlockTest::FakeRedis->new(
 		't', 'the session goes on');
 	$s->quit;
 	$errfake->stop;
+}
+
+# ---- 3a'. a release that ran, answered with an error ----
+# (found by the reply fuzzer, 053, RLOCK_FUZZ_SEED=611042106: a read
+# release answered "ERR x" after it ran; the reconcile aimed at the count
+# before the release, found one hold fewer in Redis, took the lock for lost
+# and forgot the hold Redis still had, left there for its lease)
+
+my $rel_flag = "$dir/release_error";
+my $relfake = RlockTest::FakeRedis->new(
+	'*' => RlockTest::FakeRedis::proxy(
+		$redis->port,
+		sub {
+			my ($args, $reply) = @_;
+			# once: the release ran in Redis, the answer is an error
+			return "-ERR injected after the release ran\r\n"
+			  if uc($args->[0]) =~ /^EVAL/ && $reply =~ /^:/
+			  && (grep { $_ eq 'relerr' } @$args) && unlink($rel_flag);
+			return $reply;
+		}));
+{
+	my $s = session_at(fake_url($relfake));
+	is(q1($s, "SELECT rlock_try_acquire('relerr', '10 minutes') AND rlock_try_acquire('relerr', '10 minutes')"),
+		't', 'a lock taken twice');
+	open(my $fh, '>', $rel_flag) or die;
+	close $fh;
+	my ($out, $err, $state) = RlockTest::run_sql($s, "SELECT rlock_release('relerr')");
+	note "release then error: $state; $err";
+	ok(!-e $rel_flag, 'the error came after the release ran');
+	is($state, '38000', 'the release fails with the error');
+	is(q1($s, "SELECT state || ' ' || hold_count FROM rlock_locks WHERE name = 'relerr'"),
+		'held 1', 'settled again: the session holds it once, as Redis does');
+	is($redis->cli('EXISTS', 'relerr'), '1', 'Redis has it');
+	is(q1($s, "SELECT rlock_release('relerr')"), 't', 'the last hold is released');
+	is($redis->cli('EXISTS', 'relerr'), '0', 'and Redis has it no more');
+	$s->quit;
+	$relfake->stop;
+}
+
+# ---- 3a''. a Redlock master's grant answered with an empty array ----
+# (found by the reply fuzzer, 053, RLOCK_FUZZ_SEED=611829789: an acquire
+# that failed on such an answer must give back what the master granted)
+
+my $rl_flag = "$dir/redlock_empty";
+my $rlfake = RlockTest::FakeRedis->new(
+	'*' => RlockTest::FakeRedis::proxy(
+		$redis->port,
+		sub {
+			my ($args, $reply) = @_;
+			# once: the acquire ran in Redis, the answer is "*0"
+			return "*0\r\n"
+			  if uc($args->[0]) =~ /^EVAL/ && $reply =~ /^\*/
+			  && (grep { $_ eq 'rlempty' } @$args) && unlink($rl_flag);
+			return $reply;
+		}));
+{
+	RlockTest::set_gucs($node, 'rlock.redlock_urls' => fake_url($rlfake));
+	my $s = session_at($redis->url);
+	open(my $fh, '>', $rl_flag) or die;
+	close $fh;
+	my ($out, $err, $state) = RlockTest::run_sql($s, "SELECT rlock_redlock_acquire('rlempty')");
+	note "a Redlock grant answered *0: $out $state; $err";
+	ok(!-e $rl_flag, 'the grant was answered with an empty array');
+	isnt($out, 't', 'the acquire does not succeed');
+	ok(RlockTest::wait_until(sub { $redis->cli('EXISTS', 'rlempty') eq '0' }, 5),
+		'what the master granted is given back');
+	is(q1($s, "SELECT count(*) FROM rlock_locks WHERE name = 'rlempty'"), '0',
+		'the session does not hold it');
+	$s->quit;
+	RlockTest::set_gucs($node, 'rlock.redlock_urls' => '');
+	$rlfake->stop;
 }
 
 # ---- 3b. SUBSCRIBE refused: the wait polls ----

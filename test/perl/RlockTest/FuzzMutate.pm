@@ -84,6 +84,18 @@ our @WORDS = qw(RLOCKKIND RLOCKRANGE RLOCKNOTLOCK NOSCRIPT MOVED ASK TRYAGAIN
   CLUSTERDOWN LOADING READONLY WRONGTYPE NOPERM NOAUTH WRONGPASS BUSY
   MASTERDOWN OOM ERR NOSUB EXECABORT NOREPLICAS RLOCK);
 
+# The words by which Redis (or a script of rlock's, before it writes)
+# refuses a command it did not run: rlock takes an error carrying one, at
+# its start or wrapped in a script error's text, as "nothing was written"
+# (rconn_error_may_have_applied, src/redis/connection_error.c), as it must
+# (NOSCRIPT is answered by sending the script, MOVED by following it).  In
+# place of a reply to a command that ran, such an error is a lie no client
+# can tell from the truth: Redis never answers a command it ran with one.
+our @NOT_RUN = qw(NOSCRIPT RLOCKKIND RLOCKRANGE RLOCKNOTLOCK WRONGTYPE NOAUTH
+  WRONGPASS NOPERM READONLY LOADING BUSY MASTERDOWN MOVED ASK TRYAGAIN
+  CLUSTERDOWN CROSSSLOT OOM RLOCK);
+my %NOT_RUN = map { ($_ => 1) } @NOT_RUN;
+
 sub _error_text
 {
 	my ($rng, $word) = @_;
@@ -157,12 +169,14 @@ sub _mutate
 	}
 	if ($kind eq 'error')
 	{
-		# a script's own refusal after it ran is a lie; any other error
-		# after a command ran is not rlock's to believe (issue 40, 3)
-		my $text = _error_text($rng,
-			_pick($rng, grep { $CFG->{lies} || !/^RLOCK/ } @WORDS));
+		# a refusal that says the command did not run (@NOT_RUN: a
+		# script's own RLOCK* refusal, Redis's MOVED, NOAUTH, OOM, ...),
+		# after it ran, is a lie; any other error after a command ran is
+		# not rlock's to believe (issue 40, 3: it is reconciled)
+		my $word = _pick($rng, grep { $CFG->{lies} || !$NOT_RUN{$_} } @WORDS);
+		my $text = _error_text($rng, $word);
 		return ("-$text\r\n", 0,
-			'error ' . substr($text, 0, 60) . ($text =~ /RLOCK/ ? ' (lie)' : ''),
+			'error ' . substr($text, 0, 60) . ($NOT_RUN{$word} ? ' (lie)' : ''),
 			$kind);
 	}
 	if ($kind eq 'truncate_close' || $kind eq 'truncate_keep')
