@@ -474,6 +474,15 @@ rconn_reply_error_of(const RedisUrl *node, RReply *reply, int elevel,
 	const char *setting = setting_of(node);
 
 	stats_count(RLOCK_STAT_REDIS_ERRORS);
+	/* (callers pass an error reply; none at all is worded, not followed) */
+	if (reply == NULL || reply->str == NULL)
+	{
+		ereport(elevel,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg_internal("Redis returned an error without text%s",
+								 for_lock(what))));
+		return;
+	}
 	if (rconn_reply_is(reply, "WRONGTYPE"))
 	{
 		ereport(elevel,
