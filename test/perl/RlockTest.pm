@@ -518,6 +518,47 @@ sub log_has
 
 =pod
 
+=item RlockTest::postmaster_pid($node)
+
+The pid in $node's postmaster.pid (-1 when it cannot be read): a server
+that restarted (a crashed backend) has another.
+
+=cut
+
+sub postmaster_pid
+{
+	my ($n) = @_;
+	open(my $fh, '<', $n->data_dir . '/postmaster.pid') or return -1;
+	my $pid = <$fh>;
+	close $fh;
+	chomp $pid;
+	return $pid;
+}
+
+=pod
+
+=item RlockTest::check_never_restarted($node, $log_start, $pm_pid)
+
+Three TAP checks for the files whose peers try to crash a backend: the
+postmaster is still $pm_pid, the log from $log_start on shows no process
+killed, no reinitialisation and no out of memory, and the server answers.
+
+=cut
+
+sub check_never_restarted
+{
+	my ($n, $log_start, $pm_pid) = @_;
+	Test::More::is(postmaster_pid($n), $pm_pid, 'the postmaster is the one started');
+	Test::More::ok(
+		!log_has(
+			$n, $log_start,
+			qr/terminated by signal|was terminated|reinitializing|out of memory/i),
+		'no process was killed, no reinitialisation, no out of memory in the log');
+	Test::More::is($n->safe_psql('postgres', 'SELECT 1'), '1', 'the server answers');
+}
+
+=pod
+
 =item RlockTest::all_renewed_on(\@pairs, $timeout_s)
 
 Wait until the PTTL of every [$r, $key] of @pairs has gone up (a renewal:

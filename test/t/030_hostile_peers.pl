@@ -45,17 +45,9 @@ my $CAP = 300 * 1024 * 1024;
 
 my $redis = RlockTest::Redis->new;
 my $node = RlockTest::new_node('hostile', $redis);
-my $pm_pid = postmaster_pid();
+my $pm_pid = RlockTest::postmaster_pid($node);
 my $log_start = -s $node->logfile;
 
-sub postmaster_pid
-{
-	open(my $fh, '<', $node->data_dir . '/postmaster.pid') or return -1;
-	my $pid = <$fh>;
-	close $fh;
-	chomp $pid;
-	return $pid;
-}
 
 # VmHWM and VmRSS (kB) of a process; (undef, undef) once it is gone.
 sub vm
@@ -620,11 +612,6 @@ hostile_case(
 
 # ---- the server never restarted ----
 
-is(postmaster_pid(), $pm_pid, 'the postmaster is the one started');
-ok( !RlockTest::log_has(
-		$node, $log_start,
-		qr/terminated by signal|was terminated|reinitializing|out of memory/i),
-	'no process was killed, no reinitialisation, no out of memory in the log');
-is($node->safe_psql('postgres', 'SELECT 1'), '1', 'the server answers');
+RlockTest::check_never_restarted($node, $log_start, $pm_pid);
 
 done_testing();

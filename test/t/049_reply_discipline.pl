@@ -37,15 +37,7 @@ my $node = RlockTest::new_node('discipline', $redis);
 my $log_start = -s $node->logfile;
 my $dir = $PostgreSQL::Test::Utils::tmp_check;
 
-sub postmaster_pid
-{
-	open(my $fh, '<', $node->data_dir . '/postmaster.pid') or return -1;
-	my $pid = <$fh>;
-	close $fh;
-	chomp $pid;
-	return $pid;
-}
-my $pm_pid = postmaster_pid();
+my $pm_pid = RlockTest::postmaster_pid($node);
 
 # A new session of the node pointed at $url (set for the server).
 sub session_at
@@ -392,11 +384,6 @@ my $subfake = RlockTest::FakeRedis->new(
 # ---- the server never restarted ----
 
 RlockTest::set_gucs($node, 'rlock.redis_url' => $redis->url);
-is(postmaster_pid(), $pm_pid, 'the postmaster is the one started');
-ok( !RlockTest::log_has(
-		$node, $log_start,
-		qr/terminated by signal|was terminated|reinitializing|out of memory/i),
-	'no process was killed, no reinitialisation, no out of memory in the log');
-is($node->safe_psql('postgres', 'SELECT 1'), '1', 'the server answers');
+RlockTest::check_never_restarted($node, $log_start, $pm_pid);
 
 done_testing();

@@ -86,16 +86,8 @@ my $node = RlockTest::new_node('fuzz', $fz,
 	extra_conf => "rlock.replica_acks = 0\n"
 	  . "rlock.redlock_urls = '$redlock_url'\n"
 	  . "log_min_duration_statement = '${SLOW_MS}ms'\n");
-my $pm_pid = postmaster_pid();
+my $pm_pid = RlockTest::postmaster_pid($node);
 
-sub postmaster_pid
-{
-	open(my $fh, '<', $node->data_dir . '/postmaster.pid') or return -1;
-	my $pid = <$fh>;
-	close $fh;
-	chomp $pid;
-	return $pid;
-}
 
 sub vm_hwm
 {
@@ -405,7 +397,7 @@ sub round_checked
 	fail_round('ended', $r, "a statement took over $SLOW_MS ms: $1")
 	  if $log =~ /duration: (\d+\.\d+ ms\s+statement: [^\n]{0,200})/;
 	fail_round('crash', $r, 'the postmaster restarted')
-	  if postmaster_pid() ne $pm_pid;
+	  if RlockTest::postmaster_pid($node) ne $pm_pid;
 
 	if (grep { /^round $r:/ } map { @$_ } values %failures)
 	{
