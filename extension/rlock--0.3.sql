@@ -440,3 +440,5 @@ RETURNS boolean
 AS 'MODULE_PATHNAME', 'rlock_latch_adopt'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 REVOKE ALL ON FUNCTION rlock_latch_adopt(text) FROM PUBLIC;
+COMMENT ON FUNCTION rlock_latch_adopt(text) IS
+  'Marks the count at a latch''s name that rlock did not set (a Redisson client''s, say) as an rlock latch, so roles without this grant may count it down; false when absent. Not granted to PUBLIC.';
