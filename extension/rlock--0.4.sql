@@ -1,0 +1,444 @@
+/* rlock--0.4.sql: SQL surface of rlock 0.4 (see SPEC.md section 5) */
+--
+-- What CREATE EXTENSION rlock installs.  An installed 0.3 gets here through
+-- rlock--0.3--0.4.sql (older ones through the scripts before it; ALTER EXTENSION rlock UPDATE); the test
+-- test/t/048_upgrade.pl checks that both roads end in the same catalog.
+--
+-- Versions rule: a released script (rlock--0.1.sql to rlock--0.3.sql; this one once 0.4 is
+-- released) is never edited.  A change to the SQL surface is a new version:
+-- default_version in rlock.control, a full script rlock--X.sql for new
+-- installs, an upgrade script rlock--W--X.sql from the version before, and,
+-- where a C function's SQL signature or result changes, a new C symbol
+-- (rlock_stats_0_2 below) so that the new library still serves catalogs
+-- of the old version until they are updated.
+
+\echo Use "CREATE EXTENSION rlock" to load this file. \quit
+
+-- Exclusive reentrant lock (Redisson RLock).  The functions are not STRICT
+-- so that a NULL argument gets a clear error instead of a silent NULL.
+CREATE FUNCTION rlock_acquire(name text, lease interval DEFAULT NULL,
+                              owner text DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rlock_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_try_acquire(name text, lease interval DEFAULT NULL,
+                                  wait interval DEFAULT '0',
+                                  owner text DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_try_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_release(name text, owner text DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_release'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_xact_acquire(name text, lease interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rlock_xact_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_xact_try_acquire(name text, lease interval DEFAULT NULL,
+                                       wait interval DEFAULT '0')
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_xact_try_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- Fenced lock (Redisson RFencedLock): the exclusive lock, whose every
+-- acquisition also returns a fencing token that strictly increases; the try
+-- variants return NULL when the lock was not acquired.  Released with
+-- rlock_release.
+CREATE FUNCTION rlock_fenced_acquire(name text, lease interval DEFAULT NULL,
+                                     owner text DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'rlock_fenced_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_fenced_try_acquire(name text, lease interval DEFAULT NULL,
+                                         wait interval DEFAULT '0',
+                                         owner text DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'rlock_fenced_try_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_fenced_xact_acquire(name text, lease interval DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'rlock_fenced_xact_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_fenced_xact_try_acquire(name text, lease interval DEFAULT NULL,
+                                              wait interval DEFAULT '0')
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'rlock_fenced_xact_try_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- The last fencing token handed out for the name (NULL: never acquired as a
+-- fenced lock).
+CREATE FUNCTION rlock_fenced_token(name text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'rlock_fenced_token'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- Read/write lock (Redisson RReadWriteLock): many readers or one writer; a
+-- writer may also read; a reader asking to write gets an ERROR.
+CREATE FUNCTION rlock_read_acquire(name text, lease interval DEFAULT NULL,
+                                   owner text DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rlock_read_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_read_try_acquire(name text, lease interval DEFAULT NULL,
+                                       wait interval DEFAULT '0',
+                                       owner text DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_read_try_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_read_xact_acquire(name text, lease interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rlock_read_xact_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_read_xact_try_acquire(name text, lease interval DEFAULT NULL,
+                                            wait interval DEFAULT '0')
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_read_xact_try_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_read_release(name text, owner text DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_read_release'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_write_acquire(name text, lease interval DEFAULT NULL,
+                                   owner text DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rlock_write_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_write_try_acquire(name text, lease interval DEFAULT NULL,
+                                       wait interval DEFAULT '0',
+                                       owner text DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_write_try_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_write_xact_acquire(name text, lease interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rlock_write_xact_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_write_xact_try_acquire(name text, lease interval DEFAULT NULL,
+                                            wait interval DEFAULT '0')
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_write_xact_try_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_write_release(name text, owner text DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_write_release'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- Fair lock (Redisson fair lock): waiters acquire in the order they came.
+CREATE FUNCTION rlock_fair_acquire(name text, lease interval DEFAULT NULL,
+                                  owner text DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rlock_fair_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_fair_try_acquire(name text, lease interval DEFAULT NULL,
+                                      wait interval DEFAULT '0',
+                                      owner text DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_fair_try_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_fair_xact_acquire(name text, lease interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rlock_fair_xact_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_fair_xact_try_acquire(name text, lease interval DEFAULT NULL,
+                                           wait interval DEFAULT '0')
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_fair_xact_try_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_fair_release(name text, owner text DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_fair_release'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- Several locks and several Redis nodes (SPEC.md 5.3)
+
+CREATE FUNCTION rlock_multi_acquire(names text[], lease interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rlock_multi_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_multi_try_acquire(names text[], lease interval DEFAULT NULL,
+                                       wait interval DEFAULT '0')
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_multi_try_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_multi_xact_acquire(names text[], lease interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rlock_multi_xact_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_multi_xact_try_acquire(names text[], lease interval DEFAULT NULL,
+                                            wait interval DEFAULT '0')
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_multi_xact_try_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_multi_release(names text[])
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_multi_release'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_redlock_acquire(name text, lease interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rlock_redlock_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_redlock_try_acquire(name text, lease interval DEFAULT NULL,
+                                         wait interval DEFAULT '0')
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_redlock_try_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_redlock_xact_acquire(name text, lease interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rlock_redlock_xact_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_redlock_xact_try_acquire(name text, lease interval DEFAULT NULL,
+                                              wait interval DEFAULT '0')
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_redlock_xact_try_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_redlock_release(name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_redlock_release'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_release_all()
+RETURNS integer
+AS 'MODULE_PATHNAME', 'rlock_release_all'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_force_release(name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_force_release'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE ALL ON FUNCTION rlock_force_release(text) FROM PUBLIC;
+
+-- Semaphore (Redisson RPermitExpirableSemaphore): at most N holders of
+-- permits at once.  The permits a session takes are held like locks: in
+-- session or transaction scope, renewed while their lease is NULL, given
+-- back at the end of their scope, listed in rlock_locks (kind semaphore).
+CREATE FUNCTION rlock_semaphore_set_permits(name text, permits integer)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_semaphore_set_permits'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_semaphore_add_permits(name text, permits integer)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rlock_semaphore_add_permits'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+-- adding permits frees room others' permits take: a semaphore's owner's
+-- call, as rlock_force_release is a lock's (SPEC 8); not for PUBLIC
+REVOKE ALL ON FUNCTION rlock_semaphore_add_permits(text, integer) FROM PUBLIC;
+
+CREATE FUNCTION rlock_semaphore_acquire(name text, permits integer DEFAULT 1,
+                                        lease interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rlock_semaphore_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_semaphore_try_acquire(name text, permits integer DEFAULT 1,
+                                            lease interval DEFAULT NULL,
+                                            wait interval DEFAULT '0')
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_semaphore_try_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_semaphore_xact_acquire(name text, permits integer DEFAULT 1,
+                                             lease interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rlock_semaphore_xact_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_semaphore_xact_try_acquire(name text, permits integer DEFAULT 1,
+                                                 lease interval DEFAULT NULL,
+                                                 wait interval DEFAULT '0')
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_semaphore_xact_try_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_semaphore_release(name text, permits integer DEFAULT 1)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_semaphore_release'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_semaphore_available(name text)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'rlock_semaphore_available'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- Count-down latch (Redisson RCountDownLatch): jobs anywhere count it down;
+-- awaiting it returns once it reaches zero.  set_count sets a count only on
+-- a latch at zero (or absent); count_down returns the count after it (never
+-- below zero).
+CREATE FUNCTION rlock_latch_set_count(name text, count bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_latch_set_count'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_latch_count_down(name text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'rlock_latch_count_down'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_latch_count(name text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'rlock_latch_count'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- true when the latch reached zero; false when the wait ran out.  A NULL
+-- wait waits without limit (lock_timeout applies, as for rlock_acquire).
+CREATE FUNCTION rlock_latch_await(name text, wait interval DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_latch_await'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- Introspection.
+-- The version of the library the server runs (rlock.control's
+-- default_version when it was built); pg_extension.extversion is the
+-- version of the SQL objects installed in this database.
+CREATE FUNCTION rlock_version()
+RETURNS text
+AS 'MODULE_PATHNAME', 'rlock_version'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+CREATE FUNCTION rlock_holder_id()
+RETURNS text
+AS 'MODULE_PATHNAME', 'rlock_holder_id'
+LANGUAGE C STABLE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_is_locked(name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_is_locked'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_is_held(name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_is_held'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_hold_count(name text)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'rlock_hold_count'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_remaining_lease(name text)
+RETURNS interval
+AS 'MODULE_PATHNAME', 'rlock_remaining_lease'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_status(name text,
+                             OUT kind text, OUT holder text,
+                             OUT hold_count integer,
+                             OUT remaining_lease interval)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'rlock_status'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rlock_ping()
+RETURNS interval
+AS 'MODULE_PATHNAME', 'rlock_ping'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- The master locks live on now, pinged: address, role, connected replicas,
+-- round trip (one row for a standalone or Sentinel deployment, one per master
+-- of a Cluster: those that did not answer show NULLs).
+CREATE FUNCTION rlock_nodes(OUT node text, OUT role text, OUT replicas integer,
+                            OUT round_trip interval)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'rlock_nodes'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- Every lock held by any session of this server (from the shared registry).
+CREATE FUNCTION rlock_locks(OUT pid integer, OUT database name, OUT name text,
+                            OUT kind text, OUT scope text, OUT holder text,
+                            OUT hold_count integer, OUT lease interval,
+                            OUT acquired_at timestamptz,
+                            OUT renewed_at timestamptz, OUT state text,
+                            OUT node text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'rlock_locks'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+-- (restricted: its node column may ask Sentinel where the master is, over
+-- this backend's connections, which a parallel worker does not have)
+
+CREATE VIEW rlock_locks AS SELECT * FROM rlock_locks();
+GRANT SELECT ON rlock_locks TO PUBLIC;
+
+-- Cumulative activity counters of this server (stats.c), and the Redis
+-- connections open now (a gauge), one row.
+CREATE FUNCTION rlock_stats(OUT acquisitions bigint,
+                            OUT contended_acquisitions bigint,
+                            OUT failed_acquisitions bigint,
+                            OUT wait_time double precision,
+                            OUT releases bigint,
+                            OUT renewals bigint,
+                            OUT renewal_batches bigint,
+                            OUT renewal_cycles bigint,
+                            OUT renewal_time double precision,
+                            OUT renewal_failures bigint,
+                            OUT locks_lost bigint,
+                            OUT redis_round_trips bigint,
+                            OUT reconnects bigint,
+                            OUT redis_errors bigint,
+                            OUT failovers bigint,
+                            OUT replica_ack_refusals bigint,
+                            OUT renewal_round_trips bigint,
+                            OUT redirections bigint,
+                            OUT open_connections bigint,
+                            OUT stats_reset timestamptz)
+RETURNS record
+AS 'MODULE_PATHNAME', 'rlock_stats_0_2'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+
+CREATE VIEW rlock_stats AS SELECT * FROM rlock_stats();
+GRANT SELECT ON rlock_stats TO PUBLIC;
+
+CREATE FUNCTION rlock_stats_reset()
+RETURNS void
+AS 'MODULE_PATHNAME', 'rlock_stats_reset'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE ALL ON FUNCTION rlock_stats_reset() FROM PUBLIC;
+
+-- ---- 0.3, issue 40 (SPEC 5.5 "Only their own kind", SPEC 8): sizing a
+-- semaphore is not PUBLIC's, nor is adopting a latch that rlock did not
+-- set (a Redisson client's count, or what may be an application's
+-- counter).  A role with EXECUTE on rlock_latch_adopt counts such a latch
+-- down (adopting it); one with EXECUTE on rlock_semaphore_add_permits
+-- takes permits of such a semaphore (adopting it). ----
+REVOKE ALL ON FUNCTION rlock_semaphore_set_permits(text, integer) FROM PUBLIC;
+
+-- mark the count a Redisson client set at a latch's name as rlock's
+-- latch; false when the latch is absent
+CREATE FUNCTION rlock_latch_adopt(name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_latch_adopt'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION rlock_latch_adopt(text) FROM PUBLIC;
+COMMENT ON FUNCTION rlock_latch_adopt(text) IS
+  'Marks the count at a latch''s name that rlock did not set (a Redisson client''s, say) as an rlock latch, so roles without this grant may count it down; false when absent. Not granted to PUBLIC.';
