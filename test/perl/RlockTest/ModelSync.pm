@@ -114,7 +114,7 @@ sub _surely_gone
 sub _id_margin
 {
 	my ($id) = @_;
-	return 0 unless defined $id->{id} && defined $id->{lease};
+	return 0 unless defined $id->{lease};
 	return List::Util::min($id->{lease} / 100 + 100, $id->{lease} / 2) / 1000;
 }
 
