@@ -35,11 +35,12 @@ my $a_pid = q1($a, 'SELECT pg_backend_pid()');
 
 # ---- cancel_on_lost: a fixed lease that runs out mid-statement ----
 
+# (taken in the statement that then sleeps: a cancel that reaches an idle
+# session is dropped, however slow the machine)
 my $log_offset = -s $node->logfile;
-is(q1($a, "SELECT rlock_acquire('cm fixed', '1500ms')"), '',
-	'a lock with a 1.5 s fixed lease');
 $a->{stderr} = '';
-$a->query_until(qr/sleeping\n/, "\\echo sleeping\nSELECT pg_sleep(120);\n");
+$a->query_until(qr/sleeping\n/,
+	"\\echo sleeping\nSELECT rlock_acquire('cm fixed', '1500ms'), pg_sleep(120);\n");
 my $t0 = time();
 ok( RlockTest::wait_until(sub {
 		$a->{run}->pump_nb;
@@ -60,10 +61,23 @@ ok( RlockTest::wait_until(sub {
 
 # ---- cancel_on_lost: a watchdog lock deleted from Redis ----
 
+# wait until pid runs its pg_sleep (a cancel reaching an idle session is
+# dropped)
+sub sleeping
+{
+	my ($pid) = @_;
+	ok( RlockTest::wait_until(sub {
+			$node->safe_psql('postgres',
+				"SELECT count(*) FROM pg_stat_activity WHERE pid = $pid "
+				  . "AND state = 'active' AND query LIKE '%pg_sleep%'") eq '1' }, 60),
+		'the session runs its long statement');
+}
+
 is(q1($a, "SELECT rlock_acquire('cm_gone')"), '',
 	'a lock renewed by the watchdog');
 $a->{stderr} = '';
 $a->query_until(qr/sleeping\n/, "\\echo sleeping\nSELECT pg_sleep(120);\n");
+sleeping($a_pid);
 $redis->cli('DEL', 'cm_gone');
 ok( RlockTest::wait_until(sub {
 		$a->{run}->pump_nb;
@@ -76,6 +90,7 @@ ok( RlockTest::wait_until(sub {
 
 $a->{stderr} = '';
 $a->query_until(qr/sleeping\n/, "\\echo sleeping\nSELECT pg_sleep(120);\n");
+sleeping($a_pid);
 $node->safe_psql('postgres', "SELECT pg_cancel_backend($a_pid)");
 ok( RlockTest::wait_until(sub {
 		$a->{run}->pump_nb;
