@@ -7,6 +7,7 @@
 #     rlock_assert_held before it ends: failed, the lock named in
 #     return_message, its writes rolled back (a fixed lease that ran out,
 #     and a key deleted from Redis);
+#   - the same with a transaction lock: COMMIT refused, the lock named;
 #   - a job relying on rlock.cancel_on_lost: failed, return_message naming
 #     the lock and the cause (not "canceling statement due to user
 #     request"), its writes rolled back;
@@ -81,6 +82,11 @@ my %jobs = (
 		  . "INSERT INTO job_out VALUES ('assert_gone'); "
 		  . sprintf($wait_gone, 'job gone') . '; '
 		  . "SELECT rlock_assert_held('job gone')" ],
+	# a transaction lock whose fixed lease ran out: COMMIT refused
+	xact_lease => [ $off,
+		"SELECT rlock_xact_acquire('job xact', '3s'); "
+		  . "INSERT INTO job_out VALUES ('xact_lease'); "
+		  . sprintf($wait_gone, 'job xact') ],
 	# rlock.cancel_on_lost stops the job once its fixed lease ran out
 	cancel => [ $on,
 		"SELECT rlock_acquire('job cancel', '3s'); "
@@ -179,8 +185,12 @@ is($status, 'failed', 'a job relying on rlock.cancel_on_lost fails');
 like($msg, qr/canceling statement: rlock lock "job cancel" was lost \(lease expired\)/,
 	'return_message names the lock and the cause');
 unlike($msg, qr/due to user request/, 'not "due to user request"');
+($status, $msg) = run_of('xact_lease');
+is($status, 'failed', 'a job whose transaction lock ran out mid-run fails at COMMIT');
+like($msg, qr/cannot commit: lock "job xact" held by this transaction was lost/,
+	'return_message names the lock');
 is( $off->safe_psql('postgres',
-		"SELECT count(*) FROM job_out WHERE job LIKE 'assert%'"),
+		"SELECT count(*) FROM job_out WHERE job LIKE 'assert%' OR job LIKE 'xact%'"),
 	'0', 'the failed jobs\' writes were rolled back');
 is($on->safe_psql('postgres', "SELECT count(*) FROM job_out WHERE job = 'cancel'"),
 	'0', 'the cancelled job\'s too');
