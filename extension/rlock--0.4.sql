@@ -442,3 +442,15 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 REVOKE ALL ON FUNCTION rlock_latch_adopt(text) FROM PUBLIC;
 COMMENT ON FUNCTION rlock_latch_adopt(text) IS
   'Marks the count at a latch''s name that rlock did not set (a Redisson client''s, say) as an rlock latch, so roles without this grant may count it down; false when absent. Not granted to PUBLIC.';
+
+-- ---- 0.4, a lost lock fails the job, naming the lock (SPEC 6, "a loss
+-- the caller can act on"): a batch job checks its lock before it commits,
+-- so that a scheduler that keeps no WARNING (pg_cron) records the failure.
+-- It reads only the caller's own holds: PUBLIC may execute it. ----
+CREATE FUNCTION rlock_assert_held(name text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rlock_assert_held'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+GRANT EXECUTE ON FUNCTION rlock_assert_held(text) TO PUBLIC;
+COMMENT ON FUNCTION rlock_assert_held(text) IS
+  'ERROR (SQLSTATE 40000, naming the lock) unless this session still holds the name, as every kind it holds it as, and Redis agrees (one round trip). A batch job calls it before it commits, so that a lock lost mid-run fails the job.';

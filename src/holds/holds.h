@@ -13,6 +13,7 @@
  *
  *	  Its files, lowest first (each calls only those above it in the list):
  *	  lockname.c		lock names, rlock.key_prefix, Redisson's derived keys
+ *	  registry_cancel.c	rlock.cancel_on_lost's cancel names the lost lock
  *	  registry.c		shared memory: instance identity, registry of holds
  *	  registry_read.c	rlock_locks' snapshot, the watchdog's side of it
  *	  holds_kinds.c		the table of lock kinds and their operations
@@ -25,6 +26,7 @@
  *	  holds_release.c	one release and its warnings
  *	  holds_set.c		a set of names acquired all or none
  *	  holds_commit.c	the check before COMMIT
+ *	  holds_assert.c	rlock_assert_held: still held, Redis agreeing
  *	  holds_xact.c		transaction, subtransaction and exit callbacks
  *	  holds_int.h		the table's inside, for this folder
  *	  registry_int.h	the registry's inside, for registry*.c
@@ -86,6 +88,7 @@ typedef struct RegistryEntry
 	char		key[RLOCK_MAX_KEY_LEN + 1];
 
 	Oid			dboid;
+	int			proc_slot;		/* its backend's PGPROC slot (cancel notes) */
 	RegistryState state;
 	int			session_count;
 	int			xact_count;
@@ -377,6 +380,9 @@ extern void holds_end_elsewhere(HeldLock *h, const HoldRequest *req,
 
 /* holds_cleanup.c */
 extern void holds_on_abort(HoldsCleanupFn fn);
+
+/* holds_assert.c: rlock_assert_held */
+extern void holds_assert_held(const LockName *ln);
 
 /* holds_quota.c: the read acquire script's bound on owner tokens' holds */
 extern int	holds_quota_owner_holds_per_lock(const HoldRequest *req);

@@ -138,6 +138,15 @@ extern void registry_set_superuser(bool superuser);
 extern long registry_limit(bool superuser);
 extern bool registry_is_lost(const char *key, RlockKind kind);
 
+/* registry_cancel.c: rlock.cancel_on_lost's cancel names the lost lock */
+extern Size registry_cancel_shmem_size(void);
+extern void registry_cancel_shmem_init(void);
+extern void registry_cancel_install_hook(void);
+extern int	registry_cancel_slot(void);
+extern void registry_cancel_note(int slot, int pid, RlockKind kind,
+								 const char *key, RenewOutcome cause);
+extern void registry_cancel_note_reset(void);
+
 /* Of the kinds, the table and acquisitions, used inside this folder only. */
 extern bool rlock_kinds_compatible(RlockKind a, RlockKind b);
 extern int	holds_renew_calls(const RenewArg *args, int n, int maxper,

@@ -343,14 +343,17 @@ holds_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PARALLEL_COMMIT:
 			run_guarded(holds_end_xact, InvalidSubTransactionId, false);
 			holds_lost_xact_reset();
+			registry_cancel_note_reset();
 			break;
 		case XACT_EVENT_PREPARE:
 			holds_lost_xact_reset();
+			registry_cancel_note_reset();
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			run_guarded(cleanups_then_end_xact, InvalidSubTransactionId, false);
 			holds_lost_xact_reset();
+			registry_cancel_note_reset();
 			break;
 		default:
 			break;

@@ -136,9 +136,10 @@ registry_capacity(void)
 static Size
 registry_shmem_size(void)
 {
-	return add_size(MAXALIGN(sizeof(RlockShared)),
-					hash_estimate_size(registry_capacity(),
-									   sizeof(RegistryEntry)));
+	return add_size(add_size(MAXALIGN(sizeof(RlockShared)),
+							 hash_estimate_size(registry_capacity(),
+												sizeof(RegistryEntry))),
+					registry_cancel_shmem_size());
 }
 
 /*
@@ -232,6 +233,7 @@ registry_shmem_startup(void)
 								  registry_capacity(), registry_capacity(),
 								  &ctl, HASH_ELEM | HASH_FUNCTION | HASH_COMPARE |
 								  HASH_KEYCOPY);
+	registry_cancel_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -241,6 +243,7 @@ registry_install_hooks(void)
 	RLOCK_SHMEM_REQUEST(prev_shmem_request_hook, registry_shmem_request);
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = registry_shmem_startup;
+	registry_cancel_install_hook();
 }
 
 bool
@@ -342,6 +345,7 @@ registry_sync(const char *key, RlockKind kind, int session_count,
 	if (!found || e->session_count + e->xact_count == 0)
 	{
 		e->dboid = MyDatabaseId;
+		e->proc_slot = registry_cancel_slot();
 		e->acquired_at = GetCurrentTimestamp();
 		e->renewed_at = 0;
 		e->state = REGISTRY_HELD;

@@ -22,6 +22,7 @@
 #include "utils/timestamp.h"
 
 #include "holds/holds.h"
+#include "holds/holds_int.h"
 #include "holds/registry_int.h"
 #include "base/base.h"
 
@@ -213,7 +214,12 @@ registry_renewed(RenewItem *items, const RenewOutcome *outcome,
 		 * process's).  kill() does not block.
 		 */
 		if (cancel_on_lost)
+		{
+			/* the note first: the cancel's message names the lock */
+			registry_cancel_note(e->proc_slot, e->pid, e->kind, e->key,
+								 outcome[i]);
 			kill(e->pid, SIGINT);
+		}
 	}
 	LWLockRelease(rlock_shared->lock);
 	stats_add(RLOCK_STAT_LOCKS_LOST, nlost);

@@ -7,6 +7,7 @@
  *	  sql_api.c			the locks' functions
  *	  sql_api_sets.c	the same for the multi-lock and the Redlock
  *	  sql_api_sync.c	the count-down latch's and the semaphore's functions
+ *	  sql_api_assert.c	rlock_assert_held, a job's check before it commits
  *	  introspect.c		the functions that report: rlock_status,
  *						rlock_locks, rlock_stats, rlock_ping...
  *

@@ -205,7 +205,7 @@ $t0 = time();
 $redis->cli('DEL', 'wd_cancel');
 my $cancelled = RlockTest::wait_until(sub {
 		$a->{run}->pump_nb;
-		return $a->{stderr} =~ /canceling statement due to user request/; }, 10);
+		return $a->{stderr} =~ /canceling statement: rlock lock "wd_cancel" was lost \(gone from Redis\)/; }, 10);
 ok($cancelled, sprintf('with rlock.cancel_on_lost the running statement is cancelled (%.2f s after the loss)', time() - $t0));
 ($out, $err) = q2($a, "SELECT rlock_release('wd_cancel')");
 is($out, 'f', 'and the lost lock is reported on release');

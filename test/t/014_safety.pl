@@ -94,8 +94,8 @@ ok(RlockTest::wait_until(sub {
 	'the LOG line names the lock, its holder and why');
 ok(RlockTest::wait_until(sub {
 		$a->{run}->pump_nb;
-		return $a->{stderr} =~ /canceling statement due to user request/; }, 10),
-	'rlock.cancel_on_lost cancelled the holder\'s running statement');
+		return $a->{stderr} =~ /canceling statement: rlock lock "fc(?:_x)?" was lost \((?:not renewed in time|gone from Redis)\)/; }, 10),
+	'rlock.cancel_on_lost cancelled the holder\'s running statement, naming the lock and why');
 is(q1($watch, "SELECT state FROM rlock_locks WHERE name = 'fc_x'"), 'lost',
 	'the transaction-level lock is lost too');
 $proxy->resume;

@@ -223,7 +223,7 @@ is(drop_permits_of($holder_b, 'guard'), 1,
 	'Redis drops it (ZREM of its id) while the session runs a long statement');
 ok(RlockTest::wait_until(sub {
 		$b->{run}->pump_nb;
-		return $b->{stderr} =~ /canceling statement due to user request/; }, 30),
+		return $b->{stderr} =~ /canceling statement: permits of rlock semaphore "guard" were lost/; }, 30),
 	'the worker cancels the statement');
 ($out, $err) = RlockTest::query_err($b, "SELECT rlock_semaphore_release('guard')");
 is($out, 'f', 'the release returns false');
@@ -238,7 +238,7 @@ ok(RlockTest::wait_until(sub { ($redis->cli('ZCARD', '{guard}:timeout') // '') e
 is(drop_permits_of($holder_b, 'guard'), 1, 'Redis drops it');
 ok(RlockTest::wait_until(sub {
 		$b->{run}->pump_nb;
-		return $b->{stderr} =~ /canceling statement due to user request/; }, 30),
+		return $b->{stderr} =~ /canceling statement: permits of rlock semaphore "guard" were lost/; }, 30),
 	'the worker cancels that statement too');
 ($out, $err) = RlockTest::query_err($b, 'ROLLBACK');
 is(q1($b, "SELECT count(*) FROM rlock_locks WHERE name = 'guard'"), '0',
