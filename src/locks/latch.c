@@ -89,9 +89,9 @@ latch_wrong_kind(const LockName *ln, const char *found)
 /*
  * Run one of the latch's scripts; returns its integer answer.  arg: set
  * count's count, count down's adopt flag; arg2: set count's expiry (ms).
- * A count-down carries a request latch of its own (KEYS[6]), which a
- * replay after a lost reply finds (scripts_sync.c), and which is deleted
- * in front of the next round trip once the answer is here.
+ * A script that changes the latch carries a request latch of its own
+ * (KEYS[6]), which a replay after a lost reply finds (scripts_sync.c), and
+ * which is deleted in front of the next round trip once the answer is here.
  */
 static int64
 latch_run(const LockName *ln, RlockScriptId id, int64 arg, int64 arg2)
@@ -102,7 +102,9 @@ latch_run(const LockName *ln, RlockScriptId id, int64 arg, int64 arg2)
 	char	   *request = NULL;
 	int64		v;
 
-	if (id == RLOCK_SCRIPT_LATCH_COUNT_DOWN)
+	if (id == RLOCK_SCRIPT_LATCH_COUNT_DOWN ||
+		id == RLOCK_SCRIPT_LATCH_SET_COUNT ||
+		id == RLOCK_SCRIPT_LATCH_DELETE)
 		request = lockname_unlock_latch(ln->key);
 	rcmd_script(&cmd, id, request != NULL ? 6 : 5);
 	rcmd_arg(&cmd, ln->key, ln->keylen);

@@ -263,19 +263,27 @@ sem_run(const LockName *ln, RlockScriptId id, bool with_arg, int64 arg)
 	RedisCmd	cmd;
 	RReply	   *r;
 	bool		marks = (id != RLOCK_SCRIPT_SEM_AVAILABLE);
+	RedisConn  *conn = route_backend();
+	char	   *request = marks ? lockname_unlock_latch(ln->key) : NULL;
+	int64		v;
 
 	/*
 	 * setting or adding permits marks the name a semaphore (its 4th key;
 	 * deleting reads it: only a marked one goes); a name marked a latch
 	 * (the last key) is refused
 	 */
-	sem_script(&cmd, id, marks ? 5 : 4, ln->key);
+	sem_script(&cmd, id, marks ? 6 : 4, ln->key);
 	if (marks)
 		rcmd_str(&cmd, lockname_suffixed(ln->key, SEM_MARKER_SUFFIX));
 	rcmd_str(&cmd, lockname_suffixed(ln->key, LATCH_MARKER_SUFFIX));
+	/* a script that changes it is answered once (scripts_sync.c) */
+	if (request != NULL)
+		rcmd_str(&cmd, request);
 	if (with_arg)
 		rcmd_int(&cmd, arg);
-	r = route_run1(route_backend(), &cmd, ln->name);
+	if (request != NULL)
+		rcmd_int(&cmd, lockname_latch_ttl_ms());
+	r = route_run1(conn, &cmd, ln->name);
 	if (rconn_reply_is(r, "RLOCKKIND"))
 		sem_wrong_kind(ln, rconn_error_word(r, "RLOCKKIND"));
 	if (rconn_reply_is(r, "RLOCKRANGE"))
@@ -289,7 +297,11 @@ sem_run(const LockName *ln, RlockScriptId id, bool with_arg, int64 arg)
 		rconn_reply_error(r, ERROR, ln->name);
 	if (r->type != RREPLY_INTEGER)
 		rconn_unexpected_reply(r, ln->name);
-	return r->integer;
+	v = r->integer;
+	/* answered: nothing will replay this request now */
+	if (request != NULL)
+		route_defer_del(conn, request);
+	return v;
 }
 
 /* trySetPermits: only a semaphore never set; false otherwise. */

@@ -7,7 +7,7 @@
 # counting a latch down each change a count: resent after they ran, they
 # would take twice the permits (or, for a session that already held some,
 # give them all back as lost and take the new ones alone), count the latch
-# down twice, or give back one permit too many.  Each carries a request
+# down twice, give back one permit too many, or add permits twice.  Each carries a request
 # latch written by its script (scripts_sync.c), so the replay answers as the
 # first time and changes nothing.  Here each runs in Redis, its reply is
 # held by the proxy, and the connection is cut: the command goes again, and
@@ -42,6 +42,8 @@ my ($out, $err, $st) = RlockTest::run_sql($s,
 	  . "rlock_latch_count_down('warm_latch')");
 is("$out/$st", 't|t|t|t|1/00000', 'the session has a working connection to Redis')
   or diag($err);
+($out, $err, $st) = RlockTest::run_sql($s, "SELECT rlock_semaphore_add_permits('warm_sem', 0)");
+is($st, '00000', 'and may add permits') or diag($err);
 
 sub q1
 {
@@ -103,6 +105,21 @@ is(q1("SELECT rlock_semaphore_release('ls_sem', 2)"), 't',
 unlike(($err // ''), qr/WARNING/, 'release: nothing lost');
 is($redis->cli('GET', 'ls_sem'), '5', 'all 5 permits are back');
 is(permits_out(), '0', 'no permit out');
+
+# ---- adding permits (a semaphore's owner resizing it) ----
+
+($out, $err, $st) = $proxy->lose_reply(
+	$redis, $s,
+	"SELECT rlock_semaphore_add_permits('ls_sem', 2)",
+	qr/"EVALSHA" "\w+" "\d+" "ls_sem"/i,
+	'add permits',
+	sub {
+		is($redis->cli('GET', 'ls_sem'), '7',
+			'add permits: Redis added 2 (the reply is held)');
+	});
+is($st, '00000', 'add permits: it answers as the first time it ran')
+  or diag("stderr: $err");
+is($redis->cli('GET', 'ls_sem'), '7', 'add permits: 2 added, once');
 
 # ---- counting a latch down ----
 
