@@ -16,3 +16,42 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 GRANT EXECUTE ON FUNCTION rlock_assert_held(text) TO PUBLIC;
 COMMENT ON FUNCTION rlock_assert_held(text) IS
   'ERROR (SQLSTATE 40000, naming the lock) unless this session still holds the name, as every kind it holds it as, and Redis agrees (one round trip). A batch job calls it before it commits, so that a lock lost mid-run fails the job.';
+-- ---- 0.4, latches and semaphores: absent is not done; lifecycle (SPEC
+-- 5.5).  rlock_latch_await takes must_exist (an absent latch is an ERROR,
+-- 55000, instead of an immediate true) and rlock_latch_set_count an expiry
+-- after which an unfinished latch disappears: new signatures, so new C
+-- symbols (0.3's stay for 0.3 catalogs).  Deleting a latch or a semaphore
+-- (only one rlock set: an application's key is refused) is not PUBLIC's. ----
+DROP FUNCTION rlock_latch_await(text, interval);
+CREATE FUNCTION rlock_latch_await(name text, wait interval DEFAULT NULL,
+                                  must_exist boolean DEFAULT false)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_latch_await_0_4'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION rlock_latch_await(text, interval, boolean) IS
+  'Waits until the latch reaches zero: true then, false when the wait ran out (NULL: no limit, lock_timeout applies). An absent latch counts as zero unless must_exist, which makes it an ERROR (55000).';
+
+DROP FUNCTION rlock_latch_set_count(text, bigint);
+CREATE FUNCTION rlock_latch_set_count(name text, count bigint,
+                                      expire interval DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_latch_set_count_0_4'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION rlock_latch_set_count(text, bigint, interval) IS
+  'Sets the count of a latch that is absent (trySetCount): true when set, false when it is counting. With expire, the latch disappears after it whether or not it reached zero.';
+
+CREATE FUNCTION rlock_latch_delete(name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_latch_delete'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION rlock_latch_delete(text) FROM PUBLIC;
+COMMENT ON FUNCTION rlock_latch_delete(text) IS
+  'Deletes a latch rlock set (its waiters wake); false when absent. A count rlock did not set (an application''s key) is refused, never deleted. Not granted to PUBLIC.';
+
+CREATE FUNCTION rlock_semaphore_delete(name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rlock_semaphore_delete'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION rlock_semaphore_delete(text) FROM PUBLIC;
+COMMENT ON FUNCTION rlock_semaphore_delete(text) IS
+  'Deletes a semaphore rlock set, with its permits out (their holders report them lost; waiters wake); false when absent. A value rlock did not set (an application''s key) is refused, never deleted. Not granted to PUBLIC.';

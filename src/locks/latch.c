@@ -88,24 +88,40 @@ latch_wrong_kind(const LockName *ln, const char *found)
 
 /*
  * Run one of the latch's scripts; returns its integer answer.  arg: set
- * count's count, count down's adopt flag.
+ * count's count, count down's adopt flag; arg2: set count's expiry (ms).
+ * A script that changes the latch carries a request latch of its own
+ * (KEYS[6]), which a replay after a lost reply finds (scripts_sync.c), and
+ * which is deleted in front of the next round trip once the answer is here.
  */
 static int64
-latch_run(const LockName *ln, RlockScriptId id, int64 arg)
+latch_run(const LockName *ln, RlockScriptId id, int64 arg, int64 arg2)
 {
 	RedisCmd	cmd;
 	RReply	   *r;
+	RedisConn  *conn = route_backend();
+	char	   *request = NULL;
+	int64		v;
 
-	rcmd_script(&cmd, id, 5);
+	if (id == RLOCK_SCRIPT_LATCH_COUNT_DOWN ||
+		id == RLOCK_SCRIPT_LATCH_SET_COUNT ||
+		id == RLOCK_SCRIPT_LATCH_DELETE)
+		request = lockname_unlock_latch(ln->key);
+	rcmd_script(&cmd, id, request != NULL ? 6 : 5);
 	rcmd_arg(&cmd, ln->key, ln->keylen);
 	rcmd_str(&cmd, latch_channel(ln->key));
 	rcmd_str(&cmd, lockname_suffixed(ln->key, "timeout"));
 	rcmd_str(&cmd, lockname_suffixed(ln->key, SEM_MARKER_SUFFIX));
 	rcmd_str(&cmd, lockname_suffixed(ln->key, LATCH_MARKER_SUFFIX));
+	if (request != NULL)
+		rcmd_str(&cmd, request);
 	if (id == RLOCK_SCRIPT_LATCH_SET_COUNT ||
 		id == RLOCK_SCRIPT_LATCH_COUNT_DOWN)
 		rcmd_int(&cmd, arg);
-	r = route_run1(route_backend(), &cmd, ln->name);
+	if (id == RLOCK_SCRIPT_LATCH_SET_COUNT)
+		rcmd_int(&cmd, arg2);
+	if (request != NULL)
+		rcmd_int(&cmd, lockname_latch_ttl_ms());
+	r = route_run1(conn, &cmd, ln->name);
 	if (rconn_reply_is(r, "RLOCKKIND"))
 		latch_wrong_kind(ln, rconn_error_word(r, "RLOCKKIND"));
 	if (rconn_reply_is(r, "RLOCKRANGE"))
@@ -120,49 +136,85 @@ latch_run(const LockName *ln, RlockScriptId id, int64 arg)
 		rconn_reply_error(r, ERROR, ln->name);
 	if (r->type == RREPLY_STRING)
 	{
-		/* a count above 0: the stored text */
+		/* a count above 0: the stored text (or a replay's recorded answer) */
 		char	   *end;
-		int64		v;
 
 		errno = 0;
 		v = strtoll(r->str, &end, 10);
-		if (r->len == 0 || *end != '\0' || errno != 0)
+		if (r->len == 0 || *end != '\0' || errno != 0 || v < -1)
 			latch_wrong_kind(ln, "value");
-		return v;
 	}
-	if (r->type != RREPLY_INTEGER)
+	else if (r->type == RREPLY_INTEGER)
+		v = r->integer;
+	else
+	{
 		rconn_unexpected_reply(r, ln->name);
-	return r->integer;
+		v = 0;					/* keep compiler quiet */
+	}
+	/* answered: nothing will replay this request now */
+	if (request != NULL)
+		route_defer_del(conn, request);
+	return v;
 }
 
 /*
  * trySetCount: set the count of a latch at zero (or absent); false when it
- * is counting.  A count of 0 leaves it at zero.
+ * is counting.  A count of 0 leaves it at zero.  expire_ms > 0: the latch
+ * (and its marker) disappear after it, whether or not it reached zero.
  */
 bool
-latch_set_count(const LockName *ln, int64 count)
+latch_set_count(const LockName *ln, int64 count, int64 expire_ms)
 {
 	Assert(count >= 0);
-	return latch_run(ln, RLOCK_SCRIPT_LATCH_SET_COUNT, count) == 1;
+	return latch_run(ln, RLOCK_SCRIPT_LATCH_SET_COUNT, count, expire_ms) == 1;
 }
 
-/* Count down once; returns the count after it (never below 0). */
+/*
+ * Count down once; returns the count after it (never below 0).  An absent
+ * latch is not a latch at zero to the caller (SPEC.md 5.5, "Absent is not
+ * done"): it gets 0 and a WARNING naming the latch.
+ */
 int64
 latch_count_down(const LockName *ln, bool adopt)
 {
-	return latch_run(ln, RLOCK_SCRIPT_LATCH_COUNT_DOWN, adopt ? 1 : 0);
+	int64		v = latch_run(ln, RLOCK_SCRIPT_LATCH_COUNT_DOWN, adopt ? 1 : 0, 0);
+
+	if (v < 0)
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_WARNING),
+				 errmsg("latch \"%s\" does not exist: nothing was counted down",
+						ln->name),
+				 errdetail("Redis has no count at key \"%s\": the latch was never set, already reached zero, was deleted or expired, or Redis lost it.",
+						   ln->key)));
+		return 0;
+	}
+	return v;
 }
 
 bool
 latch_adopt(const LockName *ln)
 {
-	return latch_run(ln, RLOCK_SCRIPT_LATCH_ADOPT, 0) == 1;
+	return latch_run(ln, RLOCK_SCRIPT_LATCH_ADOPT, 0, 0) == 1;
+}
+
+/* The count, -1 when the latch is absent. */
+static int64
+latch_count_or_absent(const LockName *ln)
+{
+	return latch_run(ln, RLOCK_SCRIPT_LATCH_COUNT, 0, 0);
 }
 
 int64
 latch_count(const LockName *ln)
 {
-	return latch_run(ln, RLOCK_SCRIPT_LATCH_COUNT, 0);
+	return Max(latch_count_or_absent(ln), 0);
+}
+
+bool
+latch_delete(const LockName *ln)
+{
+	return latch_run(ln, RLOCK_SCRIPT_LATCH_DELETE, 0, 0) == 1;
 }
 
 /*
@@ -178,9 +230,19 @@ latch_reached_zero(void *arg, const char *message)
 }
 
 bool
-latch_await(const LockName *ln, int64 wait_ms, bool honour_lock_timeout)
+latch_await(const LockName *ln, int64 wait_ms, bool honour_lock_timeout,
+			bool must_exist)
 {
-	if (latch_count(ln) == 0)
+	int64		count = latch_count_or_absent(ln);
+
+	if (count < 0 && must_exist)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("latch \"%s\" does not exist", ln->name),
+				 errdetail("Redis has no count at key \"%s\": the latch was never set, already reached zero, was deleted or expired, or Redis lost it (a restart without persistence).",
+						   ln->key),
+				 errhint("Set its count with rlock_latch_set_count before awaiting it; without must_exist an absent latch counts as reached zero.")));
+	if (count <= 0)
 		return true;
 	if (wait_ms == 0)
 		return false;

@@ -71,6 +71,8 @@ typedef enum RlockScriptId
 	RLOCK_SCRIPT_SEM_SET_PERMITS,
 	RLOCK_SCRIPT_SEM_ADD_PERMITS,
 	RLOCK_SCRIPT_SEM_AVAILABLE,
+	RLOCK_SCRIPT_LATCH_DELETE,
+	RLOCK_SCRIPT_SEM_DELETE,
 	RLOCK_NUM_SCRIPTS
 } RlockScriptId;
 
@@ -198,12 +200,14 @@ extern bool redlock_own_status(const LockName *ln, int64 *count,
  *	  count that sessions anywhere count down, and waiters woken at zero.
  */
 
-extern bool latch_set_count(const LockName *ln, int64 count);
+/* trySetCount; expire_ms > 0: the latch disappears after it, at zero or not */
+extern bool latch_set_count(const LockName *ln, int64 count, int64 expire_ms);
 
 /*
- * Count down once.  A count rlock did not set (no marker) is an ERROR
- * unless adopt (the caller may adopt latches: rlock_latch_adopt's grant),
- * which marks it first.
+ * Count down once (applied once, even resent after a lost reply).  A
+ * count rlock did not set (no marker) is an ERROR unless adopt (the caller
+ * may adopt latches: rlock_latch_adopt's grant), which marks it first.  An
+ * absent latch: 0, with a WARNING naming it.
  */
 extern int64 latch_count_down(const LockName *ln, bool adopt);
 extern int64 latch_count(const LockName *ln);
@@ -212,11 +216,15 @@ extern int64 latch_count(const LockName *ln);
 extern bool latch_adopt(const LockName *ln);
 
 /*
- * Wait until the latch is at zero (or absent): true at once when it is;
- * false when wait_ms (-1: no limit; 0: only look) ran out first.
+ * Wait until the latch is at zero (or absent): true at once when it is
+ * (an ERROR, 55000, when absent and must_exist); false when wait_ms (-1:
+ * no limit; 0: only look) ran out first.
  */
 extern bool latch_await(const LockName *ln, int64 wait_ms,
-						bool honour_lock_timeout);
+						bool honour_lock_timeout, bool must_exist);
+
+/* Delete a latch rlock set (its waiters wake); false when absent. */
+extern bool latch_delete(const LockName *ln);
 
 /*
  * semaphore: The semaphore (Redisson RPermitExpirableSemaphore), whose
@@ -241,5 +249,11 @@ extern bool semaphore_release(const LockName *ln, int permits);
 extern bool semaphore_set_permits(const LockName *ln, int permits);
 extern int64 semaphore_add_permits(const LockName *ln, int permits);
 extern int64 semaphore_available(const LockName *ln);
+
+/*
+ * Delete a semaphore rlock set, with its permits out (their holders report
+ * them lost; its waiters wake); false when absent.
+ */
+extern bool semaphore_delete(const LockName *ln);
 
 #endif							/* RLOCK_LOCKS_H */

@@ -355,6 +355,8 @@ static RlockScript scripts[RLOCK_NUM_SCRIPTS] = {
 	[RLOCK_SCRIPT_SEM_SET_PERMITS] = {"semaphore set permits", rlock_sem_set_permits_body},
 	[RLOCK_SCRIPT_SEM_ADD_PERMITS] = {"semaphore add permits", rlock_sem_add_permits_body},
 	[RLOCK_SCRIPT_SEM_AVAILABLE] = {"semaphore available", rlock_sem_available_body},
+	[RLOCK_SCRIPT_LATCH_DELETE] = {"latch delete", rlock_latch_delete_body},
+	[RLOCK_SCRIPT_SEM_DELETE] = {"semaphore delete", rlock_sem_delete_body},
 };
 
 /*

@@ -97,5 +97,7 @@ extern const char rlock_sem_reconcile_body[];
 extern const char rlock_sem_set_permits_body[];
 extern const char rlock_sem_add_permits_body[];
 extern const char rlock_sem_available_body[];
+extern const char rlock_latch_delete_body[];
+extern const char rlock_sem_delete_body[];
 
 #endif							/* RLOCK_SCRIPTS_LUA_H */

@@ -26,6 +26,15 @@
  * it.  Reading the permits available writes nothing.  A number outside
  * what the scripts handle exactly is "RLOCKRANGE", never a script error.
  *
+ * Applied once (SPEC.md 6): a command resent after a lost reply must not
+ * apply twice.  Every script here that changes a count (taking, giving
+ * back, setting or adding permits, setting or counting down a latch,
+ * deleting either) carries a request latch, a key of its own per call
+ * (redisson_unlock_latch:{N}:<hex>, as a lock's release), where it writes
+ * its answer: a replay finds it and answers as the first time, changing
+ * nothing.  The others only read, or are idempotent (adopting, the
+ * reconcile that sets a target).
+ *
  * A semaphore is a string key holding the permits available, and the
  * sorted set {N}:timeout of the permits out, each an id scored by its
  * expiry (epoch ms); a release (or an expiry noticed) publishes the
@@ -79,24 +88,51 @@
 "if t == 'string' and not string.match(v, '^[1-9]%d*$') then return redis.error_reply('RLOCKKIND value') end\n"
 
 /*
+ * Lua: a script answered once per request (SPEC.md 6: a command resent
+ * after a lost reply must not apply twice).  Its last key is the request's
+ * latch (a key of its own per call), its last argument the latch's TTL ms:
+ * the body runs as a function, an integer answer is kept in the latch, and
+ * a replay finds it and answers as the first time, changing nothing.  (An
+ * error reply wrote nothing, and is not kept.)
+ */
+#define ONCE_BEGIN \
+"local rqk = KEYS[#KEYS]\n" \
+"local rqttl = ARGV[#ARGV]\n" \
+"local rq = redis.call('get', rqk)\n" \
+"if rq then return tonumber(rq) end\n" \
+"local function once()\n"
+#define ONCE_END \
+"end\n" \
+"local r = once()\n" \
+"if type(r) == 'number' then redis.call('set', rqk, r, 'px', rqttl) end\n" \
+"return r\n"
+
+/*
  * latch count: KEYS[1] latch, KEYS[2] its channel, KEYS[3] the semaphore
- * permits key of the name, KEYS[4] the semaphore marker.  Returns the count: 0 at zero or absent, else
- * the stored text (a bulk string: exact whatever its size).
+ * permits key of the name, KEYS[4] the semaphore marker.  Returns the
+ * count: -1 when absent, 0 at zero, else the stored text (a bulk string:
+ * exact whatever its size).
  */
 const char rlock_latch_count_body[] =
 LATCH_COUNT_OF_KEYS1
+"if t == 'none' then return -1 end\n"
 "if cur <= 0 then return 0 end\n"
 "return v\n";
 
 /*
  * latch set count (trySetCount): keys as above, KEYS[5] the latch's
- * marker; ARGV[1] the count (>= 0).  Only an absent latch takes a count:
- * returns 1 when set (and marked), 0 when the latch is counting; a string
- * that is not a positive count is refused, never overwritten.  A count of
- * 0 leaves it absent.  Announces the new count ("1") before writing, so
- * that a refused PUBLISH changes nothing.
+ * marker, KEYS[6] the request's latch (ONCE_BEGIN); ARGV[1] the count
+ * (>= 0), ARGV[2] the expiry in ms (0: none), ARGV[3] the request latch's
+ * TTL.
+ * Only an absent latch takes a count: returns 1 when set (and marked), 0
+ * when the latch is counting; a string that is not a positive count is
+ * refused, never overwritten.  A count of 0 leaves it absent.  With an
+ * expiry the count and its marker disappear after it, reached zero or not
+ * (Lifecycle, SPEC.md 5.5; DECR keeps a key's expiry).  Announces the new
+ * count ("1") before writing, so that a refused PUBLISH changes nothing.
  */
 const char rlock_latch_set_count_body[] =
+ONCE_BEGIN
 LATCH_COUNT_OF_KEYS1
 LATCH_REFUSE_NOT_LIVE
 "if t == 'string' then return 0 end\n"
@@ -105,23 +141,36 @@ LATCH_REFUSE_NOT_LIVE
 "  return 1\n"
 "end\n"
 PUBLISH_OR_REFUSE("KEYS[2]", "'1'")
-"redis.call('set', KEYS[1], ARGV[1])\n"
-"redis.call('set', KEYS[5], '1')\n"
-"return 1\n";
+"if tonumber(ARGV[2]) > 0 then\n"
+"  redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2])\n"
+"  redis.call('set', KEYS[5], '1', 'px', ARGV[2])\n"
+"else\n"
+"  redis.call('set', KEYS[1], ARGV[1])\n"
+"  redis.call('set', KEYS[5], '1')\n"
+"end\n"
+"return 1\n"
+ONCE_END;
 
 /*
- * latch count down: keys as set count's; ARGV[1] "1" when the caller may
- * adopt a count without the latch's marker (marking it), else such a
- * count is refused ("RLOCKKIND unmarked").  Returns the count after it
- * (0, or the stored text: DECR's answer would pass through a Lua number,
- * exact only to 2^53); at one the key and its marker are deleted and "0"
- * published (an absent latch stays so, silently).
+ * latch count down: keys as set count's, KEYS[6] the request's latch (a
+ * key of its own per call); ARGV[1] "1" when the caller may adopt a count
+ * without the latch's marker (marking it), else such a count is refused
+ * ("RLOCKKIND unmarked"); ARGV[2] the request latch's TTL ms.  Returns the
+ * count after it (0, or the stored text: DECR's answer would pass through
+ * a Lua number, exact only to 2^53), -1 when the latch is absent (nothing
+ * to count down: the caller warns); at one the key and its marker are
+ * deleted and "0" published.  The answer is kept in the request's latch
+ * (SPEC.md 6: a count-down resent after a lost reply is applied once): a
+ * replay finds it and answers as the first time, changing nothing.
  */
 const char rlock_latch_count_down_body[] =
+"local rq = redis.call('get', KEYS[6])\n"
+"if rq then return rq end\n"
 LATCH_COUNT_OF_KEYS1
 "if t == 'none' then\n"
 "  redis.call('del', KEYS[5])\n"
-"  return 0\n"
+"  redis.call('set', KEYS[6], '-1', 'px', ARGV[2])\n"
+"  return -1\n"
 "end\n"
 LATCH_REFUSE_NOT_LIVE
 "if redis.call('exists', KEYS[5]) == 0 then\n"
@@ -131,10 +180,13 @@ LATCH_REFUSE_NOT_LIVE
 "if cur == 1 then\n"
 PUBLISH_OR_REFUSE("KEYS[2]", "'0'")
 "  redis.call('del', KEYS[1], KEYS[5])\n"
+"  redis.call('set', KEYS[6], '0', 'px', ARGV[2])\n"
 "  return 0\n"
 "end\n"
 "redis.call('decr', KEYS[1])\n"
-"return redis.call('get', KEYS[1])\n";
+"local after = redis.call('get', KEYS[1])\n"
+"redis.call('set', KEYS[6], after, 'px', ARGV[2])\n"
+"return after\n";
 
 /*
  * latch adopt: keys as set count's.  Marks a count a Redisson client set
@@ -147,6 +199,28 @@ LATCH_COUNT_OF_KEYS1
 LATCH_REFUSE_NOT_LIVE
 "redis.call('set', KEYS[5], '1')\n"
 "return 1\n";
+
+/*
+ * latch delete: keys as set count's (KEYS[6] the request's latch), ARGV[1]
+ * the request latch's TTL (ONCE_BEGIN).  Deletes a latch rlock set (marked;
+ * an unmarked count may be an application's counter: refused, "RLOCKKIND
+ * unmarked", never deleted), publishing "0" first as Redisson's delete
+ * does, so that its waiters wake (and find it absent).  Returns 1 when it
+ * was there, 0 when absent.
+ */
+const char rlock_latch_delete_body[] =
+ONCE_BEGIN
+LATCH_COUNT_OF_KEYS1
+"if t == 'none' then\n"
+"  redis.call('del', KEYS[5])\n"
+"  return 0\n"
+"end\n"
+LATCH_REFUSE_NOT_LIVE
+"if redis.call('exists', KEYS[5]) == 0 then return redis.error_reply('RLOCKKIND unmarked') end\n"
+PUBLISH_OR_REFUSE("KEYS[2]", "'0'")
+"redis.call('del', KEYS[1], KEYS[5])\n"
+"return 1\n"
+ONCE_END;
 
 /*
  * Lua, for the semaphore's scripts: KEYS[1] the available permits (a
@@ -280,9 +354,18 @@ PUBLISH_OR_REFUSE("KEYS[3]", "avail + gb") \
  * until the soonest permit out expires (-1: none), permits available}, or
  * {3, total, held} when the semaphore has fewer permits in all than the
  * session would hold (it would wait for its own);  {2, 'lock'} or
- * {2, 'value'} for a name that is not a semaphore.
+ * {2, 'value'} for a name that is not a semaphore.  KEYS[6] is the
+ * request's latch, ARGV[6] its TTL ms: a grant is recorded there ("<held>
+ * <available>"), and a replay after a lost reply (SPEC.md 6) answers the
+ * grant again, taking nothing more (a refusal wrote nothing worth
+ * keeping: replayed, it looks again).
  */
 const char rlock_sem_acquire_body[] =
+"local rq = redis.call('get', KEYS[6])\n"
+"if rq then\n"
+"  local rh, ra = string.match(rq, '^(%d+) (%-?%d+)$')\n"
+"  if rh then return {1, tonumber(rh), tonumber(ra)} end\n"
+"end\n"
 SEM_REFUSE_LATCH("4", "{2, 'latch'}")
 SEM_PRELUDE_GUARDED("true", "{2, 'lock'}", "{2, 'value'}",
 					SEM_REFUSE_UNMARKED("5", "ARGV[5]", "{2, 'unmarked'}"))
@@ -313,6 +396,7 @@ SEM_GIVE_BACK("ARGV[3]", "#mine")
 "for j = 1, want do\n"
 "  redis.call('zadd', KEYS[2], exp, ARGV[3] .. ':' .. (top + j))\n"
 "end\n"
+"redis.call('set', KEYS[6], (#mine + want) .. ' ' .. avail, 'px', ARGV[6])\n"
 "return {1, #mine + want, avail}\n";
 
 /*
@@ -372,29 +456,35 @@ SEM_GIVE_BACK("ARGV[1]", "found - target")
 
 /*
  * semaphore set permits (trySetPermits): KEYS as SEM_PRELUDE, KEYS[4] its
- * marker, KEYS[5] the latch marker; ARGV[1] the permits.  Only a semaphore never set (its key absent,
+ * marker, KEYS[5] the latch marker, KEYS[6] the request's latch; ARGV[1]
+ * the permits, ARGV[2] the request latch's TTL (ONCE_BEGIN: a replay
+ * answers 1 again).  Only a semaphore never set (its key absent,
  * no permit out, not marked: one whose key went, say counted down to
  * nothing as a latch, is not set anew by a role without the grant of add
  * permits): returns 1 when set, 0 otherwise.
  */
 const char rlock_sem_set_permits_body[] =
+ONCE_BEGIN
 SEM_REFUSE_LATCH("5", "redis.error_reply('RLOCKKIND latch')")
 SEM_PRELUDE("false")
 "if t ~= 'none' or redis.call('exists', KEYS[2], KEYS[4]) > 0 then return 0 end\n"
 PUBLISH_OR_REFUSE("KEYS[3]", "ARGV[1]")
 "redis.call('set', KEYS[1], ARGV[1])\n"
 "redis.call('set', KEYS[4], '1', 'NX')\n"
-"return 1\n";
+"return 1\n"
+ONCE_END;
 
 /*
  * semaphore add permits: KEYS as set permits'; ARGV[1] permits to add
- * (may be negative).  Returns the permits available after it, or
+ * (may be negative), ARGV[2] the request latch's TTL (ONCE_BEGIN: resent
+ * after a lost reply, it adds nothing more).  Returns the permits available after it, or
  * "RLOCKRANGE" when that would leave the range of an integer, or go
  * further out of it, counting the permits out, which come back (a
  * Redisson semaphore's permits are a Java int, and
  * rlock_semaphore_available returns an integer).
  */
 const char rlock_sem_add_permits_body[] =
+ONCE_BEGIN
 SEM_REFUSE_LATCH("5", "redis.error_reply('RLOCKKIND latch')")
 SEM_PRELUDE("true")
 "local after = avail + tonumber(ARGV[1])\n"
@@ -406,7 +496,8 @@ SEM_PRELUDE("true")
 PUBLISH_OR_REFUSE("KEYS[3]", "after")
 "end\n"
 "redis.call('set', KEYS[4], '1', 'NX')\n"
-"return redis.call('incrby', KEYS[1], ARGV[1])\n";
+"return redis.call('incrby', KEYS[1], ARGV[1])\n"
+ONCE_END;
 
 /*
  * semaphore available: KEYS as SEM_PRELUDE, KEYS[4] the latch marker.
@@ -419,3 +510,26 @@ const char rlock_sem_available_body[] =
 SEM_PRELUDE("false")
 "if zt == 'zset' then avail = avail + redis.call('zcount', KEYS[2], 0, now) end\n"
 "return avail\n";
+
+/*
+ * semaphore delete: KEYS as set permits'; ARGV[1] the request latch's
+ * TTL (ONCE_BEGIN).  Deletes a semaphore rlock set
+ * or adopted (marked; an unmarked value may be an application's:
+ * "RLOCKKIND unmarked", never deleted), its permits out with it: their
+ * holders find them gone at their next renewal or call and report them
+ * lost.  Publishes "0" on its channel first, so that its waiters wake and
+ * look again.  Returns 1 when it was there, 0 when absent.
+ */
+const char rlock_sem_delete_body[] =
+ONCE_BEGIN
+SEM_REFUSE_LATCH("5", "redis.error_reply('RLOCKKIND latch')")
+SEM_PRELUDE("false")
+"if t == 'none' and zt == 'none' then\n"
+"  redis.call('del', KEYS[4])\n"
+"  return 0\n"
+"end\n"
+"if redis.call('exists', KEYS[4]) == 0 then return redis.error_reply('RLOCKKIND unmarked') end\n"
+PUBLISH_OR_REFUSE("KEYS[3]", "'0'")
+"redis.call('del', KEYS[1], KEYS[2], KEYS[4])\n"
+"return 1\n"
+ONCE_END;

@@ -142,16 +142,27 @@ sem_try(void *arg, int64 *pttl)
 	HeldLock   *h = holds_find(ln->key, RLOCK_KIND_SEMAPHORE);
 	RedisCmd	cmd;
 	AcquireResult res;
+	char	   *request = lockname_unlock_latch(ln->key);
 
-	sem_script(&cmd, RLOCK_SCRIPT_SEM_ACQUIRE, 5, ln->key);
+	/*
+	 * The attempt's request latch (KEYS[6]): resent after a lost reply, a
+	 * grant answers as the first time and takes nothing more
+	 * (scripts_sync.c).
+	 */
+	sem_script(&cmd, RLOCK_SCRIPT_SEM_ACQUIRE, 6, ln->key);
 	rcmd_str(&cmd, lockname_suffixed(ln->key, LATCH_MARKER_SUFFIX));
 	rcmd_str(&cmd, lockname_suffixed(ln->key, SEM_MARKER_SUFFIX));
+	rcmd_str(&cmd, request);
 	rcmd_int(&cmd, a->req.levels);
 	rcmd_int(&cmd, a->req.lease_ms);
 	rcmd_str(&cmd, a->holder);
 	rcmd_int(&cmd, h != NULL ? holds_total(h) : 0);
 	rcmd_int(&cmd, a->adopt ? 1 : 0);
+	rcmd_int(&cmd, lockname_latch_ttl_ms());
 	res = holds_run_acquire(ln, RLOCK_KIND_SEMAPHORE, &a->req, &cmd);
+	/* answered: nothing will replay this attempt now */
+	if (res.status == 1)
+		route_defer_del(route_backend(), request);
 
 	switch (res.status)
 	{
@@ -252,18 +263,27 @@ sem_run(const LockName *ln, RlockScriptId id, bool with_arg, int64 arg)
 	RedisCmd	cmd;
 	RReply	   *r;
 	bool		marks = (id != RLOCK_SCRIPT_SEM_AVAILABLE);
+	RedisConn  *conn = route_backend();
+	char	   *request = marks ? lockname_unlock_latch(ln->key) : NULL;
+	int64		v;
 
 	/*
-	 * setting or adding permits marks the name a semaphore (its 4th key);
-	 * a name marked a latch (the last key) is refused
+	 * setting or adding permits marks the name a semaphore (its 4th key;
+	 * deleting reads it: only a marked one goes); a name marked a latch
+	 * (the last key) is refused
 	 */
-	sem_script(&cmd, id, marks ? 5 : 4, ln->key);
+	sem_script(&cmd, id, marks ? 6 : 4, ln->key);
 	if (marks)
 		rcmd_str(&cmd, lockname_suffixed(ln->key, SEM_MARKER_SUFFIX));
 	rcmd_str(&cmd, lockname_suffixed(ln->key, LATCH_MARKER_SUFFIX));
+	/* a script that changes it is answered once (scripts_sync.c) */
+	if (request != NULL)
+		rcmd_str(&cmd, request);
 	if (with_arg)
 		rcmd_int(&cmd, arg);
-	r = route_run1(route_backend(), &cmd, ln->name);
+	if (request != NULL)
+		rcmd_int(&cmd, lockname_latch_ttl_ms());
+	r = route_run1(conn, &cmd, ln->name);
 	if (rconn_reply_is(r, "RLOCKKIND"))
 		sem_wrong_kind(ln, rconn_error_word(r, "RLOCKKIND"));
 	if (rconn_reply_is(r, "RLOCKRANGE"))
@@ -277,7 +297,11 @@ sem_run(const LockName *ln, RlockScriptId id, bool with_arg, int64 arg)
 		rconn_reply_error(r, ERROR, ln->name);
 	if (r->type != RREPLY_INTEGER)
 		rconn_unexpected_reply(r, ln->name);
-	return r->integer;
+	v = r->integer;
+	/* answered: nothing will replay this request now */
+	if (request != NULL)
+		route_defer_del(conn, request);
+	return v;
 }
 
 /* trySetPermits: only a semaphore never set; false otherwise. */
@@ -300,4 +324,15 @@ semaphore_available(const LockName *ln)
 	/* (what a rollback to a savepoint gave back counts: settle it first) */
 	holds_settle();
 	return sem_run(ln, RLOCK_SCRIPT_SEM_AVAILABLE, false, 0);
+}
+
+/*
+ * Delete the semaphore with its permits out: their holders (this
+ * session's included) find them gone at their next renewal or call, and
+ * report them lost; waiters wake and look again.  false when absent.
+ */
+bool
+semaphore_delete(const LockName *ln)
+{
+	return sem_run(ln, RLOCK_SCRIPT_SEM_DELETE, false, 0) == 1;
 }

@@ -81,12 +81,17 @@ latch_name_arg(FunctionCallInfo fcinfo, int argno, LockName *ln)
 					 PG_GETARG_TEXT_PP(argno), "latch");
 }
 
-PG_FUNCTION_INFO_V1(rlock_latch_set_count);
-Datum
-rlock_latch_set_count(PG_FUNCTION_ARGS)
+/*
+ * trySetCount: (name, count[, expire]).  rlock_latch_set_count is 0.3's
+ * C symbol (two arguments), rlock_latch_set_count_0_4 0.4's, with the
+ * expiry after which an unfinished latch disappears (NULL: never).
+ */
+static bool
+latch_set_count_sql(FunctionCallInfo fcinfo, bool with_expire)
 {
 	LockName	ln;
 	int64		count;
+	int64		expire = 0;
 
 	latch_name_arg(fcinfo, 0, &ln);
 	if (PG_ARGISNULL(1))
@@ -100,7 +105,24 @@ rlock_latch_set_count(PG_FUNCTION_ARGS)
 				 errmsg("count of latch \"%s\" must be zero or positive",
 						ln.name),
 				 errdetail("The count given was " INT64_FORMAT ".", count)));
-	PG_RETURN_BOOL(latch_set_count(&ln, count));
+	if (with_expire && !PG_ARGISNULL(2))
+		expire = sql_interval_ms(PG_GETARG_INTERVAL_P(2), "expire", "latch",
+								 &ln, false);
+	return latch_set_count(&ln, count, expire);
+}
+
+PG_FUNCTION_INFO_V1(rlock_latch_set_count);
+Datum
+rlock_latch_set_count(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(latch_set_count_sql(fcinfo, false));
+}
+
+PG_FUNCTION_INFO_V1(rlock_latch_set_count_0_4);
+Datum
+rlock_latch_set_count_0_4(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(latch_set_count_sql(fcinfo, PG_NARGS() > 2));
 }
 
 PG_FUNCTION_INFO_V1(rlock_latch_count_down);
@@ -143,20 +165,59 @@ rlock_latch_count(PG_FUNCTION_ARGS)
  * Wait until the latch is at zero: true then (at once when it already is,
  * or absent), false when the wait ran out.  A NULL wait waits without
  * limit and honours lock_timeout, as rlock_acquire does; an explicit wait
- * is the limit, as for rlock_try_acquire ('0': only look).
+ * is the limit, as for rlock_try_acquire ('0': only look).  0.4's symbol
+ * takes must_exist too: an absent latch is then an ERROR (SPEC.md 5.5,
+ * "Absent is not done"); 0.3's, rlock_latch_await, has two arguments.
  */
-PG_FUNCTION_INFO_V1(rlock_latch_await);
-Datum
-rlock_latch_await(PG_FUNCTION_ARGS)
+static bool
+latch_await_sql(FunctionCallInfo fcinfo, bool with_must_exist)
 {
 	LockName	ln;
 	int64		wait = -1;
+	bool		must_exist = false;
 
 	latch_name_arg(fcinfo, 0, &ln);
 	if (!PG_ARGISNULL(1))
 		wait = sql_interval_ms(PG_GETARG_INTERVAL_P(1), "wait", "latch", &ln,
 							   true);
-	PG_RETURN_BOOL(latch_await(&ln, wait, PG_ARGISNULL(1)));
+	if (with_must_exist)
+	{
+		if (PG_ARGISNULL(2))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("must_exist of latch \"%s\" must not be NULL",
+							ln.name)));
+		must_exist = PG_GETARG_BOOL(2);
+	}
+	return latch_await(&ln, wait, PG_ARGISNULL(1), must_exist);
+}
+
+PG_FUNCTION_INFO_V1(rlock_latch_await);
+Datum
+rlock_latch_await(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(latch_await_sql(fcinfo, false));
+}
+
+PG_FUNCTION_INFO_V1(rlock_latch_await_0_4);
+Datum
+rlock_latch_await_0_4(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(latch_await_sql(fcinfo, PG_NARGS() > 2));
+}
+
+/*
+ * Delete a latch rlock set (not granted to PUBLIC): its waiters wake.  An
+ * unmarked count (an application's counter, perhaps) is refused.
+ */
+PG_FUNCTION_INFO_V1(rlock_latch_delete);
+Datum
+rlock_latch_delete(PG_FUNCTION_ARGS)
+{
+	LockName	ln;
+
+	latch_name_arg(fcinfo, 0, &ln);
+	PG_RETURN_BOOL(latch_delete(&ln));
 }
 
 /* The most permits one call takes or gives back (each is one permit id). */
@@ -334,4 +395,18 @@ rlock_semaphore_release(PG_FUNCTION_ARGS)
 	sem_name_arg(fcinfo, 0, &ln);
 	permits = permits_arg(fcinfo, 1, &ln, true);
 	PG_RETURN_BOOL(semaphore_release(&ln, permits));
+}
+
+/*
+ * Delete a semaphore rlock set (not granted to PUBLIC), with its permits
+ * out: their holders report them lost; its waiters wake.
+ */
+PG_FUNCTION_INFO_V1(rlock_semaphore_delete);
+Datum
+rlock_semaphore_delete(PG_FUNCTION_ARGS)
+{
+	LockName	ln;
+
+	sem_name_arg(fcinfo, 0, &ln);
+	PG_RETURN_BOOL(semaphore_delete(&ln));
 }
