@@ -264,6 +264,9 @@ holds_prepare_acquire(const LockName *ln, RlockKind kind, RlockScope scope,
 	h = holds_find_conflicting(ln->key, kind);
 	if (h != NULL)
 		holds_held_as_other_kind(ln, h);
+	/* (its release still the worker's: holds_strand.c) */
+	if (kind_is_local(kind))
+		holds_refuse_stranded(ln);
 	req->holder = rlock_backend_holder();
 	return req->holder;
 }

@@ -177,10 +177,25 @@ run_batch_round_trip(RedisConn *conn, RedisCmd *cmds, BatchItem *items,
 					 int n, int elevel)
 {
 	RReply	  **replies = NULL;
+	int			run_elevel = elevel;
+
+	/*
+	 * A user's release whose every item the worker can finish, should Redis
+	 * not answer (holds_strand.c): no ERROR for want of an answer; the
+	 * failure goes to the server log, the session hears the WARNING of the
+	 * hand-over.
+	 */
+	if (elevel >= ERROR)
+	{
+		run_elevel = LOG;
+		for (int i = 0; i < n && run_elevel == LOG; i++)
+			if (!holds_can_strand(items[i].h))
+				run_elevel = elevel;
+	}
 
 	PG_TRY();
 	{
-		(void) route_run(conn, cmds, n, &replies, elevel,
+		(void) route_run(conn, cmds, n, &replies, run_elevel,
 						 n == 1 ? items[0].h->key : NULL);
 	}
 	PG_CATCH();
@@ -266,6 +281,19 @@ holds_run_local_batch(BatchItem *items, int n, int elevel)
 
 		if (r == NULL)
 		{
+			/* nothing left of the name here: the worker finishes it */
+			if (holds_can_strand(h))
+			{
+				bool		count = items[i].session &&
+					!rw_side_counted(h, &rw_counted, &nrw_counted, n);
+
+				if (holds_strand(h))
+				{
+					if (count)
+						nheld++;
+					continue;
+				}
+			}
 			(void) holds_sync_registry(h, false);
 			continue;			/* stays uncertain */
 		}
