@@ -183,6 +183,8 @@ typedef struct StrandedItem
 	char	   *key;			/* palloc'd copy */
 } StrandedItem;
 
+struct Latch;
+extern void registry_set_worker_latch(struct Latch *latch);
 extern bool registry_any_stranded(void);
 extern int	registry_stranded_snapshot(StrandedItem **items);
 extern void registry_stranded_settled(const StrandedItem *item);

@@ -248,6 +248,9 @@ holds_prepare_acquire(const LockName *ln, RlockKind kind, RlockScope scope,
 		holds_check_lost_on_key(ln->key, kind, ln->name);
 	holds_settle();
 	holds_require_settled(ln, kind);
+	/* its release still the worker's (holds_strand.c): before any I/O */
+	if (owner == NULL && kind_is_local(kind))
+		holds_refuse_stranded(ln);
 	/* (in a Cluster: the node of its slot; a Redlock asks its own masters) */
 	if (kind_is_local(kind))
 		route_ready_for(route_backend(), ln->key, ln->name);
@@ -264,9 +267,6 @@ holds_prepare_acquire(const LockName *ln, RlockKind kind, RlockScope scope,
 	h = holds_find_conflicting(ln->key, kind);
 	if (h != NULL)
 		holds_held_as_other_kind(ln, h);
-	/* (its release still the worker's: holds_strand.c) */
-	if (kind_is_local(kind))
-		holds_refuse_stranded(ln);
 	req->holder = rlock_backend_holder();
 	return req->holder;
 }

@@ -223,6 +223,7 @@ registry_shmem_startup(void)
 		rlock_shared->lock = &(GetNamedLWLockTranche("rlock"))->lock;
 		generate_uuid(rlock_shared->instance_uuid);
 		pg_atomic_init_u32(&rlock_shared->nstranded, 0);
+		rlock_shared->worker_latch = NULL;
 	}
 	ctl.keysize = REGISTRY_TAG_SIZE;
 	ctl.entrysize = sizeof(RegistryEntry);

@@ -23,6 +23,7 @@ typedef struct RlockShared
 	LWLock	   *lock;			/* protects the hash */
 	char		instance_uuid[37];
 	pg_atomic_uint32 nstranded; /* entries in state REGISTRY_STRANDED */
+	struct Latch *worker_latch; /* the worker's, set when stranding */
 } RlockShared;
 
 extern RlockShared *rlock_shared;

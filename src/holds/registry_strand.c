@@ -29,6 +29,7 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
+#include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "utils/hsearch.h"
 #include "utils/timestamp.h"
@@ -85,6 +86,15 @@ registry_strand(const char *key, RlockKind kind)
 		}
 	}
 	LWLockRelease(rlock_shared->lock);
+
+	/* the worker may be asleep until its next renewal: wake it */
+	if (left_ms > 0)
+	{
+		Latch	   *latch = rlock_shared->worker_latch;
+
+		if (latch != NULL)
+			SetLatch(latch);
+	}
 	return left_ms;
 }
 
@@ -115,6 +125,17 @@ registry_is_stranded(const char *key)
  * The worker's side
  * ----------------------------------------------------------------
  */
+
+/*
+ * The worker's latch, which a backend sets when it strands a release (its
+ * own process latch, in shared memory; NULL when it exits).
+ */
+void
+registry_set_worker_latch(struct Latch *latch)
+{
+	if (rlock_shared != NULL)
+		rlock_shared->worker_latch = latch;
+}
 
 /* Are there stranded releases at all?  (No lock taken.) */
 bool

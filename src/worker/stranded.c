@@ -17,7 +17,9 @@
  *
  * The worker's main loop (watchdog.c) calls stranded_run each time round
  * and sleeps at most what it returns while anything is stranded; with
- * nothing stranded it costs one atomic read.  Each try is one pipelined
+ * nothing stranded it costs one atomic read.  A backend that strands a
+ * release sets the worker's latch (stranded_start), so the first try does
+ * not wait for the next renewal.  Each try is one pipelined
  * round trip for every stranded lock, bounded like the worker's other
  * round trips (rlock.connect_timeout, rlock.command_timeout).
  *
@@ -27,6 +29,8 @@
  */
 #include "postgres.h"
 
+#include "miscadmin.h"
+#include "storage/ipc.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
@@ -129,6 +133,23 @@ stranded_try(void)
 				(errmsg_internal("rlock worker: stranded release of \"%s\" not answered as expected; retrying",
 								 it->key)));
 	}
+}
+
+static void
+forget_worker_latch(int code, Datum arg)
+{
+	registry_set_worker_latch(NULL);
+}
+
+/*
+ * When the worker starts: a backend that strands a release sets its latch,
+ * so that the first try comes at once, not at the next renewal.
+ */
+void
+stranded_start(void)
+{
+	registry_set_worker_latch(MyLatch);
+	before_shmem_exit(forget_worker_latch, (Datum) 0);
 }
 
 /*

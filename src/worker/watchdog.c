@@ -344,6 +344,9 @@ rlock_watchdog_main(Datum arg)
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 	pgstat_report_appname("rlock watchdog");
 
+	/* backends that strand a release wake the worker (stranded.c) */
+	stranded_start();
+
 	cycle_cxt = AllocSetContextCreate(TopMemoryContext, "rlock watchdog cycle",
 									  ALLOCSET_DEFAULT_SIZES);
 	ereport(LOG,

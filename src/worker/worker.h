@@ -19,6 +19,7 @@
 #include "fmgr.h"
 
 /* stranded.c */
+extern void stranded_start(void);
 extern long stranded_run(void);
 
 /* watchdog.c */
