@@ -183,13 +183,14 @@ run_batch_round_trip(RedisConn *conn, RedisCmd *cmds, BatchItem *items,
 	 * A user's release whose every item the worker can finish, should Redis
 	 * not answer (holds_strand.c): no ERROR for want of an answer; the
 	 * failure goes to the server log, the session hears the WARNING of the
-	 * hand-over.
+	 * hand-over.  (Not a reconcile, holds_settle's: that one still fails
+	 * the call when Redis cannot be asked.)
 	 */
 	if (elevel >= ERROR)
 	{
 		run_elevel = LOG;
 		for (int i = 0; i < n && run_elevel == LOG; i++)
-			if (!holds_can_strand(items[i].h))
+			if (items[i].levels == 0 || !holds_can_strand(items[i].h))
 				run_elevel = elevel;
 	}
 

@@ -58,8 +58,9 @@ static void
 log_settled(const StrandedItem *it, const char *how, const char *detail)
 {
 	ereport(LOG,
-			(errmsg("rlock worker: stranded release of %s lock \"%s\" held by %s:%d %s",
-					rlock_kind_name(it->kind), it->key,
+			(errmsg("rlock worker: stranded release of %s \"%s\" held by %s:%d %s",
+					it->kind == RLOCK_KIND_SEMAPHORE ? "the permits of semaphore" :
+					psprintf("%s lock", rlock_kind_name(it->kind)), it->key,
 					registry_instance_uuid(), it->pid, how),
 			 errdetail("%s It was stranded %lld ms ago.", detail,
 					   (long long) ((GetCurrentTimestamp() - it->stranded_at) / 1000))));

@@ -174,6 +174,29 @@ ok( RlockTest::wait_until(
 		10),
 	'exit: a LOG line says the worker released it');
 
+# ---- a semaphore's permits ----
+($out, $err, $state) = RlockTest::run_sql($s,
+	"SELECT rlock_semaphore_set_permits('st_sem', 2); SELECT rlock_semaphore_acquire('st_sem', 2, '30s')");
+is($state, '00000', 'semaphore: the session holds both permits with a 30 s lease') or diag($err);
+is($redis->cli('GET', 'st_sem'), '0', 'semaphore: none is available');
+$offset = -s $node->logfile;
+outage();
+($out, $err, $state) = RlockTest::run_sql($s, "SELECT rlock_semaphore_release('st_sem', 2)");
+is($out, 't', 'semaphore: the release during the outage returns true') or diag($err);
+like($err, qr/semaphore "st_sem" could not be released in Redis now/,
+	'semaphore: a WARNING says the worker finishes it');
+is(state_of('st_sem'), 'stranded', 'semaphore: rlock_locks shows its permits stranded');
+$t0 = back();
+released_soon('semaphore', $t0, sub { $redis->cli('GET', 'st_sem') eq '2' });
+ok( RlockTest::wait_until(
+		sub {
+			RlockTest::log_has($node, $offset,
+				qr/stranded release of the permits of semaphore "st_sem" held by \Q$holder\E done: released in Redis/
+			);
+		},
+		10),
+	'semaphore: a LOG line says the worker gave the permits back');
+
 # ---- a Redisson holder of another field of the same name is not touched ----
 # A Redisson client holds a read lock on st_shared (its layout, by hand:
 # mode, its field, its read timeout key), and so does the session.
