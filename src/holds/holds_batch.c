@@ -166,6 +166,25 @@ holds_run_batch(BatchItem *items, int n, int elevel)
 }
 
 /*
+ * How a batch's round trip reports a failure.  A user's release whose every
+ * item the worker can finish, should Redis not answer (holds_strand.c):
+ * no ERROR for want of an answer; the failure goes to the server log, the
+ * session hears the WARNING of the hand-over.  (Not a reconcile,
+ * holds_settle's: that one still fails the call when Redis cannot be
+ * asked.)
+ */
+static int
+round_trip_elevel(const BatchItem *items, int n, int elevel)
+{
+	if (elevel < ERROR)
+		return elevel;
+	for (int i = 0; i < n; i++)
+		if (items[i].levels == 0 || !holds_can_strand(items[i].h))
+			return elevel;
+	return LOG;
+}
+
+/*
  * The batch's round trip.  Should it be interrupted (a cancel, a timeout
  * raised as an ERROR), the table no longer counts what the batch was
  * giving back, and neither may the registry, or the watchdog would go on
@@ -177,26 +196,10 @@ run_batch_round_trip(RedisConn *conn, RedisCmd *cmds, BatchItem *items,
 					 int n, int elevel)
 {
 	RReply	  **replies = NULL;
-	int			run_elevel = elevel;
-
-	/*
-	 * A user's release whose every item the worker can finish, should Redis
-	 * not answer (holds_strand.c): no ERROR for want of an answer; the
-	 * failure goes to the server log, the session hears the WARNING of the
-	 * hand-over.  (Not a reconcile, holds_settle's: that one still fails
-	 * the call when Redis cannot be asked.)
-	 */
-	if (elevel >= ERROR)
-	{
-		run_elevel = LOG;
-		for (int i = 0; i < n && run_elevel == LOG; i++)
-			if (items[i].levels == 0 || !holds_can_strand(items[i].h))
-				run_elevel = elevel;
-	}
 
 	PG_TRY();
 	{
-		(void) route_run(conn, cmds, n, &replies, run_elevel,
+		(void) route_run(conn, cmds, n, &replies, elevel,
 						 n == 1 ? items[0].h->key : NULL);
 	}
 	PG_CATCH();
@@ -270,7 +273,8 @@ holds_run_local_batch(BatchItem *items, int n, int elevel)
 							   holds_total(items[i].h));
 	}
 
-	replies = run_batch_round_trip(conn, cmds, items, n, elevel);
+	replies = run_batch_round_trip(conn, cmds, items, n,
+								   round_trip_elevel(items, n, elevel));
 
 	for (int i = 0; i < n; i++)
 	{

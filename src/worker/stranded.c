@@ -21,7 +21,9 @@
  * release sets the worker's latch (stranded_start), so the first try does
  * not wait for the next renewal.  Each try is one pipelined
  * round trip for every stranded lock, bounded like the worker's other
- * round trips (rlock.connect_timeout, rlock.command_timeout).
+ * round trips (rlock.connect_timeout, rlock.command_timeout) and never
+ * longer than STRANDED_TRY_CAP_MS, so that an outage does not hold up the
+ * renewals for long.
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -42,6 +44,8 @@
 
 /* How often a stranded release is tried again, ms. */
 #define STRANDED_RETRY_MS	250
+/* The longest a try waits for Redis, ms. */
+#define STRANDED_TRY_CAP_MS	1000
 
 /*
  * How long after the recorded expiry a stranded release is still tried:
@@ -75,6 +79,7 @@ stranded_try(void)
 	RedisCmd   *cmds = palloc(Max(n, 1) * sizeof(RedisCmd));
 	int		   *which = palloc(Max(n, 1) * sizeof(int));
 	RReply	  **replies = NULL;
+	RedisConn  *conn;
 	int			m = 0;
 	TimestampTz now = GetCurrentTimestamp();
 
@@ -100,8 +105,16 @@ stranded_try(void)
 	if (m == 0)
 		return;
 
-	/* a failure is retried in STRANDED_RETRY_MS; it says so at DEBUG1 */
-	(void) route_run(route_backend(), cmds, m, &replies, DEBUG1, NULL);
+	/*
+	 * A failure is retried in STRANDED_RETRY_MS, saying so at DEBUG1; a
+	 * silent Redis holds the worker (and its renewals) STRANDED_TRY_CAP_MS
+	 * at most.
+	 */
+	conn = route_backend();
+	rconn_set_deadline_cap(conn,
+						   TimestampTzPlusMilliseconds(now, STRANDED_TRY_CAP_MS));
+	(void) route_run(conn, cmds, m, &replies, DEBUG1, NULL);
+	rconn_set_deadline_cap(conn, DT_NOEND);
 	for (int j = 0; replies != NULL && j < m; j++)
 	{
 		StrandedItem *it = &items[which[j]];
