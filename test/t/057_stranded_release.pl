@@ -10,7 +10,8 @@
 # retry removes its holder's field only: a Redisson holder of the same
 # name (another read hold, or an exclusive lock taken after ours went) is
 # never touched.  While a name's release is stranded, its session's
-# acquisition of it is refused with 55P03.
+# acquisition of it is refused with 55P03.  A lease that runs out while
+# Redis stays away ends the worker's tries, with a LOG line.
 #
 # Redis is made unreachable by a proxy that refuses connections and cuts
 # the open ones (its data kept); nothing waits a fixed time: every step
@@ -248,6 +249,29 @@ ok(RlockTest::wait_until(sub { state_of('st_retaken') eq '' }, 10),
 is($redis->cli('HGET', 'st_retaken', $jholder), '1',
 	'retaken: the Redisson holder keeps the lock');
 ok($redis->cli('PTTL', 'st_retaken') > 30000, 'retaken: with its lease');
+
+# ---- a lease that runs out while Redis stays away: the entry is dropped ----
+($out, $err, $state) = RlockTest::run_sql($s, "SELECT rlock_acquire('st_short', '2s')");
+is($state, '00000', 'short: the session holds a lock with a 2 s lease') or diag($err);
+$offset = -s $node->logfile;
+outage();
+($out, $err, $state) = RlockTest::run_sql($s, "SELECT rlock_release('st_short')");
+is($out, 't', 'short: its release during the outage is stranded') or diag($err);
+ok( RlockTest::wait_until(
+		sub {
+			RlockTest::log_has($node, $offset,
+				qr/stranded release of exclusive lock "st_short" held by \Q$holder\E given up: its lease has run out/
+			);
+		},
+		30),
+	'short: with Redis still away, the worker gives it up once the lease ran out, with a LOG line');
+ok(RlockTest::wait_until(sub { state_of('st_short') eq '' }, 10),
+	'short: rlock_locks no longer shows it');
+ok(!exists_in_redis('st_short'), 'short: Redis let it expire by itself');
+back();
+($out, $err, $state) = RlockTest::run_sql($s,
+	"SELECT rlock_try_acquire('st_short'), rlock_release('st_short')");
+is($out, 't|t', 'short: the name is the session\'s to take again') or diag($err);
 
 $s->quit;
 done_testing();
