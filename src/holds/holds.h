@@ -16,11 +16,13 @@
  *	  registry_cancel.c	rlock.cancel_on_lost's cancel names the lost lock
  *	  registry.c		shared memory: instance identity, registry of holds
  *	  registry_read.c	rlock_locks' snapshot, the watchdog's side of it
+ *	  registry_strand.c	releases left to the worker (stranded entries)
  *	  holds_kinds.c		the table of lock kinds and their operations
  *	  holds_cleanup.c	clean-ups an ERROR left; the callbacks' hook
  *	  holds_lost.c		the transaction-level losses COMMIT must refuse
  *	  holds_table.c		the session's table of holds (no Redis I/O)
  *	  holds_quota.c		the per-session caps of roles not superusers
+ *	  holds_strand.c	a release Redis could not be told of, handed over
  *	  holds_batch.c		many holds told to Redis in one round trip
  *	  holds_acquire.c	one acquisition: the script, WAIT, the undo
  *	  holds_release.c	one release and its warnings
@@ -76,7 +78,10 @@ extern bool lockname_is_holder_identity(const char *field);
 typedef enum RegistryState
 {
 	REGISTRY_HELD = 0,
-	REGISTRY_LOST
+	REGISTRY_LOST,
+	REGISTRY_STRANDED			/* released by its session, but Redis could
+								 * not be told: the worker finishes it
+								 * (registry_strand.c) */
 } RegistryState;
 
 /* A registered lock (the hash entry). */
@@ -97,6 +102,7 @@ typedef struct RegistryEntry
 	TimestampTz acquired_at;
 	TimestampTz renewed_at;		/* 0 when never renewed */
 	TimestampTz expires_at;		/* earliest moment Redis may let it expire */
+	TimestampTz stranded_at;	/* when it was stranded (identifies that) */
 
 	/*
 	 * Bumped when a release is sent and again when its outcome is recorded:
@@ -166,6 +172,25 @@ extern void registry_renewed(RenewItem *items, const RenewOutcome *outcome,
 							 bool cancel_on_lost);
 extern TimestampTz registry_fail_closed_at(int64 renew_lease_ms,
 										   TimestampTz expires_at);
+
+/*
+ * registry_strand: releases that could not reach Redis, left to the worker
+ * (its side: src/worker/stranded.c).
+ */
+typedef struct StrandedItem
+{
+	int			pid;			/* the holder is "<instance uuid>:<pid>" */
+	RlockKind	kind;
+	TimestampTz stranded_at;	/* identifies this stranding of the entry */
+	TimestampTz expires_at;		/* when its lease runs out in Redis */
+	char	   *key;			/* palloc'd copy */
+} StrandedItem;
+
+struct Latch;
+extern void registry_set_worker_latch(struct Latch *latch);
+extern bool registry_any_stranded(void);
+extern int	registry_stranded_snapshot(StrandedItem **items);
+extern void registry_stranded_settled(const StrandedItem *item);
 
 /*
  * holds: Backend-local table of the locks this session holds

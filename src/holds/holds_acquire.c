@@ -248,6 +248,9 @@ holds_prepare_acquire(const LockName *ln, RlockKind kind, RlockScope scope,
 		holds_check_lost_on_key(ln->key, kind, ln->name);
 	holds_settle();
 	holds_require_settled(ln, kind);
+	/* its release still the worker's (holds_strand.c): before any I/O */
+	if (owner == NULL && kind_is_local(kind))
+		holds_refuse_stranded(ln);
 	/* (in a Cluster: the node of its slot; a Redlock asks its own masters) */
 	if (kind_is_local(kind))
 		route_ready_for(route_backend(), ln->key, ln->name);

@@ -166,6 +166,25 @@ holds_run_batch(BatchItem *items, int n, int elevel)
 }
 
 /*
+ * How a batch's round trip reports a failure.  A user's release whose every
+ * item the worker can finish, should Redis not answer (holds_strand.c):
+ * no ERROR for want of an answer; the failure goes to the server log, the
+ * session hears the WARNING of the hand-over.  (Not a reconcile,
+ * holds_settle's: that one still fails the call when Redis cannot be
+ * asked.)
+ */
+static int
+round_trip_elevel(const BatchItem *items, int n, int elevel)
+{
+	if (elevel < ERROR)
+		return elevel;
+	for (int i = 0; i < n; i++)
+		if (items[i].levels == 0 || !holds_can_strand(items[i].h))
+			return elevel;
+	return LOG;
+}
+
+/*
  * The batch's round trip.  Should it be interrupted (a cancel, a timeout
  * raised as an ERROR), the table no longer counts what the batch was
  * giving back, and neither may the registry, or the watchdog would go on
@@ -254,7 +273,8 @@ holds_run_local_batch(BatchItem *items, int n, int elevel)
 							   holds_total(items[i].h));
 	}
 
-	replies = run_batch_round_trip(conn, cmds, items, n, elevel);
+	replies = run_batch_round_trip(conn, cmds, items, n,
+								   round_trip_elevel(items, n, elevel));
 
 	for (int i = 0; i < n; i++)
 	{
@@ -266,6 +286,19 @@ holds_run_local_batch(BatchItem *items, int n, int elevel)
 
 		if (r == NULL)
 		{
+			/* nothing left of the name here: the worker finishes it */
+			if (holds_can_strand(h))
+			{
+				bool		count = items[i].session &&
+					!rw_side_counted(h, &rw_counted, &nrw_counted, n);
+
+				if (holds_strand(h))
+				{
+					if (count)
+						nheld++;
+					continue;
+				}
+			}
 			(void) holds_sync_registry(h, false);
 			continue;			/* stays uncertain */
 		}

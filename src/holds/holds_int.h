@@ -13,6 +13,8 @@
  *						 end-of-holds callbacks in place on first use
  *	  holds_table.c		 the table: find, enter, count, forget (no I/O)
  *	  holds_quota.c		 the per-session caps, asked before a round trip
+ *	  holds_strand.c	 a release Redis could not be told of, handed to
+ *						 the worker (registry_strand.c marks the entry)
  *	  holds_batch.c		 many holds told to Redis in one round trip
  *	  holds_acquire.c	 one acquisition (beside holds_release.c)
  *	  holds_release.c	 one release
@@ -111,6 +113,15 @@ extern void holds_quota_check(const LockName *lns, int n, RlockKind kind,
 extern void holds_quota_owner_taken(const char *key, RlockKind kind,
 									const HoldRequest *req);
 extern void holds_quota_owner_released(const char *key, RlockKind kind);
+
+/* registry_strand.c: this backend's side */
+extern int64 registry_strand(const char *key, RlockKind kind);
+extern bool registry_is_stranded(const char *key);
+
+/* holds_strand.c */
+extern bool holds_can_strand(const HeldLock *h);
+extern bool holds_strand(HeldLock *h);
+extern void holds_refuse_stranded(const LockName *ln);
 
 /* holds_batch.c */
 extern BatchItem *holds_batch_items(void);

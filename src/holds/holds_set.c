@@ -54,6 +54,9 @@ holds_prepare_set(const LockName *lns, int n, RlockKind kind,
 		other = holds_find_conflicting(lns[i].key, kind);
 		if (other != NULL)
 			holds_held_as_other_kind(&lns[i], other);
+		/* (its release still the worker's: holds_strand.c) */
+		if (kind_is_local(kind))
+			holds_refuse_stranded(&lns[i]);
 	}
 	route_ready(route_backend(), lns[0].name);
 	req->track = true;

@@ -223,6 +223,8 @@ registry_shmem_startup(void)
 	{
 		rlock_shared->lock = &(GetNamedLWLockTranche("rlock"))->lock;
 		generate_uuid(rlock_shared->instance_uuid);
+		pg_atomic_init_u32(&rlock_shared->nstranded, 0);
+		rlock_shared->worker_latch = NULL;
 	}
 	ctl.keysize = REGISTRY_TAG_SIZE;
 	ctl.entrysize = sizeof(RegistryEntry);
@@ -324,7 +326,12 @@ registry_sync(const char *key, RlockKind kind, int session_count,
 		e = hash_search(registry_hash, &tag, HASH_ENTER_NULL, &found);
 	else
 		found = (e != NULL);
-	if (e == NULL)
+	/*
+	 * A release of this name still stranded (registry_strand.c) belongs to
+	 * the worker now: acquisitions refuse the name meanwhile
+	 * (holds_refuse_stranded), so nothing of this session counts here.
+	 */
+	if (e == NULL || (found && e->state == REGISTRY_STRANDED))
 	{
 		LWLockRelease(rlock_shared->lock);
 		return !held;
@@ -408,16 +415,23 @@ void
 registry_remove(const char *key, RlockKind kind)
 {
 	RegistryEntry tag;
+	RegistryEntry *e;
 
 	if (registry_hash == NULL)
 		return;
 	registry_make_tag(&tag, MyProcPid, kind, key);
 	LWLockAcquire(rlock_shared->lock, LW_EXCLUSIVE);
-	hash_search(registry_hash, &tag, HASH_REMOVE, NULL);
+	e = hash_search(registry_hash, &tag, HASH_FIND, NULL);
+	/* (a stranded release is the worker's to remove) */
+	if (e != NULL && e->state != REGISTRY_STRANDED)
+		hash_search(registry_hash, &tag, HASH_REMOVE, NULL);
 	LWLockRelease(rlock_shared->lock);
 }
 
-/* Backend exit: remove whatever entries of this backend remain. */
+/*
+ * Backend exit: remove whatever entries of this backend remain, but the
+ * stranded releases, which the worker finishes (registry_strand.c).
+ */
 void
 registry_remove_backend(void)
 {
@@ -430,7 +444,7 @@ registry_remove_backend(void)
 	hash_seq_init(&seq, registry_hash);
 	while ((e = hash_seq_search(&seq)) != NULL)
 	{
-		if (e->pid == MyProcPid)
+		if (e->pid == MyProcPid && e->state != REGISTRY_STRANDED)
 			hash_search(registry_hash, e, HASH_REMOVE, NULL);
 	}
 	LWLockRelease(rlock_shared->lock);
@@ -453,7 +467,7 @@ registry_is_lost(const char *key, RlockKind kind)
 	registry_make_tag(&tag, MyProcPid, kind, key);
 	LWLockAcquire(rlock_shared->lock, LW_SHARED);
 	e = hash_search(registry_hash, &tag, HASH_FIND, NULL);
-	if (e != NULL)
+	if (e != NULL && e->state != REGISTRY_STRANDED)
 		lost = (e->state == REGISTRY_LOST ||
 				(e->expires_at != 0 &&
 				 GetCurrentTimestamp() >=

@@ -12,6 +12,7 @@
 #ifndef RLOCK_REGISTRY_INT_H
 #define RLOCK_REGISTRY_INT_H
 
+#include "port/atomics.h"
 #include "storage/lwlock.h"
 #include "utils/hsearch.h"
 
@@ -21,6 +22,8 @@ typedef struct RlockShared
 {
 	LWLock	   *lock;			/* protects the hash */
 	char		instance_uuid[37];
+	pg_atomic_uint32 nstranded; /* entries in state REGISTRY_STRANDED */
+	struct Latch *worker_latch; /* the worker's, set when stranding */
 } RlockShared;
 
 extern RlockShared *rlock_shared;

@@ -62,9 +62,11 @@ registry_snapshot(RegistryRow **rows)
 		/*
 		 * A release to zero in flight: Redis may already have handed the
 		 * lock to a waiter, whose entry shows it; this one is no longer a
-		 * holder (were the release refused, it comes back).
+		 * holder (were the release refused, it comes back).  A stranded one
+		 * shows: Redis still has it.
 		 */
-		if (pg_atomic_read_u32(&e->release_seq) % 2 == 1 &&
+		if (e->state != REGISTRY_STRANDED &&
+			pg_atomic_read_u32(&e->release_seq) % 2 == 1 &&
 			pg_atomic_read_u32(&e->releasing_to) == 0)
 			continue;
 		r = &out[n++];

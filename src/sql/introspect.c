@@ -351,7 +351,8 @@ rlock_locks(PG_FUNCTION_ARGS)
 				vals[9] = TimestampTzGetDatum(e->renewed_at);
 			else
 				nulls[9] = true;
-			vals[10] = CStringGetTextDatum(e->state == REGISTRY_LOST ? "lost" : "held");
+			vals[10] = CStringGetTextDatum(e->state == REGISTRY_LOST ? "lost" :
+												 e->state == REGISTRY_STRANDED ? "stranded" : "held");
 			if (route_is_cluster() && kind_is_local(e->kind))
 				node = route_node_address(e->key);
 			/* (a Redlock lives on the masters of rlock.redlock_urls) */

@@ -344,6 +344,9 @@ rlock_watchdog_main(Datum arg)
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 	pgstat_report_appname("rlock watchdog");
 
+	/* backends that strand a release wake the worker (stranded.c) */
+	stranded_start();
+
 	cycle_cxt = AllocSetContextCreate(TopMemoryContext, "rlock watchdog cycle",
 									  ALLOCSET_DEFAULT_SIZES);
 	ereport(LOG,
@@ -356,6 +359,7 @@ rlock_watchdog_main(Datum arg)
 	{
 		TimestampTz now;
 		long		wait_ms;
+		long		stranded_ms;
 
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
@@ -410,10 +414,15 @@ rlock_watchdog_main(Datum arg)
 			}
 		}
 
+		/* releases that could not reach Redis: retried (stranded.c) */
+		stranded_ms = stranded_run();
+
 		now = GetCurrentTimestamp();
 		wait_ms = (next_cycle > now) ? (long) ((next_cycle - now + 999) / 1000) : 0;
 		if (route_follows_failover())
 			wait_ms = Min(wait_ms, WATCH_TOPOLOGY_MS);
+		if (stranded_ms >= 0)
+			wait_ms = Min(wait_ms, stranded_ms);
 		if (wait_ms > 0)
 		{
 			(void) WaitLatch(MyLatch,
