@@ -13,7 +13,8 @@
  * What is ridden out is an ERROR of class 08 (connection exception),
  * 57P03 (cannot connect now: LOADING, BUSY, MASTERDOWN) or 25006 (a
  * replica's READONLY), the SQLSTATEs rlock's own round trips give those
- * failures (connection_error.c); nothing else is caught.  The ERROR is
+ * failures (connection_error.c), but for 08P01 (a reply that breaks the
+ * protocol: a broken server, not an outage); nothing else is caught.  The ERROR is
  * flushed inside the wait's PG_CATCH, which does no Redis I/O: the pause
  * and what follows it run after the catch block.  The pauses start at
  * OUTAGE_BACKOFF_MIN_MS and double up to OUTAGE_BACKOFF_MAX_MS, on the
@@ -82,6 +83,9 @@ wait_outage_ongoing(void)
 static bool
 rides_out(int sqlerrcode)
 {
+	/* (a server that breaks the protocol is not an outage: 08P01) */
+	if (sqlerrcode == ERRCODE_PROTOCOL_VIOLATION)
+		return false;
 	return ERRCODE_TO_CATEGORY(sqlerrcode) ==
 		ERRCODE_TO_CATEGORY(ERRCODE_CONNECTION_EXCEPTION) ||
 		sqlerrcode == ERRCODE_CANNOT_CONNECT_NOW ||
