@@ -14,9 +14,9 @@
  * 57P03 (cannot connect now: LOADING, BUSY, MASTERDOWN) or 25006 (a
  * replica's READONLY), the SQLSTATEs rlock's own round trips give those
  * failures (connection_error.c), but for 08P01 (a reply that breaks the
- * protocol: a broken server, not an outage); nothing else is caught.  The ERROR is
- * flushed inside the wait's PG_CATCH, which does no Redis I/O: the pause
- * and what follows it run after the catch block.  The pauses start at
+ * protocol: a broken server, not an outage); nothing else is caught.  The
+ * ERROR is flushed inside the wait's PG_CATCH, which does no Redis I/O:
+ * the pause and what follows it run after the catch block.  The pauses start at
  * OUTAGE_BACKOFF_MIN_MS and double up to OUTAGE_BACKOFF_MAX_MS, on the
  * process latch (cancel and the timeouts end them).  When the wait's end
  * comes while Redis is still unreachable, the wait fails with 08006
