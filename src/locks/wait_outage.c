@@ -110,7 +110,14 @@ wait_outage_catch(TimestampTz end)
 	if (outage.gave_up)
 		return WAIT_OUTAGE_RETHROW;
 	edata = CopyErrorData();
-	rides = rides_out(edata->sqlerrcode);
+
+	/*
+	 * (An acquisition too few replicas acknowledged is undone with 08006 by
+	 * holds_acks_refused: Redis answered, the replicas lag; not an outage.)
+	 */
+	rides = rides_out(edata->sqlerrcode) &&
+		!(edata->funcname != NULL &&
+		  strcmp(edata->funcname, "holds_acks_refused") == 0);
 	lock_timeout = (edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE &&
 					outage.since != 0);
 	if (!rides && !lock_timeout)

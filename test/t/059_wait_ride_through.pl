@@ -9,7 +9,8 @@
 #      then about 3 s, started again: B is still waiting when Redis comes
 #      back, and B ends up holding the lock (A releases once Redis answers,
 #      or A's lock is gone with the outage), with a 30 s budget.  The same
-#      for a semaphore's permits and for a latch's await.
+#      (1 s) for a fair lock, a write lock, a multi-lock, a semaphore's
+#      permits and a latch's await.
 #   b) the budget ends while Redis is still down: B fails with 08006 naming
 #      the lock and saying since when Redis was unreachable, after its
 #      budget (3 s) and within a second of its end; with lock_timeout as
@@ -69,13 +70,17 @@ sub bg_end
 	return RlockTest::bg_result($sess);
 }
 
-# Redis goes down for $secs seconds, its data saved, and comes back.
+# Redis goes down for $secs seconds, its data saved, and comes back;
+# whether what start_bg started in $sess was still under way just before
+# Redis came back (it cannot have acquired anything meanwhile).
 sub outage
 {
-	my ($secs) = @_;
+	my ($secs, $sess) = @_;
 	$redis->stop_save;
 	sleep($secs);
+	my $waiting = !RlockTest::bg_done($sess);
 	$redis->start;
+	return $waiting;
 }
 
 # ---- a) waits through a restart ----
@@ -83,13 +88,13 @@ sub outage
 foreach my $secs (1, 3)
 {
 	my $name = "blip$secs";
-	is(sql($a, "SELECT rlock_try_acquire('$name')"), 't', "$name: A holds it");
+	is(sql($a, "SELECT rlock_try_acquire('$name', '10 min')"), 't',
+		"$name: A holds it (a 10 min lease: it outlives the outage)");
 	RlockTest::start_bg($b,
 		"SELECT rlock_try_acquire('$name', wait => '30 seconds')");
 	RlockTest::wait_for_rlock_waiters($node, 'postgres', 1, "%$name%");
 
-	outage($secs);
-	ok(!RlockTest::bg_done($b),
+	ok(outage($secs, $b),
 		"$name: B is still waiting after Redis was down $secs s");
 
 	once_redis_answers($a, "SELECT rlock_release('$name')");
@@ -103,6 +108,32 @@ foreach my $secs (1, 3)
 	is($redis->cli('EXISTS', $name), '0', "$name: no key left in Redis");
 }
 
+# the other kinds of lock: fair, write, multi (A holds the fair lock, the
+# write lock, one name of the multi-lock)
+foreach my $k (
+	[ 'fair', "rlock_fair_try_acquire('k_fair')",
+		"rlock_fair_try_acquire('k_fair', wait => '30 seconds')",
+		"rlock_fair_release('k_fair')", "rlock_fair_release('k_fair')" ],
+	[ 'write', "rlock_write_try_acquire('k_rw')",
+		"rlock_write_try_acquire('k_rw', wait => '30 seconds')",
+		"rlock_write_release('k_rw')", "rlock_write_release('k_rw')" ],
+	[ 'multi', "rlock_try_acquire('k_m2')",
+		"rlock_multi_try_acquire(ARRAY['k_m1', 'k_m2'], NULL, '30 seconds')",
+		"rlock_release('k_m2')",
+		"rlock_multi_release(ARRAY['k_m1', 'k_m2'])" ])
+{
+	my ($kind, $take, $wait, $a_rel, $b_rel) = @$k;
+	is(sql($a, "SELECT $take"), 't', "$kind: A holds it");
+	RlockTest::start_bg($b, "SELECT $wait");
+	RlockTest::wait_for_rlock_waiters($node, 'postgres', 1, '%k\_%');
+	ok(outage(1, $b), "$kind: B is still waiting when Redis comes back");
+	once_redis_answers($a, "SELECT $a_rel");
+	my ($out, $err, $st) = bg_end($b);
+	is("$out/$st", 't/00000', "$kind: B acquires after the restart")
+	  or diag($err);
+	is(sql($b, "SELECT $b_rel"), 't', "$kind: B releases");
+}
+
 # a semaphore's permits
 is(sql($a, "SELECT rlock_semaphore_set_permits('sem', 1)"), 't',
 	'semaphore: one permit');
@@ -111,8 +142,7 @@ is(sql($a, "SELECT rlock_semaphore_try_acquire('sem', 1)"), 't',
 RlockTest::start_bg($b,
 	"SELECT rlock_semaphore_try_acquire('sem', 1, NULL, '30 seconds')");
 RlockTest::wait_for_rlock_waiters($node, 'postgres', 1, '%sem%');
-outage(1);
-ok(!RlockTest::bg_done($b), 'semaphore: B is still waiting after the restart');
+ok(outage(1, $b), 'semaphore: B is still waiting when Redis comes back');
 once_redis_answers($a, "SELECT rlock_semaphore_release('sem', 1)");
 my ($out, $err, $st) = bg_end($b);
 is("$out/$st", 't/00000', 'semaphore: B takes the permit after the restart')
@@ -124,8 +154,7 @@ is(sql($b, "SELECT rlock_semaphore_release('sem', 1)"), 't',
 is(sql($a, "SELECT rlock_latch_set_count('gate', 1)"), 't', 'latch: count 1');
 RlockTest::start_bg($b, "SELECT rlock_latch_await('gate', '30 seconds')");
 RlockTest::wait_for_rlock_waiters($node, 'postgres', 1, '%gate%');
-outage(1);
-ok(!RlockTest::bg_done($b), 'latch: B still awaits after the restart');
+ok(outage(1, $b), 'latch: B still awaits when Redis comes back');
 once_redis_answers($a, "SELECT rlock_latch_count_down('gate')");
 ($out, $err, $st) = bg_end($b);
 is("$out/$st", 't/00000', 'latch: the await ends at zero after the restart')
@@ -178,7 +207,10 @@ $node->stop;
 # ---- c) a Sentinel failover under the wait ----
 
 my $s = RlockTest::Sentinel->new(replicas => 1, sentinels => 3);
-my $snode = RlockTest::new_node('ridesentinel', undef, url => $s->url);
+# (rlock.replica_acks = 0: the new master has no replica left to acknowledge)
+my $snode = RlockTest::new_node('ridesentinel', undef,
+	url => $s->url,
+	extra_conf => "rlock.replica_acks = 0\n");
 my $sa = $snode->background_psql('postgres', on_error_stop => 0);
 my $sb = $snode->background_psql('postgres', on_error_stop => 0);
 
@@ -193,7 +225,6 @@ ok(defined $secs, 'sentinel: the sentinels failed over')
   or RlockTest::stop_file('no failover after the master was killed');
 note sprintf('sentinel: new master %s named %.3f s after the kill',
 	$s->master->where, time() - $killed_at);
-ok(!RlockTest::bg_done($sb), 'sentinel: B is still waiting after the failover');
 once_redis_answers($sa, "SELECT rlock_release('fo')");
 ($out, $err, $st) = bg_end($sb, 120);
 is("$out/$st", 't/00000', 'sentinel: B acquires from the new master')
