@@ -161,9 +161,9 @@ event_wait(const LockName *ln, const char *what, const char *channel,
 			{
 				if (armed)
 					disable_timeout(LOCK_TIMEOUT, false);
-				error_context_stack = errcb.previous;
 				if (action == WAIT_OUTAGE_UNREACHABLE)
-					wait_outage_fail();
+					wait_outage_fail(); /* (in the wait's error context) */
+				error_context_stack = errcb.previous;
 				PG_RE_THROW();
 			}
 		}

@@ -511,11 +511,11 @@ wait_on(RedisConn *sub, bool foreign, const LockName *ln, const char *channel,
 			{
 				if (armed)
 					disable_timeout(LOCK_TIMEOUT, false);
-				error_context_stack = errcb.previous;
 				stats_add_elapsed(RLOCK_STAT_WAIT_US, start);
 				stats_count(RLOCK_STAT_FAILED);
 				if (action == WAIT_OUTAGE_UNREACHABLE)
-					wait_outage_fail();
+					wait_outage_fail(); /* (in the wait's error context) */
+				error_context_stack = errcb.previous;
 				PG_RE_THROW();
 			}
 		}

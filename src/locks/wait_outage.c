@@ -45,23 +45,36 @@
 /* The current wait's outage. */
 static struct
 {
-	char		what[NAMEDATALEN * 2 + 32]; /* 'lock "x"', for messages */
+	char	   *what;			/* 'lock "x"', for messages */
 	TimestampTz since;			/* when Redis stopped answering; 0: it
 								 * answers */
 	int			backoff_ms;		/* the next pause */
 	bool		gave_up;		/* the ERROR raised is the wait's own end */
-	char		detail[512];	/* the last failure, as reported */
+	char	   *detail;			/* the last failure, as reported */
 }			outage;
+
+/* The last failure's message (NULL: none). */
+static void
+set_detail(const char *message)
+{
+	if (outage.detail != NULL)
+		pfree(outage.detail);
+	outage.detail = message ?
+		MemoryContextStrdup(TopMemoryContext, message) : NULL;
+}
 
 /* Start a wait: Redis is taken to answer until it fails. */
 void
 wait_outage_begin(const char *what)
 {
-	strlcpy(outage.what, what, sizeof(outage.what));
+	/* (kept where an ERROR's clean-up does not reach) */
+	if (outage.what != NULL)
+		pfree(outage.what);
+	outage.what = MemoryContextStrdup(TopMemoryContext, what);
+	set_detail(NULL);
 	outage.since = 0;
 	outage.backoff_ms = OUTAGE_BACKOFF_MIN_MS;
 	outage.gave_up = false;
-	outage.detail[0] = '\0';
 }
 
 /* A round trip of the wait was answered: an outage (if any) is over. */
@@ -129,8 +142,7 @@ wait_outage_catch(TimestampTz end)
 	{
 		if (outage.since == 0)
 			outage.since = GetCurrentTimestamp();
-		strlcpy(outage.detail, edata->message ? edata->message : "",
-				sizeof(outage.detail));
+		set_detail(edata->message);
 	}
 	FreeErrorData(edata);
 	if (rides && GetCurrentTimestamp() < end)
@@ -155,7 +167,7 @@ wait_outage_fail(void)
 			(errcode(ERRCODE_CONNECTION_FAILURE),
 			 errmsg("gave up waiting for %s: Redis unreachable since %s",
 					outage.what, timestamptz_to_str(outage.since)),
-			 outage.detail[0] ?
+			 outage.detail != NULL ?
 			 errdetail_internal("Last failure: %s", outage.detail) : 0,
 			 errhint("Check that Redis is running and that rlock.redis_url points at it; a longer wait rides out a longer outage.")));
 }
