@@ -10,7 +10,8 @@
 #      back, and B ends up holding the lock (A releases once Redis answers,
 #      or A's lock is gone with the outage), with a 30 s budget.  The same
 #      (1 s) for a fair lock, a write lock, a multi-lock, a semaphore's
-#      permits and a latch's await.
+#      permits and a latch's await.  A demoted master (REPLICAOF) that
+#      answers READONLY, a master again later: the same.
 #   b) the budget ends while Redis is still down: B fails with 08006 naming
 #      the lock and saying since when Redis was unreachable, after its
 #      budget (3 s) and within a second of its end; with lock_timeout as
@@ -159,6 +160,31 @@ once_redis_answers($a, "SELECT rlock_latch_count_down('gate')");
 ($out, $err, $st) = bg_end($b);
 is("$out/$st", 't/00000', 'latch: the await ends at zero after the restart')
   or diag($err);
+
+# a demoted master: Redis turned into a replica (of an empty master: A's
+# lock goes with the sync) answers B's attempts READONLY (25006) until it
+# is a master again
+my $empty = RlockTest::Redis->new;
+is(sql($a, "SELECT rlock_try_acquire('demoted', '10 min')"), 't',
+	'demoted: A holds it');
+RlockTest::start_bg($b,
+	"SELECT rlock_try_acquire('demoted', wait => '60 seconds')");
+RlockTest::wait_for_rlock_waiters($node, 'postgres', 1, '%demoted%');
+$redis->cli('REPLICAOF', '127.0.0.1', $empty->port);
+my $readonly = sub {
+	my $info = $redis->cli('INFO', 'errorstats') // '';
+	return $info =~ /errorstat_READONLY:count=(\d+)/ ? $1 : 0;
+};
+ok(RlockTest::wait_until(sub { $readonly->() >= 3 }, 60),
+	'demoted: B\'s attempts are answered READONLY, again and again');
+ok(!RlockTest::bg_done($b), 'demoted: B is still waiting');
+$redis->cli('REPLICAOF', 'NO', 'ONE');
+($out, $err, $st) = bg_end($b);
+is("$out/$st", 't/00000', 'demoted: B acquires once Redis is a master again')
+  or diag($err);
+is(sql($b, "SELECT rlock_release('demoted')"), 't', 'demoted: B releases');
+sql($a, "SELECT rlock_release('demoted')");
+$empty->stop;
 
 # ---- b) the budget ends while Redis is down ----
 
