@@ -16,8 +16,10 @@
 #      the lock and saying since when Redis was unreachable, after its
 #      budget (3 s) and within a second of its end; with lock_timeout as
 #      the budget, the same (not a lock timeout).
-#   c) Sentinel: the master is killed under the wait, the sentinels fail
-#      over, and the waiter acquires from the new master.
+#   c) Sentinel: the master stops (SIGSTOP) under the wait and the waiter
+#      is made to attempt at once (its attempt times out on the stopped
+#      master); the sentinels fail over, and the waiter acquires from the
+#      new master.
 #
 # Before wait_outage.c, B failed within milliseconds of the shutdown with
 # "could not connect to Redis" (08001).  How long Redis stays down is the
@@ -240,16 +242,29 @@ my $snode = RlockTest::new_node('ridesentinel', undef,
 my $sa = $snode->background_psql('postgres', on_error_stop => 0);
 my $sb = $snode->background_psql('postgres', on_error_stop => 0);
 
-is(sql($sa, "SELECT rlock_try_acquire('fo')"), 't', 'sentinel: A holds fo');
+is(sql($sa, "SELECT rlock_try_acquire('fo', '10 min')"), 't',
+	'sentinel: A holds fo');
+my $bpid = sql($sb, 'SELECT pg_backend_pid()');
 RlockTest::start_bg($sb,
 	"SELECT rlock_try_acquire('fo', wait => '2 minutes')");
 RlockTest::wait_for_rlock_waiters($snode, 'postgres', 1, '%fo%');
+
+# The master stops (SIGSTOP: its connections stay open, nothing answers),
+# and B is made to look at once (SIGUSR1 sets a backend's latch, a turn
+# passed on): its attempt goes to the stopped master and times out
+# (rlock.command_timeout), well before the sentinels can name another.
 my $old = $s->master;
-my $killed_at = $s->kill_master;
+my $old_pid = $old->pid;
+my $killed_at = time();
+kill 'STOP', $old_pid;
+kill 'USR1', $bpid;
 my $secs = $s->wait_failover($old->port, 60);
 ok(defined $secs, 'sentinel: the sentinels failed over')
-  or RlockTest::stop_file('no failover after the master was killed');
-note sprintf('sentinel: new master %s named %.3f s after the kill',
+  or RlockTest::stop_file('no failover after the master was stopped');
+kill 'KILL', $old_pid;
+RlockTest::wait_until(sub { RlockTest::pid_gone($old_pid) }, 30);
+$old->{running} = 0;
+note sprintf('sentinel: new master %s named %.3f s after the SIGSTOP',
 	$s->master->where, time() - $killed_at);
 once_redis_answers($sa, "SELECT rlock_release('fo')");
 ($out, $err, $st) = bg_end($sb, 120);
