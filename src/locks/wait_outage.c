@@ -184,6 +184,13 @@ wait_outage_pause(TimestampTz end)
 	TimestampTz until;
 	TimestampTz now = GetCurrentTimestamp();
 
+	/* the first pause of an outage says so in the server log, once */
+	if (outage.backoff_ms == OUTAGE_BACKOFF_MIN_MS)
+		ereport(LOG,
+				(errmsg("rlock: waiting for %s through a Redis outage",
+						outage.what),
+				 outage.detail != NULL ?
+				 errdetail_internal("%s", outage.detail) : 0));
 	until = TimestampTzPlusMilliseconds(now, outage.backoff_ms);
 	if (until > end)
 		until = end;

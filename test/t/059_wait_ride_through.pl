@@ -93,6 +93,7 @@ foreach my $secs (1, 3)
 	my $name = "blip$secs";
 	is(sql($a, "SELECT rlock_try_acquire('$name', '10 min')"), 't',
 		"$name: A holds it (a 10 min lease: it outlives the outage)");
+	my $log_at = -s $node->logfile;
 	RlockTest::start_bg($b,
 		"SELECT rlock_try_acquire('$name', wait => '30 seconds')");
 	RlockTest::wait_for_rlock_waiters($node, 'postgres', 1, "%$name%");
@@ -105,6 +106,9 @@ foreach my $secs (1, 3)
 	is("$out/$st", 't/00000',
 		"$name: B acquires after Redis was down $secs s and A let go")
 	  or diag($err);
+	ok(RlockTest::log_has($node, $log_at,
+			qr/LOG:  rlock: waiting for lock "$name" through a Redis outage/),
+		"$name: the server log says the wait rode through an outage");
 	is(sql($b, "SELECT count(*) FROM rlock_locks WHERE name = '$name' AND pid = pg_backend_pid() AND state = 'held'"),
 		'1', "$name: B's hold is recorded once");
 	is(sql($b, "SELECT rlock_release('$name')"), 't', "$name: B releases it");
