@@ -16,12 +16,18 @@
  * failures (connection_error.c), but for 08P01 (a reply that breaks the
  * protocol: a broken server, not an outage); nothing else is caught.  The
  * ERROR is flushed inside the wait's PG_CATCH, which does no Redis I/O:
- * the pause and what follows it run after the catch block.  The pauses start at
+ * the pause and what follows it run after the catch block.  An
+ * acquisition undone for want of replica acknowledgements (08006 too) is
+ * not an outage: Redis answered.  The pauses start at
  * OUTAGE_BACKOFF_MIN_MS and double up to OUTAGE_BACKOFF_MAX_MS, on the
- * process latch (cancel and the timeouts end them).  When the wait's end
- * comes while Redis is still unreachable, the wait fails with 08006
- * naming what it waited for and since when Redis was unreachable, the
- * last failure in the DETAIL, rather than with a lock timeout.
+ * process latch (cancel and the timeouts end them); the first of an
+ * outage is told in the server log (LOG).  When the wait's end comes
+ * while Redis is still unreachable, the wait fails with 08006 naming what
+ * it waited for and since when Redis was unreachable, the last failure in
+ * the DETAIL, rather than with a lock timeout.
+ *
+ * Only waits ride outages out: the call's first attempt, before it waits
+ * (and a try without a wait), fails as before.
  *
  * Waits do not nest, so the outage of the current wait is this file's one
  * static state.
