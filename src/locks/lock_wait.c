@@ -122,14 +122,10 @@ bool
 lock_wait_listen(RedisConn *sub, const char *channel, const char *name,
 		  TimestampTz deadline)
 {
-	bool		ok;
-
 	holds_on_abort(lock_wait_leave);
 	channel_pending = true;
 	waiting_sub = sub;
-	ok = route_subscribe(sub, channel, name, deadline);
-	wait_outage_answered();
-	return ok;
+	return route_subscribe(sub, channel, name, deadline);
 }
 
 /* The next sleep of a polling waiter (WAIT_POLL_*), doubled for the next. */
@@ -290,7 +286,8 @@ wait_loop(RedisConn *sub, bool foreign, const LockName *ln,
 				acquired = true;
 				break;
 			}
-			wait_outage_answered();
+			wait_outage_answered();	/* (a subscription alone is not: a
+									 * demoted master takes it) */
 			if (by_message && share == LOCK_WAIT_PERMITS && permits_too_few)
 			{
 				/*
