@@ -365,8 +365,13 @@ typedef struct AcquireResult
 extern HeldLock *holds_find(const char *key, RlockKind kind);
 extern void holds_forget(HeldLock *h);
 
-/* holds_batch.c: reconcile what is uncertain; rlock_release_all */
+/*
+ * holds_batch.c: reconcile what is uncertain (holds_settle_entries: without
+ * the clean-ups an earlier call left, for a call under way: a wait that
+ * resumes after an outage); rlock_release_all
+ */
 extern void holds_settle(void);
+extern void holds_settle_entries(void);
 extern void holds_recheck_kind(RlockKind kind);
 extern int	holds_release_all_session(void);
 

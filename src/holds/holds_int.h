@@ -128,7 +128,6 @@ extern BatchItem *holds_batch_items(void);
 extern void holds_batch_add(BatchItem *items, int *n, HeldLock *h, int levels,
 							bool session);
 extern int	holds_run_batch(BatchItem *items, int n, int elevel);
-extern void holds_settle_entries(void);
 
 /* holds_release.c */
 extern HeldLock *holds_session_hold(const LockName *ln, RlockKind kind);

@@ -10,6 +10,10 @@
  * without a round trip.  Each round allocates in a context reset at the
  * next, so a long wait does not grow.
  *
+ * An outage of Redis (a restart, a failover, a dropped connection) is
+ * ridden out until the wait's end, as lock_wait.c's waits do
+ * (wait_outage.c).
+ *
  * Copyright (c) 2026, rlock developers
  *
  *-------------------------------------------------------------------------
@@ -60,6 +64,8 @@ event_loop(RedisConn *sub, const LockName *ln, const char *channel,
 			happened = true;
 			break;
 		}
+		if (look)
+			wait_outage_answered();
 		now = GetCurrentTimestamp();
 		if (now >= deadline)
 			break;
@@ -98,9 +104,11 @@ event_wait(const LockName *ln, const char *what, const char *channel,
 	RedisConn  *sub = route_backend_subscriber();
 	TimestampTz start = GetCurrentTimestamp();
 	TimestampTz deadline;
+	TimestampTz end;
+	MemoryContext round_cxt;
 	ErrorContextCallback errcb;
 	volatile bool armed = false;
-	bool		happened = false;
+	volatile bool happened = false;
 	char	   *context = psprintf("%s \"%s\"", what, ln->name);
 	MemoryContext oldcxt = CurrentMemoryContext;
 
@@ -112,26 +120,58 @@ event_wait(const LockName *ln, const char *what, const char *channel,
 	errcb.previous = error_context_stack;
 	error_context_stack = &errcb;
 
-	PG_TRY();
+	/* an outage is ridden out until the wait's end (wait_outage.c) */
+	end = deadline;
+	if (honour_lock_timeout && LockTimeout > 0)
+		end = Min(end, TimestampTzPlusMilliseconds(start, LockTimeout));
+	wait_outage_begin(context);
+	round_cxt = AllocSetContextCreate(oldcxt, "rlock wait outage round",
+									  ALLOCSET_SMALL_SIZES);
+	for (;;)
 	{
-		if (honour_lock_timeout && LockTimeout > 0)
+		volatile bool ended = false;
+		WaitOutageAction action;
+
+		PG_TRY();
 		{
-			enable_timeout_after(LOCK_TIMEOUT, LockTimeout);
-			armed = true;
+			if (honour_lock_timeout && LockTimeout > 0 && !armed)
+			{
+				enable_timeout_after(LOCK_TIMEOUT, LockTimeout);
+				armed = true;
+			}
+			MemoryContextReset(round_cxt);
+			MemoryContextSwitchTo(round_cxt);
+			if (wait_outage_ongoing())
+			{
+				/* resume after a pause: subscribe again, look again */
+				lock_wait_leave();
+				wait_outage_pause(end);
+			}
+			happened = event_loop(sub, ln, channel, start, deadline,
+								  check_fn, arg);
+			MemoryContextSwitchTo(oldcxt);
+			ended = true;
 		}
-		happened = event_loop(sub, ln, channel, start, deadline, check_fn,
-							  arg);
+		PG_CATCH();
+		{
+			/* no Redis I/O here: the abort path leaves the channel */
+			MemoryContextSwitchTo(oldcxt);
+			action = wait_outage_catch(end);
+			if (action != WAIT_OUTAGE_RIDE)
+			{
+				if (armed)
+					disable_timeout(LOCK_TIMEOUT, false);
+				if (action == WAIT_OUTAGE_UNREACHABLE)
+					wait_outage_fail(); /* (in the wait's error context) */
+				error_context_stack = errcb.previous;
+				PG_RE_THROW();
+			}
+		}
+		PG_END_TRY();
+		if (ended)
+			break;
 	}
-	PG_CATCH();
-	{
-		/* no Redis I/O here: the abort path leaves the channel */
-		MemoryContextSwitchTo(oldcxt);
-		if (armed)
-			disable_timeout(LOCK_TIMEOUT, false);
-		error_context_stack = errcb.previous;
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
+	MemoryContextDelete(round_cxt);
 
 	if (armed)
 		disable_timeout(LOCK_TIMEOUT, false);

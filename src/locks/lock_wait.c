@@ -21,6 +21,11 @@
  * on its way out: leaving the channel is left to holds_xact.c's abort
  * path.
  *
+ * An outage of Redis (a restart, a failover, a dropped connection, a
+ * demoted master) does not end the wait: wait_on catches the ERROR,
+ * backs off and resumes (subscribes again, attempts again) until the
+ * wait's own end, when it fails with 08006 (wait_outage.c).
+ *
  * The wait for an event rather than a lock (a count-down latch reaching
  * zero) uses the same subscription and sleeps: event_wait.c.
  *
@@ -281,6 +286,8 @@ wait_loop(RedisConn *sub, bool foreign, const LockName *ln,
 				acquired = true;
 				break;
 			}
+			wait_outage_answered();	/* (a subscription alone is not: a
+									 * demoted master takes it) */
 			if (by_message && share == LOCK_WAIT_PERMITS && permits_too_few)
 			{
 				/*
@@ -434,9 +441,12 @@ wait_on(RedisConn *sub, bool foreign, const LockName *ln, const char *channel,
 {
 	TimestampTz start = GetCurrentTimestamp();
 	TimestampTz deadline;
+	TimestampTz end;
+	MemoryContext round_cxt;
+	volatile int round_share = share;
 	ErrorContextCallback errcb;
 	volatile bool armed = false;
-	bool		acquired = false;
+	volatile bool acquired = false;
 	MemoryContext oldcxt = CurrentMemoryContext;
 
 	deadline = (wait_ms < 0) ? DT_NOEND :
@@ -447,34 +457,70 @@ wait_on(RedisConn *sub, bool foreign, const LockName *ln, const char *channel,
 	errcb.previous = error_context_stack;
 	error_context_stack = &errcb;
 
-	PG_TRY();
-	{
-		if (honour_lock_timeout && LockTimeout > 0)
-		{
-			enable_timeout_after(LOCK_TIMEOUT, LockTimeout);
-			armed = true;
-		}
+	/* the wait's end for an outage: its budget, or lock_timeout's */
+	end = deadline;
+	if (honour_lock_timeout && LockTimeout > 0)
+		end = Min(end, TimestampTzPlusMilliseconds(start, LockTimeout));
+	wait_outage_begin(errcb.arg);
+	/* what a round an outage interrupted left allocated goes with it */
+	round_cxt = AllocSetContextCreate(oldcxt, "rlock wait outage round",
+									  ALLOCSET_SMALL_SIZES);
 
-		acquired = wait_loop(sub, foreign, ln, channel, start, deadline,
-							 share, try_fn, arg);
-	}
-	PG_CATCH();
+	/* each round: the wait, until it ends or an outage interrupts it */
+	for (;;)
 	{
-		/*
-		 * No Redis I/O here: leaving the channel (and, for a fair waiter,
-		 * its queue) is left to the abort path (lock_wait_leave, and the
-		 * kind's own clean-up).
-		 */
-		MemoryContextSwitchTo(oldcxt);
-		if (armed)
-			disable_timeout(LOCK_TIMEOUT, false);
-		waitqueue_leave(true);
-		error_context_stack = errcb.previous;
-		stats_add_elapsed(RLOCK_STAT_WAIT_US, start);
-		stats_count(RLOCK_STAT_FAILED);
-		PG_RE_THROW();
+		volatile bool ended = false;
+		WaitOutageAction action = WAIT_OUTAGE_RETHROW;
+
+		PG_TRY();
+		{
+			if (honour_lock_timeout && LockTimeout > 0 && !armed)
+			{
+				enable_timeout_after(LOCK_TIMEOUT, LockTimeout);
+				armed = true;
+			}
+			MemoryContextReset(round_cxt);
+			MemoryContextSwitchTo(round_cxt);
+			if (wait_outage_ongoing())
+			{
+				/* resume after a pause: subscribe again, look at once */
+				lock_wait_leave();
+				wait_outage_pause(end);
+				round_share &= ~LOCK_WAIT_BEHIND;
+			}
+			acquired = wait_loop(sub, foreign, ln, channel, start, deadline,
+								 round_share, try_fn, arg);
+			MemoryContextSwitchTo(oldcxt);
+			ended = true;
+		}
+		PG_CATCH();
+		{
+			/*
+			 * No Redis I/O here: leaving the channel (and, for a fair
+			 * waiter, its queue) is left to the abort path (lock_wait_leave,
+			 * and the kind's own clean-up), or to the next round of a wait
+			 * that rides an outage out (wait_outage.c).
+			 */
+			MemoryContextSwitchTo(oldcxt);
+			action = wait_outage_catch(end);
+			waitqueue_leave(true);
+			if (action != WAIT_OUTAGE_RIDE)
+			{
+				if (armed)
+					disable_timeout(LOCK_TIMEOUT, false);
+				stats_add_elapsed(RLOCK_STAT_WAIT_US, start);
+				stats_count(RLOCK_STAT_FAILED);
+				if (action == WAIT_OUTAGE_UNREACHABLE)
+					wait_outage_fail(); /* (in the wait's error context) */
+				error_context_stack = errcb.previous;
+				PG_RE_THROW();
+			}
+		}
+		PG_END_TRY();
+		if (ended)
+			break;
 	}
-	PG_END_TRY();
+	MemoryContextDelete(round_cxt);
 
 	if (armed)
 		disable_timeout(LOCK_TIMEOUT, false);

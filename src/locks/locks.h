@@ -12,6 +12,8 @@
  *	  scripts_sync.c	the count-down latch's and the semaphore's scripts
  *	  scripts.c			the Lua scripts, their digests, EVALSHA
  *	  waitqueue.c		shared memory: which waiter of this server tries next
+ *	  wait_outage.c		a wait rides through Redis outages: which ERRORs,
+ *						the back-off, the failure at the wait's end
  *	  lock_wait.c		how a blocked acquisition waits, for every kind
  *	  event_wait.c		the wait for an event (a latch reaching zero)
  *	  lock_exclusive.c	the exclusive reentrant lock and the fenced lock

@@ -99,6 +99,30 @@ extern void lock_wait_permits(bool took, int64 available);
 #define WAIT_POLL_MIN_MS	20
 #define WAIT_POLL_MAX_MS	1000
 
+/*
+ * wait_outage.c: a wait rides through Redis outages.  In the wait's
+ * PG_CATCH, wait_outage_catch says what to do with the ERROR; after the
+ * catch block, wait_outage_pause backs off (OUTAGE_BACKOFF_MIN_MS doubling
+ * to OUTAGE_BACKOFF_MAX_MS) before the wait resumes; wait_outage_fail ends
+ * a wait whose end came during an outage (08006).
+ */
+#define OUTAGE_BACKOFF_MIN_MS	50
+#define OUTAGE_BACKOFF_MAX_MS	500
+
+typedef enum WaitOutageAction
+{
+	WAIT_OUTAGE_RETHROW,		/* not an outage: the ERROR ends the wait */
+	WAIT_OUTAGE_RIDE,			/* flushed: pause, then resume the wait */
+	WAIT_OUTAGE_UNREACHABLE		/* the wait's end came during an outage */
+} WaitOutageAction;
+
+extern void wait_outage_begin(const char *what);
+extern void wait_outage_answered(void);
+extern bool wait_outage_ongoing(void);
+extern WaitOutageAction wait_outage_catch(TimestampTz end);
+extern void wait_outage_fail(void) pg_attribute_noreturn();
+extern void wait_outage_pause(TimestampTz end);
+
 /* lock_wait.c's parts that event_wait.c shares */
 extern void lock_wait_context(void *arg);
 extern void lock_wait_leave(void);
