@@ -21,6 +21,7 @@ typedef struct RlockShared
 {
 	LWLock	   *lock;			/* protects the hash */
 	char		instance_uuid[37];
+	TimestampTz instance_started;	/* when shared memory was initialised */
 } RlockShared;
 
 extern RlockShared *rlock_shared;

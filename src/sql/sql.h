@@ -9,6 +9,8 @@
  *	  sql_api_sync.c	the count-down latch's and the semaphore's functions
  *	  introspect.c		the functions that report: rlock_status,
  *						rlock_locks, rlock_stats, rlock_ping...
+ *	  servers.c			rlock_server_name, rlock_servers: the servers
+ *						announced on the Redis
  *
  * Copyright (c) 2026, rlock developers
  *

@@ -258,7 +258,7 @@ crash_cleanup_run(void)
 	if (n > 0)
 		ok = route_run(route_backend(), cmds, n, &replies,
 					   reported_failure ? DEBUG1 : LOG,
-					   "releasing a crashed instance's locks");
+					   NULL);
 	for (int j = 0; j < n && replies != NULL; j++)
 	{
 		RReply	   *r = replies[j];

@@ -423,6 +423,8 @@ rlock_watchdog_main(Datum arg)
 
 			if (crash_cleanup_run())
 				holds_file_refresh();
+			/* who this server is, for the others on the Redis */
+			announce_refresh();
 			MemoryContextSwitchTo(old);
 			MemoryContextReset(cycle_cxt);
 		}

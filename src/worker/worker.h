@@ -9,6 +9,7 @@
  *					hold, where a crash restart finds it
  *	  crash_cleanup.c	after a crash restart, releases the dead
  *					instance's holds listed in that file
+ *	  announce.c	the server's announcement on its Redis
  *	  watchdog.c	renews the leases of the locks the server's sessions
  *					hold, and finds the ones lost
  *
@@ -55,6 +56,9 @@ extern void crash_cleanup_load(void);
 extern bool crash_cleanup_run(void);
 extern bool crash_cleanup_pending(void);
 extern const char *crash_cleanup_previous_uuid(void);
+
+/* announce.c */
+extern void announce_refresh(void);
 
 extern void watchdog_register(void);
 extern PGDLLEXPORT void rlock_watchdog_main(Datum arg);

@@ -27,7 +27,9 @@ my $redis = RlockTest::Redis->new;
 my $a = RlockTest::new_node('crash_a', $redis,
 	watchdog_timeout => '30s',
 	extra_conf => "restart_after_crash = on\n");
-my $b = RlockTest::new_node('crash_b', $redis, watchdog_timeout => '30s');
+# A is named by its cluster_name (crash_a), B by rlock.server_name
+my $b = RlockTest::new_node('crash_b', $redis, watchdog_timeout => '30s',
+	extra_conf => "rlock.server_name = 'server b'\n");
 
 sub q1
 {
@@ -136,6 +138,41 @@ foreach my $name (qw(cc_excl cc_read cc_shared cc_fenced cc_sem))
 	like($log, qr/Released: .*"\Q$name\E" \(pid $a_pid\)/,
 		"the log names $name");
 }
+
+# ---- the servers announce themselves ----
+
+my ($a_new_uuid) = $a->safe_psql('postgres', 'SELECT rlock_holder_id()') =~ /^(.*):/;
+my ($b_uuid) = $b_holder =~ /^(.*):/;
+is($a->safe_psql('postgres', 'SELECT rlock_server_name()'), 'crash_a',
+	'server A is named by its cluster_name');
+is($b->safe_psql('postgres', 'SELECT rlock_server_name()'), 'server b',
+	'server B by rlock.server_name');
+my $servers_sql =
+  "SELECT uuid || '|' || name || '|' || coalesce(previous_uuid, '-') || '|' || (started <= now()) FROM rlock_servers() ORDER BY name";
+my $servers = '';
+ok( RlockTest::wait_until(
+		sub {
+			$servers = RlockTest::sql($b, $servers_sql);
+			return index($servers, "$a_new_uuid|") >= 0
+			  && index($servers, "$b_uuid|") >= 0;
+		},
+		30),
+	'rlock_servers() lists both servers')
+  or diag($servers);
+like($servers, qr/^\Q$a_new_uuid\E\|crash_a\|\Q$a_uuid\E\|true$/m,
+	'server A, named, with the UUID of the run the crash ended');
+like($servers, qr/^\Q$b_uuid\E\|server b\|-\|true$/m,
+	'server B, named, without a previous run');
+is($redis->cli('PTTL', "{rlock:servers}:$b_uuid") > 0 ? 'expires' : 'stays',
+	'expires', 'an announcement expires unless refreshed');
+is(q1($bh, "SELECT server FROM rlock_locks WHERE name = 'cc_shared'"),
+	'server b', 'rlock_locks names the server');
+my ($b_pid) = $b_holder =~ /:(\d+)$/;
+my $clients = $redis->cli('CLIENT', 'LIST');
+like($clients, qr/ name=rlock:server_b:$b_pid /,
+	'CLIENT LIST names server B\'s session rlock:server_b:<pid>');
+like($clients, qr/ name=rlock:crash_a:watchdog:\d+ /,
+	'and server A\'s worker rlock:crash_a:watchdog:<pid>');
 
 # a clean shutdown removes the file (the sessions release their holds)
 $a->stop('fast');
