@@ -230,10 +230,19 @@ stats_slot(void)
 	return likely(stats_my_slot != NULL) ? stats_my_slot : stats_attach();
 }
 
+/*
+ * While set, this process counts nothing (stats_add): the worker's
+ * announcement of the server (src/worker/announce.c) is not lock traffic,
+ * and the counters' readers subtract only the renewals' from theirs.
+ */
+extern bool stats_quiet;
+
 /* Add n to one of this process's counters. */
 static inline void
 stats_add(RlockStat s, uint64 n)
 {
+	if (unlikely(stats_quiet))
+		return;
 	pg_atomic_fetch_add_u64(&stats_slot()->c[s], n);
 }
 

@@ -16,7 +16,8 @@
  * scanning the key space; stale members are dropped at each refresh.  All
  * keys share one hash tag: one slot in a Cluster.  The writes are plain
  * commands, pipelined in one round trip; a failure is retried a second
- * later, quietly (the renewals already report an outage).
+ * later, quietly (the renewals already report an outage), and counted in
+ * no rlock_stats counter (stats_quiet).
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -86,7 +87,17 @@ announce_refresh(void)
 	rcmd_str(&cmds[3], "-inf");
 	rcmd_int(&cmds[3], now_ms);
 
-	ok = route_run(route_backend(), cmds, 4, &replies, DEBUG1, NULL);
+	/* not lock traffic: rlock_stats counts none of it */
+	stats_quiet = true;
+	PG_TRY();
+	{
+		ok = route_run(route_backend(), cmds, 4, &replies, DEBUG1, NULL);
+	}
+	PG_FINALLY();
+	{
+		stats_quiet = false;
+	}
+	PG_END_TRY();
 	for (int i = 0; ok && replies != NULL && i < 4; i++)
 		if (replies[i] == NULL || replies[i]->type == RREPLY_ERROR)
 			ok = false;
