@@ -98,9 +98,18 @@ announce_refresh(void)
 		stats_quiet = false;
 	}
 	PG_END_TRY();
+	/*
+	 * Each answers an integer; any other reply may answer another command:
+	 * the connection is closed before its next use (rconn_distrust).
+	 */
 	for (int i = 0; ok && replies != NULL && i < 4; i++)
-		if (replies[i] == NULL || replies[i]->type == RREPLY_ERROR)
-			ok = false;
+	{
+		if (replies[i] != NULL && replies[i]->type == RREPLY_INTEGER)
+			continue;
+		if (replies[i] != NULL && replies[i]->type != RREPLY_ERROR)
+			rconn_distrust(replies[i]);
+		ok = false;
+	}
 	next_announce = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 												ok ? ANNOUNCE_MS :
 												ANNOUNCE_RETRY_MS);

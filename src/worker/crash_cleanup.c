@@ -144,7 +144,7 @@ crash_cleanup_load(void)
 	have_pending = true;
 	MemoryContextSwitchTo(old);
 	ereport(LOG,
-			(errmsg("rlock watchdog: releasing the %d locks held by instance %s before the crash restart",
+			(errmsg("rlock watchdog: releasing the %d locks instance %s of this server held when it ended",
 					pending.nholds, pending.uuid)));
 }
 

@@ -245,13 +245,15 @@ holds_file_read(HoldsFile *hf)
 		int64		renew_ms,
 					until_ms;
 		HoldsFileEntry *e;
-		char	   *nl = memchr(p, ' ', Min(end - p, 200));
 
-		/* the numbers, up to the key's first byte */
-		if (nl == NULL ||
-			sscanf(p, "%d %d %d " INT64_FORMAT " " INT64_FORMAT " %d %n",
+		/*
+		 * The numbers and one space, up to the key's first byte (the
+		 * buffer ends with a NUL: sscanf stops there at the latest).
+		 */
+		if (sscanf(p, "%d %d %d " INT64_FORMAT " " INT64_FORMAT " %d%n",
 				   &kind, &pid, &holds, &renew_ms, &until_ms, &keylen,
-				   &used) != 6 || used == 0 ||
+				   &used) != 6 || used == 0 || p + used >= end ||
+			p[used++] != ' ' ||
 			kind < 0 || kind >= RLOCK_NUM_KINDS || holds <= 0 ||
 			keylen <= 0 || keylen > RLOCK_MAX_KEY_LEN ||
 			end - (p + used) < keylen + 1 || p[used + keylen] != '\n')
