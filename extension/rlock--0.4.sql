@@ -460,7 +460,7 @@ RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'rlock_servers'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION rlock_servers() IS
-  'The PostgreSQL servers announced on this server''s Redis (their instance UUID, name, start, the UUID of the run a crash restart ended, host); each vanishes about 15 s after its server is gone. Granted to PUBLIC.';
+  'The PostgreSQL servers announced on this server''s Redis (their instance UUID, name, start, the UUID of its previous run, host); each vanishes about 15 s after its server is gone. Granted to PUBLIC.';
 
 -- every row of rlock_locks names the server (SPEC 12)
 CREATE OR REPLACE VIEW rlock_locks AS

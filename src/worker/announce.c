@@ -7,8 +7,9 @@
  *
  * The hash {rlock:servers}:<instance uuid> holds the server's readable name
  * (rlock_server_label: rlock.server_name, cluster_name, or host:port), its
- * host, when this instance began (as text, and "started_ms" in epoch ms), and the UUID of the run a crash restart
- * ended (crash_cleanup.c knows it; empty after a clean start).  The worker
+ * host, when this instance began (as text, and "started_ms" in epoch ms),
+ * and the UUID of this server's previous run (crash_cleanup.c knows it
+ * from pg_stat_tmp/rlock_instance; empty on a first start).  The worker
  * refreshes it every ANNOUNCE_MS and it expires ANNOUNCE_TTL_MS after the
  * last refresh, so a server that is gone disappears by itself.  The sorted
  * set {rlock:servers} indexes the hashes (member: the UUID, score: when its

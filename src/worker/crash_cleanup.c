@@ -71,7 +71,7 @@ at_exit(int code, Datum arg)
 		holds_file_remove();
 }
 
-/* The UUID of this server's previous run, when a crash ended it ("" else). */
+/* The UUID of this server's previous run ("" when none is known). */
 const char *
 crash_cleanup_previous_uuid(void)
 {
@@ -96,6 +96,8 @@ crash_cleanup_load(void)
 	const char *uuid = registry_instance_uuid();
 
 	before_shmem_exit(at_exit, (Datum) 0);
+	/* the previous run of this server, however it ended */
+	strlcpy(previous_uuid, holds_file_swap_instance(), sizeof(previous_uuid));
 	cleanup_cxt = AllocSetContextCreate(TopMemoryContext,
 										"rlock crash clean-up",
 										ALLOCSET_DEFAULT_SIZES);

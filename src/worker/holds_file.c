@@ -21,6 +21,10 @@
  * Failures to write are logged once, never raised: the file only makes a
  * crash cheaper.
  *
+ * Beside it, pg_stat_tmp/rlock_instance names the instance that last ran
+ * on this data directory, so that a server announces the UUID of its
+ * previous run after a clean restart too (announce.c).
+ *
  * Copyright (c) 2026, rlock developers
  *
  *-------------------------------------------------------------------------
@@ -41,8 +45,8 @@
 #include "worker/worker.h"
 
 #define HOLDS_FILE			"pg_stat_tmp/rlock_holds"
-#define HOLDS_FILE_TMP		"pg_stat_tmp/rlock_holds.tmp"
 #define HOLDS_FILE_MAGIC	"rlock holds 1"
+#define INSTANCE_FILE		"pg_stat_tmp/rlock_instance"
 
 /* what was written last (TopMemoryContext), to write only a change */
 static char *last_written = NULL;
@@ -70,26 +74,30 @@ append_header(StringInfo buf)
 }
 
 static bool
-write_file(const char *data, size_t len)
+write_file(const char *path, const char *data, size_t len)
 {
-	FILE	   *f = AllocateFile(HOLDS_FILE_TMP, PG_BINARY_W);
+	char		tmp[MAXPGPATH];
+	FILE	   *f;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = AllocateFile(tmp, PG_BINARY_W);
 
 	if (f == NULL)
 		return false;
 	if (fwrite(data, 1, len, f) != len)
 	{
 		FreeFile(f);
-		unlink(HOLDS_FILE_TMP);
+		unlink(tmp);
 		return false;
 	}
 	if (FreeFile(f) != 0)
 	{
-		unlink(HOLDS_FILE_TMP);
+		unlink(tmp);
 		return false;
 	}
-	if (rename(HOLDS_FILE_TMP, HOLDS_FILE) != 0)
+	if (rename(tmp, path) != 0)
 	{
-		unlink(HOLDS_FILE_TMP);
+		unlink(tmp);
 		return false;
 	}
 	return true;
@@ -126,7 +134,7 @@ holds_file_refresh(void)
 	if (last_written != NULL && last_len == (size_t) buf.len &&
 		memcmp(last_written, buf.data, buf.len) == 0)
 		return;
-	if (!write_file(buf.data, buf.len))
+	if (!write_file(HOLDS_FILE, buf.data, buf.len))
 	{
 		if (!write_failed)
 			ereport(LOG,
@@ -282,4 +290,50 @@ bad:
 	ereport(LOG,
 			(errmsg("rlock watchdog: ignoring \"%s\": it is not a file of holds", HOLDS_FILE)));
 	return false;
+}
+
+/*
+ * The instance file, pg_stat_tmp/rlock_instance: "<uuid> <host>\n<data
+ * directory>", written by each instance's worker when it starts (a clean
+ * shutdown removes the holds file, not this one).  Returns the UUID the
+ * previous instance of this server (same host and data directory) wrote,
+ * or "" (none, this instance's own: a restarted worker, or another
+ * server's: a copied data directory), and then records this instance.
+ */
+const char *
+holds_file_swap_instance(void)
+{
+	static char previous[64];
+	const char *uuid = registry_instance_uuid();
+	FILE	   *f;
+	char		line[1024];
+	StringInfoData buf;
+
+	previous[0] = '\0';
+	f = AllocateFile(INSTANCE_FILE, PG_BINARY_R);
+	if (f != NULL)
+	{
+		char		old[64];
+		char		host[256];
+		char		dir[MAXPGPATH];
+
+		if (fgets(line, sizeof(line), f) != NULL &&
+			sscanf(line, "%63s %255s", old, host) == 2 &&
+			fgets(dir, sizeof(dir), f) != NULL &&
+			strcmp(host, holds_file_host()) == 0 &&
+			strcmp(dir, DataDir) == 0 &&
+			(uuid == NULL || strcmp(old, uuid) != 0))
+			strlcpy(previous, old, sizeof(previous));
+		FreeFile(f);
+	}
+	if (uuid == NULL)
+		return previous;
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "%s %s\n%s", uuid, holds_file_host(), DataDir);
+	if (!write_file(INSTANCE_FILE, buf.data, buf.len))
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("rlock watchdog: could not write \"%s\": %m", INSTANCE_FILE)));
+	pfree(buf.data);
+	return previous;
 }

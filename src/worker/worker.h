@@ -50,6 +50,7 @@ extern const char *holds_file_host(void);
 extern void holds_file_refresh(void);
 extern void holds_file_remove(void);
 extern bool holds_file_read(HoldsFile *hf);
+extern const char *holds_file_swap_instance(void);
 
 /* crash_cleanup.c */
 extern void crash_cleanup_load(void);

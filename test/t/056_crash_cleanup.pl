@@ -174,9 +174,23 @@ like($clients, qr/ name=rlock:server_b:$b_pid /,
 like($clients, qr/ name=rlock:crash_a:watchdog:\d+ /,
 	'and server A\'s worker rlock:crash_a:watchdog:<pid>');
 
-# a clean shutdown removes the file (the sessions release their holds)
+# a clean shutdown removes the file (the sessions release their holds);
+# the next run releases nothing and names the previous run all the same
 $a->stop('fast');
 ok(!-e $file, 'a clean shutdown removes the holds file');
+my $offset2 = -s $a->logfile;
+$a->start;
+my ($a_uuid3) = $a->safe_psql('postgres', 'SELECT rlock_holder_id()') =~ /^(.*):/;
+ok( RlockTest::wait_until(
+		sub {
+			RlockTest::sql($b, $servers_sql) =~
+			  /^\Q$a_uuid3\E\|crash_a\|\Q$a_new_uuid\E\|true$/m;
+		},
+		30),
+	'after a clean restart, server A announces the UUID of its previous run');
+ok(!RlockTest::log_has($a, $offset2, qr/crash clean-up|releasing the/),
+	'and releases nothing');
+$a->stop('fast');
 
 $_->quit foreach values %w;
 $bh->quit;
