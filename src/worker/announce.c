@@ -41,9 +41,12 @@
 
 static TimestampTz next_announce = 0;
 
-/* Refresh this server's announcement when it is due (caller's context). */
+/*
+ * Refresh this server's announcement when it is due (in the caller's
+ * context), waiting for Redis no later than cap.
+ */
 void
-announce_refresh(void)
+announce_refresh(TimestampTz cap)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	const char *uuid = registry_instance_uuid();
@@ -51,9 +54,10 @@ announce_refresh(void)
 	char	   *key;
 	RedisCmd	cmds[4];
 	RReply	  **replies = NULL;
+	RedisConn  *conn;
 	bool		ok;
 
-	if (now < next_announce || uuid == NULL)
+	if (now < next_announce || uuid == NULL || cap <= now)
 		return;
 	key = psprintf("%s:%s", RLOCK_SERVERS_KEY, uuid);
 
@@ -89,10 +93,13 @@ announce_refresh(void)
 	rcmd_int(&cmds[3], now_ms);
 
 	/* not lock traffic: rlock_stats counts none of it */
+	conn = route_backend();
 	stats_quiet = true;
 	PG_TRY();
 	{
-		ok = route_run(route_backend(), cmds, 4, &replies, DEBUG1, NULL);
+		rconn_set_deadline_cap(conn, cap);
+		ok = route_run(conn, cmds, 4, &replies, DEBUG1, NULL);
+		rconn_set_deadline_cap(conn, DT_NOEND);
 	}
 	PG_FINALLY();
 	{

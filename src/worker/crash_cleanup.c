@@ -18,6 +18,10 @@
  * touched, and the waiters are told as by a release.  A Redlock's holds
  * are settled on its own masters.  One LOG line says what was released.
  *
+ * The reconcile calls go in round trips of CLEANUP_BATCH holds, none
+ * waiting past the worker's next renewal cycle (what is left goes on at
+ * the next pass, a second later at most).
+ *
  * Until that is done (Redis may be down: retried every second) the file
  * is kept and not overwritten with the new instance's holds; once every
  * listed lease has run out, there is nothing left to release and it gives
@@ -47,6 +51,8 @@
 #define GIVE_UP_MARGIN_MS	5000
 /* Names listed in the LOG line, at most. */
 #define LOG_NAMES_MAX		50
+/* Holds released per round trip, at most. */
+#define CLEANUP_BATCH		1000
 
 static MemoryContext cleanup_cxt = NULL;
 static HoldsFile pending;
@@ -55,6 +61,12 @@ static bool have_pending = false;
 static TimestampTz next_try = 0;
 static int64 give_up_ms = 0;
 static bool reported_failure = false;
+/* what was released so far (in cleanup_cxt) */
+static int	nreleased = 0,
+			ngone = 0,
+			nrefused = 0,
+			nnamed = 0;
+static StringInfo names = NULL;
 static char previous_uuid[64] = "";
 
 static int64
@@ -143,6 +155,8 @@ crash_cleanup_load(void)
 	}
 	give_up_ms += GIVE_UP_MARGIN_MS;
 	done = palloc0(pending.nholds * sizeof(bool));
+	names = makeStringInfo();
+	nreleased = ngone = nrefused = nnamed = 0;
 	have_pending = true;
 	MemoryContextSwitchTo(old);
 	ereport(LOG,
@@ -152,29 +166,30 @@ crash_cleanup_load(void)
 
 /* One LOG line naming what was released (and what was already gone). */
 static void
-report(int nreleased, int ngone, int nrefused, const char *names)
+report(void)
 {
 	ereport(LOG,
 			(errmsg("rlock watchdog: crash clean-up released %d locks of instance %s",
 					nreleased, pending.uuid),
 			 errdetail("Released: %s.  Already gone: %d.  Taken by another kind since: %d.",
-					   names[0] != '\0' ? names : "none", ngone, nrefused)));
+					   names->data[0] != '\0' ? names->data : "none", ngone,
+					   nrefused)));
 }
 
 static void
-name_one(StringInfo names, int *nnamed, const HoldsFileEntry *e)
+name_one(StringInfo list, int *named, const HoldsFileEntry *e)
 {
-	if (*nnamed == LOG_NAMES_MAX)
-		appendStringInfoString(names, ", ...");
-	if (*nnamed >= LOG_NAMES_MAX)
+	if (*named == LOG_NAMES_MAX)
+		appendStringInfoString(list, ", ...");
+	if (*named >= LOG_NAMES_MAX)
 	{
-		(*nnamed)++;
+		(*named)++;
 		return;
 	}
-	appendStringInfo(names, "%s%s \"%s\" (pid %d)",
-					 *nnamed > 0 ? ", " : "", rlock_kind_name(e->kind),
+	appendStringInfo(list, "%s%s \"%s\" (pid %d)",
+					 *named > 0 ? ", " : "", rlock_kind_name(e->kind),
 					 e->key, e->pid);
-	(*nnamed)++;
+	(*named)++;
 }
 
 /*
@@ -183,7 +198,7 @@ name_one(StringInfo names, int *nnamed, const HoldsFileEntry *e)
  * lease).
  */
 static void
-settle_elsewhere(StringInfo names, int *nnamed, int *nreleased)
+settle_elsewhere(StringInfo list, int *named, int *released)
 {
 	for (int i = 0; i < pending.nholds; i++)
 	{
@@ -201,49 +216,26 @@ settle_elsewhere(StringInfo names, int *nnamed, int *nreleased)
 										psprintf("%s:%d", pending.uuid, e->pid),
 										held, LOG);
 		done[i] = true;
-		name_one(names, nnamed, e);
-		(*nreleased)++;
+		name_one(list, named, e);
+		(*released)++;
 	}
 }
 
 /*
- * Release what the dead instance held, if anything is left to: returns
- * true when nothing is (any more), false while it must be tried again (at
- * most every RETRY_MS).  In the caller's memory context, which it resets.
+ * One round trip: the reconcile calls of up to CLEANUP_BATCH holds not yet
+ * done.  Returns false when Redis did not answer them all.
  */
-bool
-crash_cleanup_run(void)
+static bool
+cleanup_batch(TimestampTz cap)
 {
-	RedisCmd   *cmds;
-	int		   *which;
+	RedisCmd   *cmds = palloc(CLEANUP_BATCH * sizeof(RedisCmd));
+	int		   *which = palloc(CLEANUP_BATCH * sizeof(int));
 	int			n = 0;
 	RReply	  **replies = NULL;
+	RedisConn  *conn = route_backend();
 	bool		ok;
-	int			nreleased = 0,
-				ngone = 0,
-				nrefused = 0,
-				nnamed = 0;
-	StringInfoData names;
 
-	if (!have_pending)
-		return true;
-	if (GetCurrentTimestamp() < next_try)
-		return false;
-	if (now_epoch_ms() > give_up_ms)
-	{
-		ereport(LOG,
-				(errmsg("rlock watchdog: gave up releasing the locks of instance %s: their leases have run out",
-						pending.uuid)));
-		have_pending = false;
-		MemoryContextReset(cleanup_cxt);
-		return true;
-	}
-
-	initStringInfo(&names);
-	settle_elsewhere(&names, &nnamed, &nreleased);
-	cmds = palloc(Max(pending.nholds, 1) * sizeof(RedisCmd));
-	which = palloc(Max(pending.nholds, 1) * sizeof(int));
-	for (int i = 0; i < pending.nholds; i++)
+	for (int i = 0; i < pending.nholds && n < CLEANUP_BATCH; i++)
 	{
 		HoldsFileEntry *e = &pending.holds[i];
 
@@ -256,23 +248,27 @@ crash_cleanup_run(void)
 												 0);
 		which[n++] = i;
 	}
-	ok = true;
-	if (n > 0)
-		ok = route_run(route_backend(), cmds, n, &replies,
-					   reported_failure ? DEBUG1 : LOG,
-					   NULL);
+	if (n == 0)
+		return true;
+	rconn_set_deadline_cap(conn, cap);
+	ok = route_run(conn, cmds, n, &replies,
+				   reported_failure ? DEBUG1 : LOG, NULL);
+	rconn_set_deadline_cap(conn, DT_NOEND);
 	for (int j = 0; j < n && replies != NULL; j++)
 	{
 		RReply	   *r = replies[j];
 		HoldsFileEntry *e = &pending.holds[which[j]];
 
 		if (r == NULL)
-			continue;			/* a node that did not answer: again */
+		{
+			ok = false;			/* a node that did not answer: again */
+			continue;
+		}
 		done[which[j]] = true;
 		if (r->type == RREPLY_INTEGER && r->integer > 0)
 		{
 			nreleased++;
-			name_one(&names, &nnamed, e);
+			name_one(names, &nnamed, e);
 		}
 		else if (r->type == RREPLY_INTEGER)
 			ngone++;
@@ -284,20 +280,65 @@ crash_cleanup_run(void)
 			nrefused++;
 		}
 	}
-	for (int i = 0; i < pending.nholds; i++)
-		if (!done[i])
-			ok = false;
-	if (!ok)
-	{
-		reported_failure = true;
-		next_try = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), RETRY_MS);
-		if (nreleased + ngone + nrefused > 0)
-			report(nreleased, ngone, nrefused, names.data);
-		return false;
-	}
-	report(nreleased, ngone, nrefused, names.data);
+	return ok && replies != NULL;
+}
+
+/* Forget the dead instance's holds (and what was said of them). */
+static void
+finish(void)
+{
 	have_pending = false;
-	MemoryContextReset(cleanup_cxt);
 	done = NULL;
+	names = NULL;
+	MemoryContextReset(cleanup_cxt);
+}
+
+/*
+ * Release what the dead instance held, if anything is left to: returns
+ * true when nothing is (any more), false while it must be tried again (at
+ * most every RETRY_MS after a failure).  Waits for Redis no later than
+ * cap, and goes on next time with what is left.  One LOG line says what
+ * was released, once it is all done.
+ */
+bool
+crash_cleanup_run(TimestampTz cap)
+{
+	if (!have_pending)
+		return true;
+	if (GetCurrentTimestamp() < next_try || cap <= GetCurrentTimestamp())
+		return false;
+	if (now_epoch_ms() > give_up_ms)
+	{
+		ereport(LOG,
+				(errmsg("rlock watchdog: gave up releasing the locks of instance %s: their leases have run out",
+						pending.uuid)));
+		if (nreleased + ngone + nrefused > 0)
+			report();
+		finish();
+		return true;
+	}
+
+	/* (names grows in its own context; the rest is the caller's) */
+	settle_elsewhere(names, &nnamed, &nreleased);
+	for (;;)
+	{
+		bool		all = true;
+
+		if (!cleanup_batch(cap))
+		{
+			reported_failure = true;
+			next_try = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+												   RETRY_MS);
+			return false;
+		}
+		for (int i = 0; i < pending.nholds && all; i++)
+			all = done[i];
+		if (all)
+			break;
+		if (cap <= GetCurrentTimestamp())
+			return false;		/* the rest next time */
+	}
+	report();
+	finish();
 	return true;
 }

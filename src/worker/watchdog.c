@@ -421,10 +421,16 @@ rlock_watchdog_main(Datum arg)
 		{
 			MemoryContext old = MemoryContextSwitchTo(cycle_cxt);
 
-			if (crash_cleanup_run())
+			/* never delaying the next renewal cycle */
+			TimestampTz cap = Min(next_cycle,
+								  TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+															  HOLDS_FILE_MS));
+
+			if (crash_cleanup_run(cap))
 				holds_file_refresh();
-			/* who this server is, for the others on the Redis */
-			announce_refresh();
+			/* who this server is, for the others (not during an outage) */
+			if (!failing)
+				announce_refresh(cap);
 			MemoryContextSwitchTo(old);
 			MemoryContextReset(cycle_cxt);
 		}

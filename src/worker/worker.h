@@ -21,6 +21,7 @@
 #define RLOCK_WORKER_H
 
 #include "fmgr.h"
+#include "datatype/timestamp.h"
 
 #include "base/base.h"
 
@@ -54,12 +55,12 @@ extern const char *holds_file_swap_instance(void);
 
 /* crash_cleanup.c */
 extern void crash_cleanup_load(void);
-extern bool crash_cleanup_run(void);
+extern bool crash_cleanup_run(TimestampTz cap);
 extern bool crash_cleanup_pending(void);
 extern const char *crash_cleanup_previous_uuid(void);
 
 /* announce.c */
-extern void announce_refresh(void);
+extern void announce_refresh(TimestampTz cap);
 
 extern void watchdog_register(void);
 extern PGDLLEXPORT void rlock_watchdog_main(Datum arg);

@@ -38,12 +38,19 @@ my $a_holder = RlockTest::holder_of($h);
 q1($h, "SELECT rlock_acquire('cp_excl')");
 q1($h, "SELECT rlock_write_acquire('cp_write')");
 is($redis->cli('HEXISTS', 'cp_excl', $a_holder), '1', 'server A holds cp_excl');
+# and many more: the clean-up goes in round trips of 1000
+my $NBULK = 2500;
+q1($h, "DO \$\$ BEGIN FOR i IN 1..$NBULK LOOP PERFORM rlock_acquire('cp_bulk_' || i); END LOOP; END \$\$");
+is($redis->cli('EVAL', "return #redis.call('keys', 'cp_bulk_*')", 0), $NBULK,
+	"server A holds $NBULK more");
 
 my $file = $a->data_dir . '/pg_stat_tmp/rlock_holds';
 ok( RlockTest::wait_until(
 		sub {
 			my $t = -e $file ? slurp_file($file) : '';
-			return index($t, 'cp_excl') >= 0 && index($t, 'cp_write') >= 0;
+			my $nbulk = () = $t =~ /cp_bulk_/g;
+			return index($t, 'cp_excl') >= 0 && index($t, 'cp_write') >= 0
+			  && $nbulk == $NBULK;
 		},
 		30),
 	'server A\'s worker lists its holds');
@@ -67,7 +74,7 @@ sub copy_of
 	ok( RlockTest::wait_until(
 			sub {
 				slurp_file($c->logfile) =~
-				  /not releasing the 2 locks listed in "pg_stat_tmp\/rlock_holds": another server wrote it/;
+				  /not releasing the \d+ locks listed in "pg_stat_tmp\/rlock_holds": another server wrote it/;
 			},
 			30),
 		"$name: its worker refuses the holds of the original's file");
@@ -78,8 +85,9 @@ sub copy_of
 			},
 			30),
 		"$name: its worker runs");
-	is($redis->cli('HEXISTS', 'cp_excl', $a_holder) . $redis->cli('HEXISTS', 'cp_write', "$a_holder:write"),
-		'11', "$name: the original's locks are untouched");
+	is($redis->cli('HEXISTS', 'cp_excl', $a_holder) . $redis->cli('HEXISTS', 'cp_write', "$a_holder:write")
+		  . $redis->cli('HEXISTS', "cp_bulk_$NBULK", $a_holder),
+		'111', "$name: the original's locks are untouched");
 	$c->stop('fast');
 	return;
 }
@@ -127,9 +135,18 @@ foreach my $sql (sort keys %w)
 	ok($took < 10,
 		sprintf('within 10 s of server A\'s start command (%.2f s)', $took));
 }
-like(slurp_file($a->logfile),
-	qr/crash clean-up released 2 locks of instance/,
-	'server A releases its own holds from before the shutdown');
+# (the clean-up may still be going when the waiters have theirs)
+ok( RlockTest::wait_until(
+		sub {
+			slurp_file($a->logfile) =~
+			  /crash clean-up released @{[ $NBULK + 2 ]} locks of instance/;
+		},
+		30),
+	'server A releases its own holds from before the shutdown, and says so');
+is($redis->cli('EVAL', "return #redis.call('keys', 'cp_bulk_*')", 0), 0,
+	"all $NBULK others too");
+note sprintf('%d locks released %.2f s after server A\'s start command',
+	$NBULK + 2, time() - $t_start);
 
 $_->quit foreach values %w;
 done_testing();
