@@ -143,13 +143,18 @@ crash_cleanup_load(void)
 		return;
 	}
 
-	/* past the last lease, Redis has let them all go by itself */
+	/*
+	 * Past the last lease, Redis has let them all go by itself.  The dead
+	 * instance renewed its watchdog leases until it died, before now (not
+	 * only until the file was last written: it is rewritten on changes,
+	 * not on renewals); a fixed lease ends when the file says.
+	 */
 	give_up_ms = 0;
 	for (int i = 0; i < pending.nholds; i++)
 	{
 		HoldsFileEntry *e = &pending.holds[i];
 		int64		until = e->renew_lease_ms > 0 ?
-			pending.written_ms + e->renew_lease_ms : e->until_ms;
+			now_epoch_ms() + e->renew_lease_ms : e->until_ms;
 
 		give_up_ms = Max(give_up_ms, until);
 	}

@@ -31,7 +31,6 @@
  */
 #include "postgres.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "lib/stringinfo.h"
@@ -210,12 +209,6 @@ holds_file_read(HoldsFile *hf)
 					(errcode_for_file_access(),
 					 errmsg("rlock watchdog: could not read \"%s\": %m", HOLDS_FILE)));
 		return false;
-	}
-	{
-		struct stat st;
-
-		if (fstat(fileno(f), &st) == 0)
-			hf->written_ms = (int64) st.st_mtime * 1000;
 	}
 	initStringInfo(&buf);
 	while ((got = fread(chunk, 1, sizeof(chunk), f)) > 0)

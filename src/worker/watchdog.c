@@ -366,6 +366,8 @@ rlock_watchdog_main(Datum arg)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
+			/* a shorter rlock.watchdog_timeout: cycles at its pace now */
+			next_cycle = 0;
 		}
 
 		/* Sentinel: where the master is now (at most once a second) */

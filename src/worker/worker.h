@@ -42,7 +42,6 @@ typedef struct HoldsFile
 	int			postmaster_pid;
 	char	   *host;
 	char	   *datadir;
-	int64		written_ms;		/* its modification time, epoch ms */
 	int			nholds;
 	HoldsFileEntry *holds;
 } HoldsFile;

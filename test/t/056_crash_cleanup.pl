@@ -174,6 +174,33 @@ like($clients, qr/ name=rlock:server_b:$b_pid /,
 like($clients, qr/ name=rlock:crash_a:watchdog:\d+ /,
 	'and server A\'s worker rlock:crash_a:watchdog:<pid>');
 
+# ---- a lock held long after the file was last written ----
+# The file changes when the holds do, not at each renewal: a crash long
+# after the last write must still release what was renewed until then.
+# (A 2 s lease, so "long after" is seconds.)
+RlockTest::set_gucs($a, 'rlock.watchdog_timeout' => '2s');
+my $l = $a->background_psql('postgres', on_error_stop => 0);
+my $l_pid = q1($l, 'SELECT pg_backend_pid()');
+q1($l, "SELECT rlock_acquire('cc_late')");
+ok(RlockTest::wait_until(sub { -e $file && slurp_file($file) =~ /cc_late/ }, 30),
+	'the file lists cc_late');
+my $written = (stat $file)[9];
+ok( RlockTest::wait_until(
+		sub { time() - $written > 10 && (stat $file)[9] == $written }, 60),
+	'10 s pass without a change to the file (more than the lease, 2 s)');
+ok($redis->cli('PTTL', 'cc_late') > 0, 'cc_late is held all the same (renewed)');
+my $offset3 = -s $a->logfile;
+ok(RlockTest::kill_backend_and_wait_restart($a, $l_pid),
+	'server A crash-restarts again');
+ok( RlockTest::wait_until(
+		sub {
+			RlockTest::log_has($a, $offset3,
+				qr/crash clean-up released 1 locks.*\n.*"cc_late"/);
+		},
+		30),
+	'its worker releases cc_late (its lease counted from the crash, not the file)');
+($a_new_uuid) = $a->safe_psql('postgres', 'SELECT rlock_holder_id()') =~ /^(.*):/;
+
 # a clean shutdown removes the file (the sessions release their holds);
 # the next run releases nothing and names the previous run all the same
 $a->stop('fast');
