@@ -177,8 +177,8 @@ like($clients, qr/ name=rlock:crash_a:watchdog:\d+ /,
 # ---- a lock held long after the file was last written ----
 # The file changes when the holds do, not at each renewal: a crash long
 # after the last write must still release what was renewed until then.
-# (A 2 s lease, so "long after" is seconds.)
-RlockTest::set_gucs($a, 'rlock.watchdog_timeout' => '2s');
+# (A 4 s lease, so "long after" is seconds.)
+RlockTest::set_gucs($a, 'rlock.watchdog_timeout' => '4s');
 my $l = $a->background_psql('postgres', on_error_stop => 0);
 my $l_pid = q1($l, 'SELECT pg_backend_pid()');
 q1($l, "SELECT rlock_acquire('cc_late')");
@@ -186,8 +186,8 @@ ok(RlockTest::wait_until(sub { -e $file && slurp_file($file) =~ /cc_late/ }, 30)
 	'the file lists cc_late');
 my $written = (stat $file)[9];
 ok( RlockTest::wait_until(
-		sub { time() - $written > 10 && (stat $file)[9] == $written }, 60),
-	'10 s pass without a change to the file (more than the lease, 2 s)');
+		sub { time() - $written > 12 && (stat $file)[9] == $written }, 60),
+	'12 s pass without a change to the file (the lease, 4 s, and more)');
 ok($redis->cli('PTTL', 'cc_late') > 0, 'cc_late is held all the same (renewed)');
 my $offset3 = -s $a->logfile;
 ok(RlockTest::kill_backend_and_wait_restart($a, $l_pid),
