@@ -55,3 +55,25 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 REVOKE ALL ON FUNCTION rlock_semaphore_delete(text) FROM PUBLIC;
 COMMENT ON FUNCTION rlock_semaphore_delete(text) IS
   'Deletes a semaphore rlock set, with its permits out (their holders report them lost; waiters wake); false when absent. A value rlock did not set (an application''s key) is refused, never deleted. Not granted to PUBLIC.';
+-- ---- 0.4, crash clean-up and server announce ----
+-- How this server is named on its Redis (rlock.server_name, else
+-- cluster_name, else host:port), and the servers announced there.
+CREATE FUNCTION rlock_server_name()
+RETURNS text
+AS 'MODULE_PATHNAME', 'rlock_server_name'
+LANGUAGE C STABLE PARALLEL SAFE;
+COMMENT ON FUNCTION rlock_server_name() IS
+  'How this server is named to the others on its Redis: rlock.server_name, else cluster_name, else host:port. Granted to PUBLIC.';
+
+CREATE FUNCTION rlock_servers(OUT uuid text, OUT name text,
+                              OUT started timestamptz, OUT previous_uuid text,
+                              OUT host text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'rlock_servers'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION rlock_servers() IS
+  'The PostgreSQL servers announced on this server''s Redis (their instance UUID, name, start, the UUID of its previous run, host); each vanishes about 15 s after its server is gone. Granted to PUBLIC.';
+
+-- every row of rlock_locks names the server (SPEC 12)
+CREATE OR REPLACE VIEW rlock_locks AS
+  SELECT l.*, rlock_server_name() AS server FROM rlock_locks() l;

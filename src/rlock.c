@@ -303,6 +303,16 @@ _PG_init(void)
 								0,
 								NULL, NULL, NULL);
 
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomStringVariable("rlock.server_name",
+								   "How this server is named to the others on its Redis.",
+								   "Empty: cluster_name, or else host:port.",
+								   &rlock_server_name_setting,
+								   "",
+								   PGC_POSTMASTER,
+								   0,
+								   NULL, NULL, NULL);
+
 	MarkGUCPrefixReserved("rlock");
 
 	/* DISCARD ALL releases session locks, as it does advisory locks */

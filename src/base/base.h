@@ -124,6 +124,19 @@ extern int	rlock_max_owner_holds_per_session;
 extern int	rlock_max_owner_holds_per_lock;
 extern int	rlock_max_owner_lease_s;
 extern int	rlock_superuser_reserved_locks;
+extern char *rlock_server_name_setting;
+
+/* this server's name on the Redis (settings.c), and as a client name */
+extern const char *rlock_server_label(void);
+extern void rlock_server_label_sanitized(char *out, int maxlen);
+
+/*
+ * The servers' announcements (SPEC.md section 3): a hash per instance,
+ * RLOCK_SERVERS_KEY ":<instance uuid>", and the index of them, a sorted
+ * set of instance UUIDs scored by when their hash expires (epoch ms).
+ * The hash tag keeps them in one slot of a Cluster.
+ */
+#define RLOCK_SERVERS_KEY		"{rlock:servers}"
 
 /*
  * Was rlock loaded by shared_preload_libraries (set in _PG_init)?  Only
@@ -217,10 +230,19 @@ stats_slot(void)
 	return likely(stats_my_slot != NULL) ? stats_my_slot : stats_attach();
 }
 
+/*
+ * While set, this process counts nothing (stats_add): the worker's
+ * announcement of the server (src/worker/announce.c) is not lock traffic,
+ * and the counters' readers subtract only the renewals' from theirs.
+ */
+extern bool stats_quiet;
+
 /* Add n to one of this process's counters. */
 static inline void
 stats_add(RlockStat s, uint64 n)
 {
+	if (unlikely(stats_quiet))
+		return;
 	pg_atomic_fetch_add_u64(&stats_slot()->c[s], n);
 }
 

@@ -39,6 +39,8 @@
 
 #include "base/base.h"
 
+bool		stats_quiet = false;
+
 /* A slot padded to whole cache lines, so that no two processes share one. */
 typedef union PaddedStatsSlot
 {

@@ -161,6 +161,7 @@ extern bool registry_available(void);
 extern void registry_require(const char *what);
 extern const char *rlock_backend_holder(void);
 extern const char *registry_instance_uuid(void);
+extern TimestampTz registry_instance_started(void);
 
 /* Readers (rlock_locks). */
 extern int	registry_snapshot(RegistryRow **rows);

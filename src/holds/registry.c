@@ -225,6 +225,7 @@ registry_shmem_startup(void)
 		generate_uuid(rlock_shared->instance_uuid);
 		pg_atomic_init_u32(&rlock_shared->nstranded, 0);
 		rlock_shared->worker_latch = NULL;
+		rlock_shared->instance_started = GetCurrentTimestamp();
 	}
 	ctl.keysize = REGISTRY_TAG_SIZE;
 	ctl.entrysize = sizeof(RegistryEntry);
@@ -269,6 +270,13 @@ const char *
 registry_instance_uuid(void)
 {
 	return rlock_shared ? rlock_shared->instance_uuid : NULL;
+}
+
+/* When this instance (its shared memory) began; 0 without preloading. */
+TimestampTz
+registry_instance_started(void)
+{
+	return rlock_shared ? rlock_shared->instance_started : 0;
 }
 
 /* This backend's holder identity, "<instance uuid>:<pid>". */

@@ -24,6 +24,7 @@ typedef struct RlockShared
 	char		instance_uuid[37];
 	pg_atomic_uint32 nstranded; /* entries in state REGISTRY_STRANDED */
 	struct Latch *worker_latch; /* the worker's, set when stranding */
+	TimestampTz instance_started;	/* when shared memory was initialised */
 } RlockShared;
 
 extern RlockShared *rlock_shared;

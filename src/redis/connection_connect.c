@@ -9,7 +9,7 @@
  * Connecting: the host name is resolved within the deadline (resolve.c),
  * the socket connects and TLS shakes hands without blocking, then AUTH (the
  * password of the URL, else of rlock.redis_password_file) and SELECT go out
- * pipelined, all within rlock.connect_timeout; CLIENT SETNAME rlock:<pid>
+ * pipelined, all within rlock.connect_timeout; CLIENT SETNAME rlock:<server>:<pid>
  * goes in front of the first commands (over TLS: with AUTH and SELECT).
  * connection_exchange.c drives these steps; this file says what they are.
  *
@@ -372,8 +372,15 @@ rconn_begin_connect(RedisConn *conn, TimestampTz deadline)
 		 rlock_replica_acks > 0);
 	if (queued && conn->check_role)
 		queued = rconn_queue_role(conn);
-	snprintf(name, sizeof(name), MyBackendType == B_BG_WORKER ? "rlock:watchdog:%d" : "rlock:%d",
-			 MyProcPid);
+	{
+		/* rlock:<server>:<pid>, and the worker's rlock:<server>:watchdog:<pid> */
+		char		server[40];
+
+		rlock_server_label_sanitized(server, sizeof(server) - 1);
+		snprintf(name, sizeof(name),
+				 MyBackendType == B_BG_WORKER ? "rlock:%s:watchdog:%d" : "rlock:%s:%d",
+				 server, MyProcPid);
+	}
 	rcmd_init(&conn->setname);
 	rcmd_str(&conn->setname, "CLIENT");
 	rcmd_str(&conn->setname, "SETNAME");

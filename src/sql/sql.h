@@ -10,6 +10,8 @@
  *	  sql_api_assert.c	rlock_assert_held, a job's check before it commits
  *	  introspect.c		the functions that report: rlock_status,
  *						rlock_locks, rlock_stats, rlock_ping...
+ *	  servers.c			rlock_server_name, rlock_servers: the servers
+ *						announced on the Redis
  *
  * Copyright (c) 2026, rlock developers
  *

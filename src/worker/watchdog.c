@@ -67,6 +67,8 @@
 #define BACKOFF_MAX_MS		1000
 /* Longest sleep when the master can move: it is looked for that often. */
 #define WATCH_TOPOLOGY_MS	1000
+/* Longest sleep between two looks at the holds file (holds_file.c). */
+#define HOLDS_FILE_MS		1000
 
 void
 watchdog_register(void)
@@ -354,6 +356,8 @@ rlock_watchdog_main(Datum arg)
 			 errdetail("Renewing leases of %d ms every %d ms.",
 					   rlock_watchdog_timeout_ms,
 					   rlock_watchdog_timeout_ms / 3)));
+	/* the holds of this server's run before a crash restart, if any */
+	crash_cleanup_load();
 
 	for (;;)
 	{
@@ -366,6 +370,8 @@ rlock_watchdog_main(Datum arg)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
+			/* a shorter rlock.watchdog_timeout: cycles at its pace now */
+			next_cycle = 0;
 		}
 
 		/* Sentinel: where the master is now (at most once a second) */
@@ -416,9 +422,30 @@ rlock_watchdog_main(Datum arg)
 
 		/* releases that could not reach Redis: retried (stranded.c) */
 		stranded_ms = stranded_run();
+		/*
+		 * A crashed run's holds first, then (once none are left) this run's
+		 * holds, written where a crash restart finds them.
+		 */
+		{
+			MemoryContext old = MemoryContextSwitchTo(cycle_cxt);
+
+			/* never delaying the next renewal cycle */
+			TimestampTz cap = Min(next_cycle,
+								  TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+															  HOLDS_FILE_MS));
+
+			if (crash_cleanup_run(cap))
+				holds_file_refresh();
+			/* who this server is, for the others (not during an outage) */
+			if (!failing)
+				announce_refresh(cap);
+			MemoryContextSwitchTo(old);
+			MemoryContextReset(cycle_cxt);
+		}
 
 		now = GetCurrentTimestamp();
 		wait_ms = (next_cycle > now) ? (long) ((next_cycle - now + 999) / 1000) : 0;
+		wait_ms = Min(wait_ms, HOLDS_FILE_MS);
 		if (route_follows_failover())
 			wait_ms = Min(wait_ms, WATCH_TOPOLOGY_MS);
 		if (stranded_ms >= 0)

@@ -104,8 +104,8 @@ my $pttl = $redis->cli('PTTL', 'tls_basic');
 ok($pttl > 50000 && $pttl <= 60000, "with its lease ($pttl ms)");
 is(q1($other, "SELECT rlock_try_acquire('tls_basic', '1 minute')"), 'f',
 	'another session cannot take it');
-my @named = grep { ($_->{name} // '') eq "rlock:$pid" } $redis->clients;
-cmp_ok(scalar(@named), '>=', 1, "the session's connection shows in CLIENT LIST as rlock:$pid");
+my @named = grep { ($_->{name} // '') eq "rlock:tls:$pid" } $redis->clients;
+cmp_ok(scalar(@named), '>=', 1, "the session's connection shows in CLIENT LIST as rlock:tls:$pid");
 is(q1($s, "SELECT rlock_release('tls_basic')"), 't', 'rlock_release over rediss://');
 is($redis->cli('EXISTS', 'tls_basic'), '0', 'the lock is gone from Redis');
 
@@ -157,8 +157,8 @@ q1($s, "SELECT rlock_acquire('tls_wd')");
 my $wpid = $node->safe_psql('postgres',
 	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'rlock watchdog'");
 ok( RlockTest::wait_until(sub {
-		grep { ($_->{name} // '') eq "rlock:watchdog:$wpid" } $redis->clients }, 30),
-	"the worker is connected over TLS (CLIENT LIST: rlock:watchdog:$wpid)");
+		grep { ($_->{name} // '') eq "rlock:tls:watchdog:$wpid" } $redis->clients }, 30),
+	"the worker is connected over TLS (CLIENT LIST: rlock:tls:watchdog:$wpid)");
 # watchdog_timeout is 2 s: without renewals the key would be gone after 2 s
 for my $i (1 .. 4)
 {

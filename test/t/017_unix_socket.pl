@@ -10,7 +10,7 @@
 #     to a non-superuser (SHOW, pg_settings), in errors or in the log; a
 #     file others may read (any S_IRWXO bit) is refused with an ERROR;
 #   - rlock.connection_idle_timeout: each connection names itself
-#     rlock:<backend pid> (CLIENT SETNAME); one unused for longer than the
+#     rlock:<server>:<backend pid> (CLIENT SETNAME); one unused for longer than the
 #     timeout is closed at the next transaction end (or rlock call) and
 #     reopened by the next rlock call, locks held all along.
 use strict;
@@ -212,22 +212,22 @@ $holder = q1($s, 'SELECT rlock_holder_id()');
 ($out, $err) = RlockTest::run_sql($s, "SET rlock.connection_idle_timeout = '1s'");
 is($err, '', 'a user sets rlock.connection_idle_timeout');
 is(q1($s, "SELECT rlock_acquire('ux_idle', '10 minutes')"), '', 'the session takes a lock');
-my @ids = conn_ids("rlock:$pid");
-cmp_ok(scalar(@ids), '>=', 1, "its connection shows in CLIENT LIST as rlock:$pid");
+my @ids = conn_ids("rlock:unix:$pid");
+cmp_ok(scalar(@ids), '>=', 1, "its connection shows in CLIENT LIST as rlock:unix:$pid");
 
 # Each SELECT 1 ends a transaction; the first one after more than 1 s of
 # not using the connection closes it.
 my $gone = RlockTest::wait_until(sub {
 		q1($s, 'SELECT 1');
-		my @open = conn_ids("rlock:$pid");
+		my @open = conn_ids("rlock:unix:$pid");
 		return @open == 0;
 	}, 60);
 ok($gone, 'after more than 1 s unused, the connection is closed at a transaction end');
 is($redis->cli('HGET', 'ux_idle', $holder), '1', 'the lock is still held in Redis');
 is(q1($s, "SELECT rlock_try_acquire('ux_idle2', '10 minutes')"), 't',
 	'the next rlock call opens a connection again and works');
-my @ids2 = conn_ids("rlock:$pid");
-cmp_ok(scalar(@ids2), '>=', 1, "a connection named rlock:$pid is back");
+my @ids2 = conn_ids("rlock:unix:$pid");
+cmp_ok(scalar(@ids2), '>=', 1, "a connection named rlock:unix:$pid is back");
 ok(!(grep { my $i = $_; grep { $_ eq $i } @ids } @ids2), 'a new one (not the closed one)');
 is(q1($s, "SELECT rlock_release('ux_idle'), rlock_release('ux_idle2')"), 't|t',
 	'the lock taken before the close is released fine');
@@ -238,12 +238,12 @@ is($redis->cli('EXISTS', 'ux_idle'), '0', 'and is gone from Redis');
 q1($s, 'BEGIN');
 is(q1($s, "SELECT rlock_xact_acquire('ux_idle_x', '10 minutes')"), '',
 	'a transaction takes a lock');
-@ids = conn_ids("rlock:$pid");
+@ids = conn_ids("rlock:unix:$pid");
 sleep(2);    # (at least 2 s: more than the timeout, however slow)
 is(q1($s, "SELECT rlock_is_locked('ux_idle_x')"), 't',
 	'an rlock call after 2 s unused works');
-@ids2 = conn_ids("rlock:$pid");
-cmp_ok(scalar(@ids2), '>=', 1, "over a connection named rlock:$pid");
+@ids2 = conn_ids("rlock:unix:$pid");
+cmp_ok(scalar(@ids2), '>=', 1, "over a connection named rlock:unix:$pid");
 ok(!(grep { my $i = $_; grep { $_ eq $i } @ids } @ids2),
 	'a new one: the idle one was closed at the call');
 ($out, $err) = RlockTest::query_err($s, 'COMMIT');
@@ -253,11 +253,11 @@ is($redis->cli('EXISTS', 'ux_idle_x'), '0', 'and its lock is released');
 # rlock.connection_idle_timeout = 0: never closed
 q1($s, "SET rlock.connection_idle_timeout = 0");
 q1($s, "SELECT rlock_ping()");
-@ids = conn_ids("rlock:$pid");
+@ids = conn_ids("rlock:unix:$pid");
 sleep(2);
 q1($s, 'SELECT 1');
 q1($s, 'SELECT 1');
-is_deeply([ conn_ids("rlock:$pid") ], \@ids,
+is_deeply([ conn_ids("rlock:unix:$pid") ], \@ids,
 	'with connection_idle_timeout = 0 the connection stays open');
 $s->quit;
 

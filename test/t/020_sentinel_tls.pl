@@ -69,7 +69,7 @@ is( $node->safe_psql('postgres', 'SELECT node, role FROM rlock_nodes()'),
 	'127.0.0.1:' . $master->port . '|master',
 	'rlock_nodes: that master');
 my $pid = $s->query_safe('SELECT pg_backend_pid()');
-like(sentinel_cli('CLIENT', 'LIST'), qr/name=rlock:$pid /,
+like(sentinel_cli('CLIENT', 'LIST'), qr/name=rlock:stls:$pid /,
 	'the session asked the sentinel over TLS (its connection is in CLIENT LIST)');
 $s->quit;
 

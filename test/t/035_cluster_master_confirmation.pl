@@ -49,7 +49,7 @@ sub last_cmd
 {
 	my ($n) = @_;
 	my $list = $n->cli('CLIENT', 'LIST') // '';
-	my ($line) = grep { /\bname=rlock:$pid\b/ } split /\n/, $list;
+	my ($line) = grep { /\bname=rlock:cl:$pid\b/ } split /\n/, $list;
 	return defined $line && $line =~ /\bcmd=(\S+)/ ? $1 : '(none)';
 }
 

@@ -4,7 +4,7 @@
 # (rlock.connection_idle_timeout, here 1 s; connection.c's idle timer), and
 # rlock_stats.open_connections counts the Redis connections open now:
 #   - a session that took and released a lock, then sits idle, loses its
-#     connection (its client rlock:<pid> leaves Redis's CLIENT LIST) while
+#     connection (its client rlock:<server>:<pid> leaves Redis's CLIENT LIST) while
 #     it sends nothing at all; open_connections, read from a session that
 #     never uses Redis, drops with it; the session's next lock reconnects
 #     without an error or a WARNING;
@@ -84,16 +84,16 @@ sub gauge_matches_redis
 sub watchdog_only
 {
 	my ($r) = @_;
-	my @w = conn_ids($r, qr/^rlock:watchdog:/);
+	my @w = conn_ids($r, qr/^rlock:idle:watchdog:/);
 	return conn_ids($r, qr/^rlock:/) == @w && open_connections() eq scalar(@w)
 	  && conn_ids($r, qr/^rlock:/) == @w;
 }
 
-# Wait (no fixed sleep) until no connection named rlock:<pid> is left.
+# Wait (no fixed sleep) until no connection named rlock:<server>:<pid> is left.
 sub gone_within
 {
 	my ($r, $pid, $timeout_s) = @_;
-	return RlockTest::wait_until(sub { conn_ids($r, "rlock:$pid") == 0 },
+	return RlockTest::wait_until(sub { conn_ids($r, "rlock:idle:$pid") == 0 },
 		$timeout_s // 60);
 }
 
@@ -105,7 +105,7 @@ is(q1($a, 'SHOW rlock.connection_idle_timeout'), '1s',
 	'rlock.connection_idle_timeout is 1 s here');
 is(out_err($a, "SELECT rlock_try_acquire('ic_a', '1 minute'), rlock_release('ic_a')"),
 	't|t/', 'a session takes and releases a lock');
-my @a_ids = conn_ids($redis, "rlock:$a_pid");
+my @a_ids = conn_ids($redis, "rlock:idle:$a_pid");
 cmp_ok(scalar(@a_ids), '>=', 1, "its connection shows in CLIENT LIST as rlock:$a_pid")
   or RlockTest::stop_file('the session has no connection to watch');
 cmp_ok(open_connections(), '>=', scalar(@a_ids),
@@ -121,7 +121,7 @@ ok(RlockTest::wait_until(sub { watchdog_only($redis) }, 60),
 
 is(out_err($a, "SELECT rlock_try_acquire('ic_a2', '1 minute')"), 't/',
 	'the idle session takes a lock again: no error, no WARNING');
-my @a_ids2 = conn_ids($redis, "rlock:$a_pid");
+my @a_ids2 = conn_ids($redis, "rlock:idle:$a_pid");
 cmp_ok(scalar(@a_ids2), '>=', 1, 'its connection is back');
 ok(!(grep { my $i = $_; grep { $_ eq $i } @a_ids } @a_ids2),
 	'a new one (not the closed one)');
@@ -146,7 +146,7 @@ is($redis->cli('HGET', 'ic_held', $b_holder), '1',
 	'the lock is still held in Redis');
 my ($renewed) = RlockTest::renewed_on($redis, 'ic_held', 30);
 ok($renewed, 'the watchdog renews it after the connection closed');
-is(conn_ids($redis, "rlock:$b_pid"), 0, 'the session still has no connection');
+is(conn_ids($redis, "rlock:idle:$b_pid"), 0, 'the session still has no connection');
 is(out_err($b, "SELECT rlock_release('ic_held')"), 't/',
 	'the session releases it fine');
 is($redis->cli('EXISTS', 'ic_held'), '0', 'and it is gone from Redis');
@@ -161,7 +161,7 @@ is(out_err($c, "SELECT rlock_acquire('ic_wait', '10 minutes')"), '/',
 	'a session holds a lock');
 RlockTest::start_bg($d, "SELECT rlock_acquire('ic_wait', '10 minutes')");
 RlockTest::wait_for_rlock_waiters($node, 'postgres', 1, "%rlock_acquire('ic_wait'%");
-my ($sub) = grep { ($_->{name} // '') eq "rlock:$d_pid" && ($_->{sub} // 0) > 0 }
+my ($sub) = grep { ($_->{name} // '') eq "rlock:idle:$d_pid" && ($_->{sub} // 0) > 0 }
   $redis->clients;
 ok($sub, 'another waits for it on a subscribed connection')
   or diag(join("\n", map { "$_->{id} $_->{name} sub=$_->{sub}" } $redis->clients));
@@ -173,7 +173,7 @@ ok(gone_within($redis, $c_pid), 'the idle holder\'s connection is closed');
 my $left = $sub_seen + 2.5 - time();
 usleep(int($left * 1e6)) if $left > 0;
 ok(!RlockTest::bg_done($d), 'the waiter is still waiting');
-ok((grep { $_ == $sub_id } conn_ids($redis, "rlock:$d_pid")),
+ok((grep { $_ == $sub_id } conn_ids($redis, "rlock:idle:$d_pid")),
 	'on the same subscribed connection, 2.5 s later');
 is(out_err($c, "SELECT rlock_release('ic_wait')"), 't/',
 	'the holder releases (reconnecting)');
@@ -187,7 +187,7 @@ is(q1($d, "SELECT rlock_hold_count('ic_wait')"), '1', 'it holds it');
 # timer, armed for the older, closes it, then re-arms for the other.
 q1($d, 'SELECT pg_sleep(0.5)');
 is(out_err($d, "SELECT rlock_release('ic_wait')"), 't/', 'and releases it');
-cmp_ok(scalar(conn_ids($redis, "rlock:$d_pid")), '==', 2,
+cmp_ok(scalar(conn_ids($redis, "rlock:idle:$d_pid")), '==', 2,
 	'it has two connections open, a subscriber and a commands one');
 ok(gone_within($redis, $d_pid),
 	'idle: both close in turn (the timer re-arms for the younger one)');
@@ -205,11 +205,11 @@ foreach my $i (0 .. $#pool)
 	  eq 't|t/';
 }
 ok($all_ok, '20 sessions each take and release a lock');
-my $opened = grep { my $p = $_; conn_ids($redis, "rlock:$p") > 0 } @pids;
+my $opened = grep { my $p = $_; conn_ids($redis, "rlock:idle:$p") > 0 } @pids;
 note "$opened of the 20 still have their connection open";
 ok( RlockTest::wait_until(
 		sub {
-			!(grep { my $p = $_; conn_ids($redis, "rlock:$p") > 0 } @pids);
+			!(grep { my $p = $_; conn_ids($redis, "rlock:idle:$p") > 0 } @pids);
 		},
 		60),
 	'then sit idle: every one of their connections is closed');
@@ -229,7 +229,7 @@ my $t = session();
 my $t_pid = q1($t, 'SELECT pg_backend_pid()');
 is(out_err($t, "SELECT rlock_try_acquire('ic_tls', '1 minute'), rlock_release('ic_tls')"),
 	't|t/', 'over TLS: a session takes and releases a lock');
-cmp_ok(scalar(conn_ids($tls, "rlock:$t_pid")), '>=', 1, 'over a TLS connection');
+cmp_ok(scalar(conn_ids($tls, "rlock:idle:$t_pid")), '>=', 1, 'over a TLS connection');
 ok(gone_within($tls, $t_pid), 'idle: the TLS connection is closed');
 is(out_err($t, "SELECT rlock_try_acquire('ic_tls', '1 minute'), rlock_release('ic_tls')"),
 	't|t/', 'and the next lock reconnects without an error or a WARNING');

@@ -70,7 +70,9 @@ sub cmds
 }
 sub cmd { my @r = cmds([@_]); return $r[0]; }
 
-# every key: its DUMP and its absolute expiry (ms; -1 none)
+# every key: its DUMP and its absolute expiry (ms; -1 none); not the
+# servers' announcements ({rlock:servers}...), which their workers refresh
+# on their own
 sub snapshot
 {
 	my %s;
@@ -80,7 +82,7 @@ sub snapshot
 	{
 		my $r = cmd('SCAN', $cursor, 'COUNT', 1000);
 		($cursor, my $k) = @$r;
-		push @keys, @$k;
+		push @keys, grep { index($_, '{rlock:servers}') != 0 } @$k;
 	} while ($cursor ne '0');
 	my @r = cmds(map { ([ 'DUMP', $_ ], [ 'PEXPIRETIME', $_ ]) } @keys);
 	for my $i (0 .. $#keys)
