@@ -330,30 +330,37 @@ RAISE_TTL("base .. ':' .. field .. ':rwlock_timeout:' .. k", "ARGV[3 * i]")
 "end\n"
 "return r\n";
 
+/*
+ * The scripts; those marked true ("once") would apply twice if resent after
+ * they ran (a lost reply): the connection layer never resends them
+ * (rcmd_resendable), their callers settle a lost reply (holds_acquire.c).
+ * The others are idempotent, or carry a request id (a release's unlock
+ * latch) that makes a replay answer as the first time.
+ */
 static RlockScript scripts[RLOCK_NUM_SCRIPTS] = {
-	[RLOCK_SCRIPT_ACQUIRE] = {"acquire", acquire_body},
+	[RLOCK_SCRIPT_ACQUIRE] = {"acquire", acquire_body, "", true},
 	[RLOCK_SCRIPT_RELEASE] = {"release", release_body},
 	[RLOCK_SCRIPT_RECONCILE] = {"reconcile", reconcile_body},
 	[RLOCK_SCRIPT_FORCE_RELEASE] = {"force release", force_release_body},
 	[RLOCK_SCRIPT_STATUS] = {"status", status_body},
 	[RLOCK_SCRIPT_RENEW] = {"renew", renew_body},
-	[RLOCK_SCRIPT_READ_ACQUIRE] = {"read acquire", rlock_read_acquire_body},
-	[RLOCK_SCRIPT_WRITE_ACQUIRE] = {"write acquire", rlock_write_acquire_body},
+	[RLOCK_SCRIPT_READ_ACQUIRE] = {"read acquire", rlock_read_acquire_body, "", true},
+	[RLOCK_SCRIPT_WRITE_ACQUIRE] = {"write acquire", rlock_write_acquire_body, "", true},
 	[RLOCK_SCRIPT_READ_RELEASE] = {"read release", rlock_read_release_body},
 	[RLOCK_SCRIPT_WRITE_RELEASE] = {"write release", rlock_write_release_body},
 	[RLOCK_SCRIPT_RW_RECONCILE] = {"read/write reconcile", rlock_rw_reconcile_body},
-	[RLOCK_SCRIPT_FAIR_ACQUIRE] = {"fair acquire", rlock_fair_acquire_body},
+	[RLOCK_SCRIPT_FAIR_ACQUIRE] = {"fair acquire", rlock_fair_acquire_body, "", true},
 	[RLOCK_SCRIPT_FAIR_RELEASE] = {"fair release", rlock_fair_release_body},
 	[RLOCK_SCRIPT_FAIR_GIVE_UP] = {"fair give-up", rlock_fair_give_up_body},
 	[RLOCK_SCRIPT_LATCH_COUNT] = {"latch count", rlock_latch_count_body},
 	[RLOCK_SCRIPT_LATCH_SET_COUNT] = {"latch set count", rlock_latch_set_count_body},
-	[RLOCK_SCRIPT_LATCH_COUNT_DOWN] = {"latch count down", rlock_latch_count_down_body},
+	[RLOCK_SCRIPT_LATCH_COUNT_DOWN] = {"latch count down", rlock_latch_count_down_body, "", true},
 	[RLOCK_SCRIPT_LATCH_ADOPT] = {"latch adopt", rlock_latch_adopt_body},
-	[RLOCK_SCRIPT_SEM_ACQUIRE] = {"semaphore acquire", rlock_sem_acquire_body},
+	[RLOCK_SCRIPT_SEM_ACQUIRE] = {"semaphore acquire", rlock_sem_acquire_body, "", true},
 	[RLOCK_SCRIPT_SEM_RELEASE] = {"semaphore release", rlock_sem_release_body},
 	[RLOCK_SCRIPT_SEM_RECONCILE] = {"semaphore reconcile", rlock_sem_reconcile_body},
 	[RLOCK_SCRIPT_SEM_SET_PERMITS] = {"semaphore set permits", rlock_sem_set_permits_body},
-	[RLOCK_SCRIPT_SEM_ADD_PERMITS] = {"semaphore add permits", rlock_sem_add_permits_body},
+	[RLOCK_SCRIPT_SEM_ADD_PERMITS] = {"semaphore add permits", rlock_sem_add_permits_body, "", true},
 	[RLOCK_SCRIPT_SEM_AVAILABLE] = {"semaphore available", rlock_sem_available_body},
 };
 
@@ -406,6 +413,7 @@ compute_all_sha1(void)
 	{
 		compute_sha1(&scripts[i]);
 		sharded_scripts[i].name = scripts[i].name;
+		sharded_scripts[i].once = scripts[i].once;
 		sharded_scripts[i].body = sharded_body(scripts[i].body);
 		compute_sha1(&sharded_scripts[i]);
 	}

@@ -130,3 +130,19 @@ rcmd_int(RedisCmd *cmd, int64 v)
 	rcmd_arg(cmd, buf, len);
 }
 
+/* May cmd be sent again after it may have run (it cannot apply twice)? */
+bool
+rcmd_resendable(const RedisCmd *cmd)
+{
+	return cmd->script == NULL || !cmd->script->once;
+}
+
+/* Are all of cmds resendable? */
+bool
+rcmd_all_resendable(const RedisCmd *cmds, int ncmds)
+{
+	for (int i = 0; i < ncmds; i++)
+		if (!rcmd_resendable(&cmds[i]))
+			return false;
+	return true;
+}
