@@ -134,6 +134,69 @@ holds_parse_acquire(RReply *r, AcquireResult *res)
 	return true;
 }
 
+/* Times an acquire whose reply was lost and that did not apply is resent. */
+#define SETTLE_MAX_RESENDS	3
+
+/*
+ * An acquire script of this session's holder (h) went out and its reply
+ * was lost (the connection broke): it may have run or not, and run twice
+ * it would count a hold twice, so the connection layer did not resend it
+ * (RlockScript.once).  Settle it by reading Redis's count for our holder
+ * field: the table's count and the request's levels more, it applied
+ * (*count: that count); the table's count, it did not (*count 0: the
+ * caller sends it again).  False when that cannot tell (a fenced lock,
+ * whose token only the reply carried; another count; Redis still away):
+ * the entry stays uncertain, reconciled with Redis later.
+ */
+static bool
+settle_lost_reply(const LockName *ln, RlockKind kind, const HoldRequest *req,
+				  HeldLock *h, const RedisCmd *cmd, RedisConn *conn,
+				  int64 *count)
+{
+	RedisCmd	hget;
+	RReply	  **replies;
+	RReply	   *r;
+	int64		known;
+	int64		c = 0;
+	bool		fenced = cmd->argc > 2 &&
+		!(cmd->argvlen[2] == 1 && cmd->argv[2][0] == '1');
+
+	if (h == NULL || rconn_failure(conn) != RF_LOST ||
+		!(kind == RLOCK_KIND_EXCLUSIVE || kind == RLOCK_KIND_READ ||
+		  kind == RLOCK_KIND_WRITE || kind == RLOCK_KIND_FAIR) ||
+		(kind == RLOCK_KIND_EXCLUSIVE && fenced))
+		return false;
+	known = holds_total(h);
+	rcmd_init(&hget);
+	rcmd_str(&hget, "HGET");
+	rcmd_str(&hget, ln->key);
+	rcmd_str(&hget, lockname_holder_field(kind, req->holder));
+	if (!route_run(conn, &hget, 1, &replies, DEBUG1, ln->name))
+		return false;
+	r = replies[0];
+	if (r->type == RREPLY_STRING)
+	{
+		char	   *end;
+
+		c = strtoi64(r->str, &end, 10);
+		if (end == r->str || *end != '\0')
+			return false;
+	}
+	else if (r->type != RREPLY_NIL)
+		return false;
+	if (c == known + req->levels)
+		*count = c;
+	else if (c == known)
+		*count = 0;
+	else
+		return false;
+	ereport(DEBUG1,
+			(errmsg_internal("rlock: the reply to an acquisition of lock \"%s\" was lost; Redis counts %lld hold(s): it %s",
+							 ln->name, (long long) c,
+							 *count > 0 ? "applied" : "did not apply, sent again")));
+	return true;
+}
+
 /*
  * One acquire script round trip for ln as kind, with the table kept in
  * step: while the script is in flight Redis may hold one more hold than the
@@ -168,9 +231,39 @@ holds_run_acquire(const LockName *ln, RlockKind kind, HoldRequest *req,
 		rcmd_copy(&cmds[0], cmd);
 		rcmd_wait(&cmds[1], acks_wanted, rlock_replica_ack_timeout_ms);
 	}
-	req->sent_at = GetCurrentTimestamp();
-	route_run(conn, acks_wanted > 0 ? cmds : cmd, acks_wanted > 0 ? 2 : 1,
-			  &replies, ERROR, ln->name);
+	for (int attempt = 0;; attempt++)
+	{
+		int64		count = 0;
+
+		req->sent_at = GetCurrentTimestamp();
+		if (route_run(conn, acks_wanted > 0 ? cmds : cmd,
+					  acks_wanted > 0 ? 2 : 1, &replies, DEBUG1, ln->name))
+			break;
+		/* Redis never saw it: nothing to reconcile, one message */
+		if (rconn_failed_before_sending(conn))
+		{
+			if (h)
+			{
+				holds_set_uncertain(h, false);
+				holds_drop_if_unused(h);
+			}
+			rconn_report(conn, ERROR, ln->name);
+		}
+		/* its reply was lost: did it apply?  (else it stays uncertain) */
+		if (attempt >= SETTLE_MAX_RESENDS || acks_wanted > 0 ||
+			!settle_lost_reply(ln, kind, req, h, cmd, conn, &count))
+			rconn_report(conn, ERROR, ln->name);
+		if (count > 0)
+		{
+			/* applied once: the grant it answered */
+			res.status = 1;
+			res.value = count;
+			holds_add(h, req, (int) count, ln->name);
+			stats_count(RLOCK_STAT_ACQUISITIONS);
+			return res;
+		}
+		/* not applied: sent again */
+	}
 	r = replies[0];
 	if (acks_wanted > 0)
 	{
