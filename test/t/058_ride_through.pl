@@ -129,6 +129,15 @@ is($st, '08001', 'rlock.retry_timeout = 0: SQLSTATE 08001');
 note sprintf('without retries it failed after %.3f s', $elapsed);
 cmp_ok($elapsed, '<', 1.5, 'without retries it fails at once');
 
+# a release that cannot reach Redis: one message too (what it could not
+# tell Redis is reconciled later, quietly at the abort)
+RlockTest::run_sql($holder, "SET rlock.retry_timeout = 0");
+($out, $err, $st) = RlockTest::run_sql($holder, "SELECT rlock_release('rt_rel')");
+like($st, qr/^080(01|06)$/, "release while Redis is down: SQLSTATE $st");
+@msgs = $err =~ /\b(WARNING|ERROR|NOTICE):  /g;
+is(join(',', @msgs), 'ERROR', 'release while Redis is down: exactly one message, the ERROR')
+  or diag($err);
+
 $_->[1]->quit for @calls[1 .. $#calls];
 $holder->quit;
 $probe->quit;
