@@ -144,9 +144,10 @@ holds_parse_acquire(RReply *r, AcquireResult *res)
  * (RlockScript.once).  Settle it by reading Redis's count for our holder
  * field: the table's count and the request's levels more, it applied
  * (*count: that count); the table's count, it did not (*count 0: the
- * caller sends it again).  False when that cannot tell (a fenced lock,
- * whose token only the reply carried; another count; Redis still away):
- * the entry stays uncertain, reconciled with Redis later.
+ * caller sends it again).  False, before any round trip, when that cannot
+ * tell (a fenced lock, whose token only the reply carried; a kind
+ * without a holder field); an ERROR when Redis counts neither (or cannot
+ * be asked): the entry stays uncertain, reconciled with Redis later.
  */
 static bool
 settle_lost_reply(const LockName *ln, RlockKind kind, const HoldRequest *req,
@@ -171,8 +172,8 @@ settle_lost_reply(const LockName *ln, RlockKind kind, const HoldRequest *req,
 	rcmd_str(&hget, "HGET");
 	rcmd_str(&hget, ln->key);
 	rcmd_str(&hget, lockname_holder_field(kind, req->holder));
-	if (!route_run(conn, &hget, 1, &replies, DEBUG1, ln->name))
-		return false;
+	/* (from here on the connection's failure is the HGET's, if any) */
+	route_run(conn, &hget, 1, &replies, ERROR, ln->name);
 	r = replies[0];
 	if (r->type == RREPLY_STRING)
 	{
@@ -180,16 +181,23 @@ settle_lost_reply(const LockName *ln, RlockKind kind, const HoldRequest *req,
 
 		c = strtoi64(r->str, &end, 10);
 		if (end == r->str || *end != '\0')
-			return false;
+			c = -1;
 	}
 	else if (r->type != RREPLY_NIL)
-		return false;
+		c = -1;
 	if (c == known + req->levels)
 		*count = c;
 	else if (c == known)
 		*count = 0;
 	else
-		return false;
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("lost the reply of Redis to the acquisition of lock \"%s\"",
+						ln->name),
+				 errdetail("The connection broke after the request was sent; Redis now counts %s hold(s) of this session where it counted %lld.",
+						   c < 0 ? "an unreadable number of" :
+						   psprintf("%lld", (long long) c), (long long) known),
+				 errhint("The session reconciles its holds of the lock with Redis before its next rlock call.")));
 	ereport(DEBUG1,
 			(errmsg_internal("rlock: the reply to an acquisition of lock \"%s\" was lost; Redis counts %lld hold(s): it %s",
 							 ln->name, (long long) c,
