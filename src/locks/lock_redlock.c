@@ -223,8 +223,8 @@ redlock_attempt(RedlockAttempt *a, int64 *pttl)
 	int			dup_a;
 	int			dup_b;
 
-	exclusive_build_acquire(&cmd, a->ln, a->req.lease_ms, a->req.holder,
-							false);
+	(void) exclusive_build_acquire(&cmd, a->ln, a->req.lease_ms,
+								   a->req.holder, false, false);
 	h = holds_begin_elsewhere(a->ln, RLOCK_KIND_REDLOCK, &a->req);
 	ops = redlock_run_majority(a->conns, a->n, &cmd, 1, grants, NULL,
 							   &dup_a, &dup_b);

@@ -21,6 +21,7 @@ rcmd_init(RedisCmd *cmd)
 	cmd->argv = cmd->inline_argv;
 	cmd->argvlen = cmd->inline_len;
 	cmd->script = NULL;
+	cmd->request_id = false;
 	cmd->nnum = 0;
 	cmd->block_ms = 0;
 }
@@ -134,7 +135,7 @@ rcmd_int(RedisCmd *cmd, int64 v)
 bool
 rcmd_resendable(const RedisCmd *cmd)
 {
-	return cmd->script == NULL || !cmd->script->once;
+	return cmd->script == NULL || !cmd->script->once || cmd->request_id;
 }
 
 /* Are all of cmds resendable? */

@@ -107,6 +107,9 @@ typedef struct RedisCmd
 	/* set when argv is EVALSHA of this script (NOSCRIPT falls back) */
 	const RlockScript *script;
 	int			block_ms;		/* the server may hold the reply this long */
+	bool		request_id;		/* carries a request id: a replay answers as
+								 * the first time, changing nothing, so it may
+								 * be resent even if its script is "once" */
 	int			nnum;
 	const char *inline_argv[RCMD_INLINE_ARGS];
 	size_t		inline_len[RCMD_INLINE_ARGS];
@@ -243,7 +246,8 @@ extern void rconn_run_quorum(RconnOp *ops, int nops, int need,
 
 /*
  * May a command be sent again after it may have run (connection_command.c)?
- * Not an EVALSHA of a script marked once (RlockScript.once).
+ * Not an EVALSHA of a script marked once (RlockScript.once), unless the
+ * command carries a request id (RedisCmd.request_id).
  */
 extern bool rcmd_resendable(const RedisCmd *cmd);
 extern bool rcmd_all_resendable(const RedisCmd *cmds, int ncmds);

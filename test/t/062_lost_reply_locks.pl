@@ -5,8 +5,10 @@
 # acquire cannot be sent again blindly: run twice, it would count a hold
 # twice.  The connection layer never resends it (its script is marked
 # "once"); the session settles the lost reply by reading Redis's count for
-# its holder field (HGET), and adopts the hold it finds.  A release carries
-# its unlock latch and is resent (047).  Each case: the script ran in
+# its holder field (HGET), and adopts the hold it finds.  An owner token's
+# or a fenced acquire carries a request id (a latch written with the
+# grant) and is resent: its replay answers as the first time.  A release
+# carries its unlock latch and is resent (047).  Each case: the script ran in
 # Redis exactly once (MONITOR), rlock_locks' hold_count and Redis's HGET
 # agree, and releasing the counted times frees the lock.
 use strict;
@@ -107,6 +109,38 @@ for my $c (@cases)
 	is("$o/$st", 't/00000', "$what: answers as the first time") or diag($e);
 	is($redis->cli('HGET', 'lr_ex', $me), '1', "$what: Redis counts 1");
 	is(locks_count('lr_ex', 'exclusive'), 1, "$what: rlock_locks counts 1");
+}
+
+# An owner token's and a fenced acquisition carry a request id: resent
+# after the lost reply, the replay answers as the first time and changes
+# nothing (the hold counted once, the fencing counter incremented once).
+{
+	my $what = 'owner-token acquire';
+	my $script = qr/"EVALSHA" "\w+" "\d+" "lr_own"/i;
+	my ($o, $e, $st, $runs) = lost_reply(
+		"SELECT rlock_acquire('lr_own', '10 min', 'job-7')",
+		$script, $script, $what);
+	is($st, '00000', "$what: the statement succeeds") or diag($e);
+	unlike($e, qr/WARNING|ERROR/, "$what: no warning");
+	is($redis->cli('HVALS', 'lr_own'), '1', "$what: Redis counts 1 (the owner's one field)");
+	($o, $e) = RlockTest::run_sql($s, "SELECT rlock_release('lr_own', 'job-7')");
+	is("$o/$e", 't/', "$what: released once");
+	is($redis->cli('EXISTS', 'lr_own'), '0', "$what: the lock is free");
+
+	$what = 'fenced acquire';
+	$script = qr/"EVALSHA" "\w+" "\d+" "lr_fenced"/i;
+	($o, $e, $st, $runs) = lost_reply(
+		"SELECT rlock_fenced_acquire('lr_fenced', '10 min')",
+		$script, $script, $what);
+	is("$o/$st", '1/00000', "$what: answers the first token") or diag($e);
+	unlike($e, qr/WARNING|ERROR/, "$what: no warning");
+	is($redis->cli('GET', 'redisson_lock_token:{lr_fenced}'), '1',
+		"$what: the fencing counter went up once");
+	is($redis->cli('HGET', 'lr_fenced', $me), '1', "$what: Redis counts 1");
+	is(locks_count('lr_fenced', 'exclusive'), 1, "$what: rlock_locks counts 1");
+	($o, $e) = RlockTest::run_sql($s, "SELECT rlock_release('lr_fenced')");
+	is("$o/$e", 't/', "$what: released once");
+	is($redis->cli('EXISTS', 'lr_fenced'), '0', "$what: the lock is free");
 }
 
 # releasing the counted times frees each lock
