@@ -134,8 +134,6 @@ holds_parse_acquire(RReply *r, AcquireResult *res)
 	return true;
 }
 
-/* Times an acquire whose reply was lost and that did not apply is resent. */
-#define SETTLE_MAX_RESENDS	3
 
 /*
  * An acquire script of this session's holder (h) went out and its reply
@@ -154,55 +152,98 @@ settle_lost_reply(const LockName *ln, RlockKind kind, const HoldRequest *req,
 				  HeldLock *h, const RedisCmd *cmd, RedisConn *conn,
 				  int64 *count)
 {
-	RedisCmd	hget;
-	RReply	  **replies;
-	RReply	   *r;
-	int64		known;
-	int64		c = 0;
 	bool		fenced = cmd->argc > 2 &&
 		!(cmd->argvlen[2] == 1 && cmd->argv[2][0] == '1');
 
-	if (h == NULL || rconn_failure(conn) != RF_LOST ||
-		!(kind == RLOCK_KIND_EXCLUSIVE || kind == RLOCK_KIND_READ ||
-		  kind == RLOCK_KIND_WRITE || kind == RLOCK_KIND_FAIR) ||
+	if (h == NULL || !holds_may_settle_by_count(kind, conn) ||
 		(kind == RLOCK_KIND_EXCLUSIVE && fenced))
 		return false;
-	known = holds_total(h);
-	rcmd_init(&hget);
-	rcmd_str(&hget, "HGET");
-	rcmd_str(&hget, ln->key);
-	rcmd_str(&hget, lockname_holder_field(kind, req->holder));
-	/* (from here on the connection's failure is the HGET's, if any) */
-	route_run(conn, &hget, 1, &replies, ERROR, ln->name);
-	r = replies[0];
-	if (r->type == RREPLY_STRING)
-	{
-		char	   *end;
+	(void) holds_settle_by_count(ln, 1, kind, req, &h, count);
+	return true;
+}
 
-		c = strtoi64(r->str, &end, 10);
-		if (end == r->str || *end != '\0')
-			c = -1;
+/*
+ * May acquisitions of kind whose replies conn lost be settled by the
+ * session's counts (holds_settle_by_count)?  Kinds whose holds are a
+ * holder's count in the lock's hash, after a connection that broke.
+ */
+bool
+holds_may_settle_by_count(RlockKind kind, RedisConn *conn)
+{
+	return rconn_failure(conn) == RF_LOST &&
+		(kind == RLOCK_KIND_EXCLUSIVE || kind == RLOCK_KIND_READ ||
+		 kind == RLOCK_KIND_WRITE || kind == RLOCK_KIND_FAIR);
+}
+
+/*
+ * Acquire scripts of lns[0..n-1] for req's holder, this session's entries
+ * hs[], went out and their replies were lost.  Read Redis's count of each
+ * (HGET, one round trip): if every count is the table's plus the request's
+ * levels, every one applied (counts[i]: that count; returns true); if
+ * every count is the table's, none did (counts[] 0; returns false: the
+ * caller sends them again).  Anything else is an ERROR, the entries left
+ * uncertain (the reconcile brings Redis down to the table's counts).
+ */
+bool
+holds_settle_by_count(const LockName *lns, int n, RlockKind kind,
+					  const HoldRequest *req, HeldLock **hs, int64 *counts)
+{
+	RedisCmd   *hget = palloc(n * sizeof(RedisCmd));
+	RReply	  **replies;
+	int			napplied = 0;
+	int			nnot = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		rcmd_init(&hget[i]);
+		rcmd_str(&hget[i], "HGET");
+		rcmd_str(&hget[i], lns[i].key);
+		rcmd_str(&hget[i], lockname_holder_field(kind, req->holder));
 	}
-	else if (r->type != RREPLY_NIL)
-		c = -1;
-	if (c == known + req->levels)
-		*count = c;
-	else if (c == known)
-		*count = 0;
-	else
+	route_run(route_backend(), hget, n, &replies, ERROR,
+			  n == 1 ? lns[0].name : NULL);
+	for (int i = 0; i < n; i++)
+	{
+		RReply	   *r = replies[i];
+		int64		known = holds_total(hs[i]);
+		int64		c = 0;
+
+		if (r->type == RREPLY_STRING)
+		{
+			char	   *end;
+
+			c = strtoi64(r->str, &end, 10);
+			if (end == r->str || *end != '\0')
+				c = -1;
+		}
+		else if (r->type != RREPLY_NIL)
+			c = -1;
+		counts[i] = 0;
+		if (c == known + req->levels)
+		{
+			counts[i] = c;
+			napplied++;
+		}
+		else if (c == known)
+			nnot++;
+		if (napplied == i + 1 || nnot == i + 1)
+			continue;
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("lost the reply of Redis to the acquisition of lock \"%s\"",
-						ln->name),
+						lns[i].name),
+				 c < 0 || (c != known && c != known + req->levels) ?
 				 errdetail("The connection broke after the request was sent; Redis now counts %s hold(s) of this session where it counted %lld.",
 						   c < 0 ? "an unreadable number of" :
-						   psprintf("%lld", (long long) c), (long long) known),
+						   psprintf("%lld", (long long) c), (long long) known) :
+				 errdetail("The connection broke after the requests were sent; Redis ran some of them, not all."),
 				 errhint("The session reconciles its holds of the lock with Redis before its next rlock call.")));
+	}
 	ereport(DEBUG1,
-			(errmsg_internal("rlock: the reply to an acquisition of lock \"%s\" was lost; Redis counts %lld hold(s): it %s",
-							 ln->name, (long long) c,
-							 *count > 0 ? "applied" : "did not apply, sent again")));
-	return true;
+			(errmsg_internal("rlock: the reply to an acquisition of lock \"%s\"%s was lost; it %s",
+							 lns[0].name, n > 1 ? " and others" : "",
+							 napplied > 0 ? "applied" : "did not apply, sent again")));
+	return napplied > 0;
 }
 
 /*
@@ -258,7 +299,7 @@ holds_run_acquire(const LockName *ln, RlockKind kind, HoldRequest *req,
 			rconn_report(conn, ERROR, ln->name);
 		}
 		/* its reply was lost: did it apply?  (else it stays uncertain) */
-		if (attempt >= SETTLE_MAX_RESENDS || acks_wanted > 0 ||
+		if (attempt >= HOLDS_SETTLE_MAX_RESENDS || acks_wanted > 0 ||
 			!settle_lost_reply(ln, kind, req, h, cmd, conn, &count))
 			rconn_report(conn, ERROR, ln->name);
 		if (count > 0)

@@ -111,6 +111,30 @@ for my $c (@cases)
 	is(locks_count('lr_ex', 'exclusive'), 1, "$what: rlock_locks counts 1");
 }
 
+# a multi-lock: its acquire scripts go in one pipeline; each counted once
+{
+	my $what = 'multi acquire';
+	my ($o, $e) = RlockTest::run_sql($s, "SELECT rlock_acquire('lr_m1', '10 min')");
+	is("$o/$e", '/', "$what: the session holds lr_m1 already");
+	my $all = qr/"EVALSHA" "\w+" "\d+" "lr_m[12]"/i;
+	my ($st, $runs);
+	($o, $e, $st, $runs) = lost_reply(
+		"SELECT rlock_multi_acquire(ARRAY['lr_m1', 'lr_m2'], '10 min')",
+		qr/"EVALSHA" "\w+" "\d+" "lr_m2"/i, $all, $what);
+	is($st, '00000', "$what: the statement succeeds") or diag($e);
+	unlike($e, qr/WARNING|ERROR/, "$what: no warning");
+	is($runs, 2, "$what: Redis ran each acquire script once (not resent)");
+	is($redis->cli('HGET', 'lr_m1', $me), '2', "$what: Redis counts 2 of lr_m1");
+	is($redis->cli('HGET', 'lr_m2', $me), '1', "$what: Redis counts 1 of lr_m2");
+	is(locks_count('lr_m1', 'exclusive'), 2, "$what: rlock_locks counts 2 of lr_m1");
+	is(locks_count('lr_m2', 'exclusive'), 1, "$what: rlock_locks counts 1 of lr_m2");
+	($o, $e) = RlockTest::run_sql($s,
+		"SELECT rlock_multi_release(ARRAY['lr_m1', 'lr_m2']), rlock_release('lr_m1')");
+	like("$o/$e", qr/^\S+\|t\/$/, "$what: released the counted times") or diag($e);
+	is($redis->cli('EXISTS', 'lr_m1') . $redis->cli('EXISTS', 'lr_m2'), '00',
+		"$what: both locks are free");
+}
+
 # An owner token's and a fenced acquisition carry a request id: resent
 # after the lost reply, the replay answers as the first time and changes
 # nothing (the hold counted once, the fencing counter incremented once).
