@@ -135,7 +135,8 @@ for my $c (@cases)
 		"$what: both locks are free");
 }
 
-# An owner token's and a fenced acquisition carry a request id: resent
+# An owner token's (exclusive, read, write) and a fenced acquisition carry
+# a request id: resent
 # after the lost reply, the replay answers as the first time and changes
 # nothing (the hold counted once, the fencing counter incremented once).
 {
@@ -150,6 +151,30 @@ for my $c (@cases)
 	($o, $e) = RlockTest::run_sql($s, "SELECT rlock_release('lr_own', 'job-7')");
 	is("$o/$e", 't/', "$what: released once");
 	is($redis->cli('EXISTS', 'lr_own'), '0', "$what: the lock is free");
+
+	# read and write acquisitions for an owner token: their one field counts
+	for my $k ([ 'read', 'lr_ownr' ], [ 'write', 'lr_ownw' ])
+	{
+		my ($mode, $name) = @$k;
+		$what = "owner-token $mode acquire";
+		$script = qr/"EVALSHA" "\w+" "\d+" "$name"/i;
+		($o, $e, $st, $runs) = lost_reply(
+			"SELECT rlock_${mode}_acquire('$name', '10 min', 'job-8')",
+			$script, $script, $what);
+		is($st, '00000', "$what: the statement succeeds") or diag($e);
+		unlike($e, qr/WARNING|ERROR/, "$what: no warning");
+		is( $redis->eval(
+				"local t = 0 for _, f in ipairs(redis.call('hkeys', KEYS[1])) do "
+				  . "if f ~= 'mode' then t = t + tonumber(redis.call('hget', KEYS[1], f)) end end "
+				  . "return t",
+				[$name]),
+			'1',
+			"$what: Redis counts 1 hold");
+		($o, $e) = RlockTest::run_sql($s,
+			"SELECT rlock_${mode}_release('$name', 'job-8')");
+		is("$o/$e", 't/', "$what: released once");
+		is($redis->cli('EXISTS', $name), '0', "$what: the lock is free");
+	}
 
 	$what = 'fenced acquire';
 	$script = qr/"EVALSHA" "\w+" "\d+" "lr_fenced"/i;
