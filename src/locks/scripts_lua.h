@@ -78,14 +78,14 @@
 
 /*
  * Lua: an acquire script made safe to resend by a request id (RedisCmd's
- * request_id).  With a second key, KEYS[2], the request's latch, its TTL
+ * request_id).  With a key more, KEYS[k], the request's latch, its TTL
  * in ARGV[ttl]: a grant ({1, count}) is recorded there before it is
  * answered, and a replay after a lost reply finds it and answers as the
  * first time, changing nothing.  The body goes between the two, its
  * returns those of a function.
  */
-#define REQUEST_LATCH_BEGIN \
-"local rq = #KEYS > 1 and KEYS[2] or false\n" \
+#define REQUEST_LATCH_BEGIN(k) \
+"local rq = #KEYS >= " k " and KEYS[" k "] or false\n" \
 "if rq then\n" \
 "  local v = redis.call('get', rq)\n" \
 "  if v then return {1, tonumber(v)} end\n" \

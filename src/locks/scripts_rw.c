@@ -79,7 +79,7 @@
  * locks (SPEC 8).
  */
 const char rlock_read_acquire_body[] =
-REQUEST_LATCH_BEGIN
+REQUEST_LATCH_BEGIN("2")
 FAIR_QUEUE_OF_KEYS1
 "local mode = redis.call('hget', KEYS[1], 'mode')\n"
 "if mode then\n"
@@ -127,7 +127,7 @@ REQUEST_LATCH_END("ARGV[5]");
  * would wait for itself forever).
  */
 const char rlock_write_acquire_body[] =
-REQUEST_LATCH_BEGIN
+REQUEST_LATCH_BEGIN("2")
 FAIR_QUEUE_OF_KEYS1
 "local mode = redis.call('hget', KEYS[1], 'mode')\n"
 "if mode == false then\n"

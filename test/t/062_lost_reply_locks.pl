@@ -135,7 +135,7 @@ for my $c (@cases)
 		"$what: both locks are free");
 }
 
-# An owner token's (exclusive, read, write) and a fenced acquisition carry
+# An owner token's (exclusive, read, write, fair) and a fenced acquisition carry
 # a request id: resent
 # after the lost reply, the replay answers as the first time and changes
 # nothing (the hold counted once, the fencing counter incremented once).
@@ -152,8 +152,8 @@ for my $c (@cases)
 	is("$o/$e", 't/', "$what: released once");
 	is($redis->cli('EXISTS', 'lr_own'), '0', "$what: the lock is free");
 
-	# read and write acquisitions for an owner token: their one field counts
-	for my $k ([ 'read', 'lr_ownr' ], [ 'write', 'lr_ownw' ])
+	# read, write and fair acquisitions for an owner token: one field counts
+	for my $k ([ 'read', 'lr_ownr' ], [ 'write', 'lr_ownw' ], [ 'fair', 'lr_ownf' ])
 	{
 		my ($mode, $name) = @$k;
 		$what = "owner-token $mode acquire";
