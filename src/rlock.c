@@ -144,6 +144,15 @@ _PG_init(void)
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
+	DefineCustomIntVariable("rlock.retry_timeout",
+							"How long a call (other than a wait) retries a refused or reset Redis connection.",
+							"Counted from the first failure; 0 turns retries off.  Never beyond statement_timeout.",
+							&rlock_retry_timeout_ms,
+							2000, 0, RLOCK_MAX_USER_TIMEOUT_MS,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
 	DefineCustomBoolVariable("rlock.verify_on_commit",
 							 "Before COMMIT, check that the transaction's rlock transaction-level locks are still held.",
 							 "If one was lost, COMMIT fails and the transaction rolls back.",

@@ -104,6 +104,7 @@ extern char *rlock_redlock_urls;
 extern int	rlock_watchdog_timeout_ms;
 extern int	rlock_connect_timeout_ms;
 extern int	rlock_command_timeout_ms;
+extern int	rlock_retry_timeout_ms;
 extern bool rlock_verify_on_commit;
 extern bool rlock_cancel_on_lost;
 extern int	rlock_connection_idle_timeout_ms;

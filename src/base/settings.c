@@ -27,6 +27,7 @@ char	   *rlock_redlock_urls = NULL;
 int			rlock_watchdog_timeout_ms = 30000;
 int			rlock_connect_timeout_ms = 2000;
 int			rlock_command_timeout_ms = 2000;
+int			rlock_retry_timeout_ms = 2000;
 bool		rlock_verify_on_commit = true;
 bool		rlock_cancel_on_lost = false;
 int			rlock_connection_idle_timeout_ms = 60000;

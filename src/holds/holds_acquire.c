@@ -134,6 +134,118 @@ holds_parse_acquire(RReply *r, AcquireResult *res)
 	return true;
 }
 
+
+/*
+ * An acquire script of this session's holder (h) went out and its reply
+ * was lost (the connection broke): it may have run or not, and run twice
+ * it would count a hold twice, so the connection layer did not resend it
+ * (RlockScript.once).  Settle it by reading Redis's count for our holder
+ * field: the table's count and the request's levels more, it applied
+ * (*count: that count); the table's count, it did not (*count 0: the
+ * caller sends it again).  False, before any round trip, when that cannot
+ * tell (a fenced lock, whose token only the reply carried; a kind
+ * without a holder field); an ERROR when Redis counts neither (or cannot
+ * be asked): the entry stays uncertain, reconciled with Redis later.
+ */
+static bool
+settle_lost_reply(const LockName *ln, RlockKind kind, const HoldRequest *req,
+				  HeldLock *h, const RedisCmd *cmd, RedisConn *conn,
+				  int64 *count)
+{
+	bool		fenced = cmd->argc > 2 &&
+		!(cmd->argvlen[2] == 1 && cmd->argv[2][0] == '1');
+
+	if (h == NULL || !holds_may_settle_by_count(kind, conn) ||
+		(kind == RLOCK_KIND_EXCLUSIVE && fenced))
+		return false;
+	(void) holds_settle_by_count(ln, 1, kind, req, &h, count);
+	return true;
+}
+
+/*
+ * May acquisitions of kind whose replies conn lost be settled by the
+ * session's counts (holds_settle_by_count)?  Kinds whose holds are a
+ * holder's count in the lock's hash, after a connection that broke.
+ */
+bool
+holds_may_settle_by_count(RlockKind kind, RedisConn *conn)
+{
+	return rconn_failure(conn) == RF_LOST &&
+		(kind == RLOCK_KIND_EXCLUSIVE || kind == RLOCK_KIND_READ ||
+		 kind == RLOCK_KIND_WRITE || kind == RLOCK_KIND_FAIR);
+}
+
+/*
+ * Acquire scripts of lns[0..n-1] for req's holder, this session's entries
+ * hs[], went out and their replies were lost.  Read Redis's count of each
+ * (HGET, one round trip): if every count is the table's plus the request's
+ * levels, every one applied (counts[i]: that count; returns true); if
+ * every count is the table's, none did (counts[] 0; returns false: the
+ * caller sends them again).  Anything else is an ERROR, the entries left
+ * uncertain (the reconcile brings Redis down to the table's counts).
+ */
+bool
+holds_settle_by_count(const LockName *lns, int n, RlockKind kind,
+					  const HoldRequest *req, HeldLock **hs, int64 *counts)
+{
+	RedisCmd   *hget = palloc(n * sizeof(RedisCmd));
+	RReply	  **replies;
+	int			napplied = 0;
+	int			nnot = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		rcmd_init(&hget[i]);
+		rcmd_str(&hget[i], "HGET");
+		rcmd_str(&hget[i], lns[i].key);
+		rcmd_str(&hget[i], lockname_holder_field(kind, req->holder));
+	}
+	route_run(route_backend(), hget, n, &replies, ERROR,
+			  n == 1 ? lns[0].name : NULL);
+	for (int i = 0; i < n; i++)
+	{
+		RReply	   *r = replies[i];
+		int64		known = holds_total(hs[i]);
+		int64		c = 0;
+
+		if (r->type == RREPLY_STRING)
+		{
+			char	   *end;
+
+			c = strtoi64(r->str, &end, 10);
+			if (end == r->str || *end != '\0')
+				c = -1;
+		}
+		else if (r->type != RREPLY_NIL)
+			c = -1;
+		counts[i] = 0;
+		if (c == known + req->levels)
+		{
+			counts[i] = c;
+			napplied++;
+		}
+		else if (c == known)
+			nnot++;
+		if (napplied == i + 1 || nnot == i + 1)
+			continue;
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("lost the reply of Redis to the acquisition of lock \"%s\"",
+						lns[i].name),
+				 c < 0 || (c != known && c != known + req->levels) ?
+				 errdetail("The connection broke after the request was sent; Redis now counts %s hold(s) of this session where it counted %lld.",
+						   c < 0 ? "an unreadable number of" :
+						   psprintf("%lld", (long long) c), (long long) known) :
+				 errdetail("The connection broke after the requests were sent; Redis ran some of them, not all."),
+				 errhint("The session reconciles its holds of the lock with Redis before its next rlock call.")));
+	}
+	ereport(DEBUG1,
+			(errmsg_internal("rlock: the reply to an acquisition of lock \"%s\"%s was lost; it %s",
+							 lns[0].name, n > 1 ? " and others" : "",
+							 napplied > 0 ? "applied" : "did not apply, sent again")));
+	return napplied > 0;
+}
+
 /*
  * One acquire script round trip for ln as kind, with the table kept in
  * step: while the script is in flight Redis may hold one more hold than the
@@ -168,9 +280,39 @@ holds_run_acquire(const LockName *ln, RlockKind kind, HoldRequest *req,
 		rcmd_copy(&cmds[0], cmd);
 		rcmd_wait(&cmds[1], acks_wanted, rlock_replica_ack_timeout_ms);
 	}
-	req->sent_at = GetCurrentTimestamp();
-	route_run(conn, acks_wanted > 0 ? cmds : cmd, acks_wanted > 0 ? 2 : 1,
-			  &replies, ERROR, ln->name);
+	for (int attempt = 0;; attempt++)
+	{
+		int64		count = 0;
+
+		req->sent_at = GetCurrentTimestamp();
+		if (route_run(conn, acks_wanted > 0 ? cmds : cmd,
+					  acks_wanted > 0 ? 2 : 1, &replies, DEBUG1, ln->name))
+			break;
+		/* Redis never saw it: nothing to reconcile, one message */
+		if (rconn_failed_before_sending(conn))
+		{
+			if (h)
+			{
+				holds_set_uncertain(h, false);
+				holds_drop_if_unused(h);
+			}
+			rconn_report(conn, ERROR, ln->name);
+		}
+		/* its reply was lost: did it apply?  (else it stays uncertain) */
+		if (attempt >= HOLDS_SETTLE_MAX_RESENDS || acks_wanted > 0 ||
+			!settle_lost_reply(ln, kind, req, h, cmd, conn, &count))
+			rconn_report(conn, ERROR, ln->name);
+		if (count > 0)
+		{
+			/* applied once: the grant it answered */
+			res.status = 1;
+			res.value = count;
+			holds_add(h, req, (int) count, ln->name);
+			stats_count(RLOCK_STAT_ACQUISITIONS);
+			return res;
+		}
+		/* not applied: sent again */
+	}
 	r = replies[0];
 	if (acks_wanted > 0)
 	{

@@ -170,4 +170,15 @@ extern void holds_acks_refused(const char *name, RlockKind kind,
 							   RedisConn *conn, int wanted,
 							   int64 acked, const char *ack_error);
 
+/*
+ * Acquisitions whose replies were lost, settled by the session's counts
+ * in Redis (holds_acquire.c); resent at most this many times when they
+ * did not apply.
+ */
+#define HOLDS_SETTLE_MAX_RESENDS	3
+extern bool holds_may_settle_by_count(RlockKind kind, RedisConn *conn);
+extern bool holds_settle_by_count(const LockName *lns, int n, RlockKind kind,
+								  const HoldRequest *req, HeldLock **hs,
+								  int64 *counts);
+
 #endif							/* RLOCK_HOLDS_INT_H */

@@ -165,8 +165,43 @@ holds_run_acquire_set(const LockName *lns, int n, RlockKind kind,
 		hs[i] = holds_enter(lns[i].key, kind);
 		holds_set_uncertain(hs[i], true);
 	}
-	req->sent_at = GetCurrentTimestamp();
-	route_run(conn, all, nall, &replies, ERROR, n == 1 ? lns[0].name : NULL);
+	for (int attempt = 0;; attempt++)
+	{
+		int64	   *counts;
+
+		req->sent_at = GetCurrentTimestamp();
+		if (route_run(conn, all, nall, &replies, DEBUG1,
+					  n == 1 ? lns[0].name : NULL))
+			break;
+		/* Redis never saw them: nothing to reconcile, one message */
+		if (rconn_failed_before_sending(conn))
+		{
+			for (int i = 0; i < n; i++)
+			{
+				holds_set_uncertain(hs[i], false);
+				holds_drop_if_unused(hs[i]);
+			}
+			rconn_report(conn, ERROR, n == 1 ? lns[0].name : NULL);
+		}
+		/* their replies were lost: did they apply?  (else uncertain) */
+		if (attempt >= HOLDS_SETTLE_MAX_RESENDS || any_wait ||
+			!holds_may_settle_by_count(kind, conn))
+			rconn_report(conn, ERROR, n == 1 ? lns[0].name : NULL);
+		counts = palloc(n * sizeof(int64));
+		if (holds_settle_by_count(lns, n, kind, req, hs, counts))
+		{
+			/* every one applied once: the grants they answered */
+			for (int i = 0; i < n; i++)
+			{
+				memset(&res[i], 0, sizeof(res[i]));
+				res[i].status = 1;
+				res[i].value = counts[i];
+			}
+			count_all(hs, lns, n, req, res);
+			return true;
+		}
+		/* none applied: sent again */
+	}
 
 	/* copy every answer out: giving holds back uses the connection again */
 	for (int i = 0; i < n; i++)

@@ -108,18 +108,30 @@ typedef struct ExclusiveAttempt
 
 /*
  * The acquire script of ln for holder (a fenced acquisition when fenced:
- * the reply then carries the new token).
+ * the reply then carries the new token); with request_id, it carries a
+ * latch (returned: to DEL once answered) that makes a replay after a lost
+ * reply answer as the first time and change nothing.
  */
-void
+const char *
 exclusive_build_acquire(RedisCmd *cmd, const LockName *ln, int64 lease_ms,
-						const char *holder, bool fenced)
+						const char *holder, bool fenced, bool request_id)
 {
-	rcmd_script(cmd, RLOCK_SCRIPT_ACQUIRE, fenced ? 2 : 1);
+	char	   *latch = request_id ? lockname_unlock_latch(ln->key) : NULL;
+
+	rcmd_script(cmd, RLOCK_SCRIPT_ACQUIRE, (fenced ? 2 : 1) + (latch ? 1 : 0));
 	rcmd_arg(cmd, ln->key, ln->keylen);
 	if (fenced)
 		rcmd_str(cmd, lockname_derive(ln->key, "redisson_lock_token"));
+	if (latch)
+		rcmd_str(cmd, latch);
 	rcmd_int(cmd, lease_ms);
 	rcmd_str(cmd, holder);
+	if (latch)
+	{
+		rcmd_int(cmd, lockname_latch_ttl_ms());
+		cmd->request_id = true;
+	}
+	return latch;
 }
 
 /*
@@ -158,10 +170,19 @@ exclusive_try(void *arg, int64 *pttl)
 	const LockName *ln = a->ln;
 	RedisCmd	cmd;
 	AcquireResult res;
+	const char *latch;
 
-	exclusive_build_acquire(&cmd, ln, a->req.lease_ms, a->holder,
-							a->token != NULL);
+	/*
+	 * An owner token's or a fenced acquisition carries a request id: a
+	 * replay after a lost reply answers as the first time (a session's
+	 * own is settled by its count, holds_acquire.c).
+	 */
+	latch = exclusive_build_acquire(&cmd, ln, a->req.lease_ms, a->holder,
+									a->token != NULL,
+									a->token != NULL || !a->req.track);
 	res = holds_run_acquire(ln, RLOCK_KIND_EXCLUSIVE, &a->req, &cmd);
+	if (latch)
+		route_defer_del(route_backend(), latch);
 
 	switch (res.status)
 	{

@@ -162,16 +162,31 @@ fair_try(void *arg, int64 *pttl)
 	const LockName *ln = a->ln;
 	RedisCmd	cmd;
 	AcquireResult res;
+	char	   *latch;
 
-	rcmd_script(&cmd, RLOCK_SCRIPT_FAIR_ACQUIRE, 3);
+	/*
+	 * An owner token's acquisition carries a request id (a session's own
+	 * is settled by its count after a lost reply, holds_acquire.c).
+	 */
+	latch = a->req.track ? NULL : lockname_unlock_latch(ln->key);
+	rcmd_script(&cmd, RLOCK_SCRIPT_FAIR_ACQUIRE, latch ? 4 : 3);
 	add_queue_keys(&cmd, ln->key);
+	if (latch)
+		rcmd_str(&cmd, latch);
 	rcmd_int(&cmd, a->req.lease_ms);
 	rcmd_str(&cmd, a->holder);
 	rcmd_int(&cmd, FAIR_WAIT_MS);
 	rcmd_int(&cmd, epoch_ms());
 	rcmd_str(&cmd, a->enqueue ? "1" : "0");
 	rcmd_str(&cmd, lockname_derive(ln->key, "redisson_lock__channel"));
+	if (latch)
+	{
+		rcmd_int(&cmd, lockname_latch_ttl_ms());
+		cmd.request_id = true;
+	}
 	res = holds_run_acquire(ln, RLOCK_KIND_FAIR, &a->req, &cmd);
+	if (latch)
+		route_defer_del(route_backend(), latch);
 
 	if (res.status == 1)
 		return true;

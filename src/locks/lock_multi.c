@@ -102,8 +102,8 @@ multi_acquire(const LockName *lns, int n, RlockScope scope, int64 lease_ms,
 	a.n = n;
 	a.cmds = palloc(n * sizeof(RedisCmd));
 	for (int i = 0; i < n; i++)
-		exclusive_build_acquire(&a.cmds[i], &lns[i], a.req.lease_ms,
-								a.holder, false);
+		(void) exclusive_build_acquire(&a.cmds[i], &lns[i], a.req.lease_ms,
+									   a.holder, false, false);
 	a.res = palloc(n * sizeof(AcquireResult));
 	a.attempt_cxt = AllocSetContextCreate(CurrentMemoryContext,
 										  "rlock multi-lock attempt",

@@ -222,12 +222,21 @@ redlock_attempt(RedlockAttempt *a, int64 *pttl)
 	int			nsilent = 0;
 	int			dup_a;
 	int			dup_b;
+	const char *latch;
 
-	exclusive_build_acquire(&cmd, a->ln, a->req.lease_ms, a->req.holder,
-							false);
+	/*
+	 * With a request id: a master whose connection broke before it
+	 * answered is asked again once (connection_exchange.c), and counts the
+	 * hold once however often it ran the script.
+	 */
+	latch = exclusive_build_acquire(&cmd, a->ln, a->req.lease_ms,
+									a->req.holder, false, true);
 	h = holds_begin_elsewhere(a->ln, RLOCK_KIND_REDLOCK, &a->req);
 	ops = redlock_run_majority(a->conns, a->n, &cmd, 1, grants, NULL,
 							   &dup_a, &dup_b);
+	/* (in front of each master's next round trip; else it expires) */
+	for (int m = 0; m < a->n; m++)
+		route_defer_del(a->conns[m], latch);
 	elapsed_ms = (GetCurrentTimestamp() - a->req.sent_at) / 1000;
 
 	/* copy what matters out: giving holds back uses the connections */

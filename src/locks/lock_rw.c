@@ -107,15 +107,32 @@ rw_try(void *arg, int64 *pttl)
 	AcquireResult res;
 	bool		fair;
 
+	/*
+	 * An owner token's acquisition carries a request id, so that a replay
+	 * after a lost reply answers as the first time (a session's own is
+	 * settled by its count, holds_acquire.c).
+	 */
+	char	   *latch = a->req.track ? NULL : lockname_unlock_latch(ln->key);
+
 	rcmd_script(&cmd, a->kind == RLOCK_KIND_WRITE ?
-				RLOCK_SCRIPT_WRITE_ACQUIRE : RLOCK_SCRIPT_READ_ACQUIRE, 1);
+				RLOCK_SCRIPT_WRITE_ACQUIRE : RLOCK_SCRIPT_READ_ACQUIRE,
+				latch ? 2 : 1);
 	rcmd_arg(&cmd, ln->key, ln->keylen);
+	if (latch)
+		rcmd_str(&cmd, latch);
 	rcmd_int(&cmd, a->req.lease_ms);
 	rcmd_str(&cmd, lockname_holder_field(a->kind, a->holder));
 	rcmd_str(&cmd, lockname_holder_field(other, a->holder));
 	if (a->kind == RLOCK_KIND_READ)
 		rcmd_int(&cmd, holds_quota_owner_holds_per_lock(&a->req));
+	if (latch)
+	{
+		rcmd_int(&cmd, lockname_latch_ttl_ms());
+		cmd.request_id = true;
+	}
 	res = holds_run_acquire(ln, a->kind, &a->req, &cmd);
+	if (latch)
+		route_defer_del(route_backend(), latch);
 
 	if (res.status == 1)
 		return true;

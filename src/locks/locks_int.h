@@ -157,9 +157,9 @@ extern WaitPlace waitqueue_place(void);
 extern void waitqueue_leave(bool pass_on);
 
 /* lock_exclusive.c: what the multi-lock and the Redlock build on */
-extern void exclusive_build_acquire(RedisCmd *cmd, const LockName *ln,
-									int64 lease_ms, const char *holder,
-									bool fenced);
+extern const char *exclusive_build_acquire(RedisCmd *cmd, const LockName *ln,
+											int64 lease_ms, const char *holder,
+											bool fenced, bool request_id);
 extern void exclusive_refused(const LockName *ln, const AcquireResult *res);
 extern void exclusive_build_reconcile(RedisCmd *cmd, RlockKind kind,
 									  const char *key, const char *holder,

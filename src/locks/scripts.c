@@ -44,7 +44,11 @@
 
 /*
  * acquire: KEYS[1] lock, KEYS[2] (fenced locks only) the fencing token
- * counter; ARGV[1] lease ms, ARGV[2] holder.
+ * counter, and last (with ARGV[3]) the request's latch; ARGV[1] lease ms,
+ * ARGV[2] holder, ARGV[3] (an owner token's or a fenced acquisition) the
+ * latch's TTL ms.  A grant is recorded in the latch ("count:token") before
+ * it is answered; a replay after a lost reply finds it and answers as the
+ * first time, changing nothing.
  * Returns {1, count} when acquired ({1, count, token} for a fenced lock:
  * every acquisition, reentrant ones included, increments the counter),
  * {0, pttl} when held by another holder, {2, kind} when the name is a
@@ -53,10 +57,22 @@
  * A free name costs 4 calls (EXISTS apart: a migrating slot refuses both).
  */
 static const char acquire_body[] =
+"local nk = #KEYS\n"
+"local rq = false\n"
+"if ARGV[3] then\n"
+"  rq = KEYS[nk]\n"
+"  nk = nk - 1\n"
+"  local v = redis.call('get', rq)\n"
+"  if v then\n"
+"    local a, b = string.match(v, '^(%d+):(.*)$')\n"
+"    if b ~= '' then return {1, tonumber(a), tonumber(b)} end\n"
+"    return {1, tonumber(a)}\n"
+"  end\n"
+"end\n"
 FAIR_QUEUE_OF_KEYS1
 "if redis.call('exists', fairq) == 1 then return {2, 'fair'} end\n"
 "local free = redis.call('exists', KEYS[1]) == 0\n"
-"if #KEYS > 1 then\n"
+"if nk > 1 then\n"
 FENCE_CHECK_KEYS2
 "end\n"
 "local n\n"
@@ -70,7 +86,14 @@ FENCE_CHECK_KEYS2
 "  n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
 RAISE_TTL("KEYS[1]", "ARGV[1]")
 "end\n"
-"if #KEYS > 1 then return {1, n, redis.call('incr', KEYS[2])} end\n"
+"local tk = ''\n"
+"if nk > 1 then tk = redis.call('incr', KEYS[2]) end\n"
+"if rq then\n"
+"  local v = string.format('%d', n) .. ':'\n"
+"  if nk > 1 then v = v .. string.format('%d', tk) end\n"
+"  redis.call('set', rq, v, 'px', ARGV[3])\n"
+"end\n"
+"if nk > 1 then return {1, n, tk} end\n"
 "return {1, n}\n";
 
 /*
@@ -330,30 +353,38 @@ RAISE_TTL("base .. ':' .. field .. ':rwlock_timeout:' .. k", "ARGV[3 * i]")
 "end\n"
 "return r\n";
 
+/*
+ * The scripts; those marked true ("once") would apply twice if resent after
+ * they ran (a lost reply): the connection layer never resends them
+ * (rcmd_resendable), their callers settle a lost reply (holds_acquire.c).
+ * The others are idempotent, or carry a request id (a release's unlock
+ * latch) that makes a replay answer as the first time.
+ */
 static RlockScript scripts[RLOCK_NUM_SCRIPTS] = {
-	[RLOCK_SCRIPT_ACQUIRE] = {"acquire", acquire_body},
+	[RLOCK_SCRIPT_ACQUIRE] = {"acquire", acquire_body, "", true},	/* (or a
+																	 * request id) */
 	[RLOCK_SCRIPT_RELEASE] = {"release", release_body},
 	[RLOCK_SCRIPT_RECONCILE] = {"reconcile", reconcile_body},
 	[RLOCK_SCRIPT_FORCE_RELEASE] = {"force release", force_release_body},
 	[RLOCK_SCRIPT_STATUS] = {"status", status_body},
 	[RLOCK_SCRIPT_RENEW] = {"renew", renew_body},
-	[RLOCK_SCRIPT_READ_ACQUIRE] = {"read acquire", rlock_read_acquire_body},
-	[RLOCK_SCRIPT_WRITE_ACQUIRE] = {"write acquire", rlock_write_acquire_body},
+	[RLOCK_SCRIPT_READ_ACQUIRE] = {"read acquire", rlock_read_acquire_body, "", true},
+	[RLOCK_SCRIPT_WRITE_ACQUIRE] = {"write acquire", rlock_write_acquire_body, "", true},
 	[RLOCK_SCRIPT_READ_RELEASE] = {"read release", rlock_read_release_body},
 	[RLOCK_SCRIPT_WRITE_RELEASE] = {"write release", rlock_write_release_body},
 	[RLOCK_SCRIPT_RW_RECONCILE] = {"read/write reconcile", rlock_rw_reconcile_body},
-	[RLOCK_SCRIPT_FAIR_ACQUIRE] = {"fair acquire", rlock_fair_acquire_body},
+	[RLOCK_SCRIPT_FAIR_ACQUIRE] = {"fair acquire", rlock_fair_acquire_body, "", true},
 	[RLOCK_SCRIPT_FAIR_RELEASE] = {"fair release", rlock_fair_release_body},
 	[RLOCK_SCRIPT_FAIR_GIVE_UP] = {"fair give-up", rlock_fair_give_up_body},
 	[RLOCK_SCRIPT_LATCH_COUNT] = {"latch count", rlock_latch_count_body},
 	[RLOCK_SCRIPT_LATCH_SET_COUNT] = {"latch set count", rlock_latch_set_count_body},
-	[RLOCK_SCRIPT_LATCH_COUNT_DOWN] = {"latch count down", rlock_latch_count_down_body},
+	[RLOCK_SCRIPT_LATCH_COUNT_DOWN] = {"latch count down", rlock_latch_count_down_body, "", true},
 	[RLOCK_SCRIPT_LATCH_ADOPT] = {"latch adopt", rlock_latch_adopt_body},
-	[RLOCK_SCRIPT_SEM_ACQUIRE] = {"semaphore acquire", rlock_sem_acquire_body},
+	[RLOCK_SCRIPT_SEM_ACQUIRE] = {"semaphore acquire", rlock_sem_acquire_body, "", true},
 	[RLOCK_SCRIPT_SEM_RELEASE] = {"semaphore release", rlock_sem_release_body},
 	[RLOCK_SCRIPT_SEM_RECONCILE] = {"semaphore reconcile", rlock_sem_reconcile_body},
 	[RLOCK_SCRIPT_SEM_SET_PERMITS] = {"semaphore set permits", rlock_sem_set_permits_body},
-	[RLOCK_SCRIPT_SEM_ADD_PERMITS] = {"semaphore add permits", rlock_sem_add_permits_body},
+	[RLOCK_SCRIPT_SEM_ADD_PERMITS] = {"semaphore add permits", rlock_sem_add_permits_body, "", true},
 	[RLOCK_SCRIPT_SEM_AVAILABLE] = {"semaphore available", rlock_sem_available_body},
 	[RLOCK_SCRIPT_LATCH_DELETE] = {"latch delete", rlock_latch_delete_body},
 	[RLOCK_SCRIPT_SEM_DELETE] = {"semaphore delete", rlock_sem_delete_body},
@@ -408,6 +439,7 @@ compute_all_sha1(void)
 	{
 		compute_sha1(&scripts[i]);
 		sharded_scripts[i].name = scripts[i].name;
+		sharded_scripts[i].once = scripts[i].once;
 		sharded_scripts[i].body = sharded_body(scripts[i].body);
 		compute_sha1(&sharded_scripts[i]);
 	}

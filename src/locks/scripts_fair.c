@@ -29,7 +29,8 @@
 "end\n"
 
 /*
- * fair acquire: KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines; ARGV[1]
+ * fair acquire: KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines, KEYS[4]
+ * (an owner token's) the request's latch, its TTL ms ARGV[7]; ARGV[1]
  * lease ms, ARGV[2] holder, ARGV[3] wait ms (how long a queued waiter
  * counts as alive past its predecessor's deadline), ARGV[4] now (epoch
  * ms), ARGV[5] '1' to queue when the lock cannot be taken, '0' not to,
@@ -50,6 +51,7 @@
  * Returns {1, count}, {0, pttl}, or {2, mode} for a read/write lock.
  */
 const char rlock_fair_acquire_body[] =
+REQUEST_LATCH_BEGIN("4")
 FAIR_DROP_STALE_HEADS("ARGV[4]", "ARGV[2]")
 "if redis.call('hexists', KEYS[1], 'mode') == 1 then\n"
 "  return {2, redis.call('hget', KEYS[1], 'mode')}\n"
@@ -106,7 +108,8 @@ RAISE_TTL("KEYS[1]", "ARGV[1]")
 "end\n"
 "redis.call('zadd', KEYS[3], now + base + wait, ARGV[2])\n"
 "redis.call('rpush', KEYS[2], ARGV[2])\n"
-"return {0, pttl}\n";
+"return {0, pttl}\n"
+REQUEST_LATCH_END("ARGV[7]");
 
 /*
  * fair release: KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines, KEYS[4]

@@ -76,6 +76,29 @@
 "local base = KEYS[1]\n" \
 "if not string.find(base, '{', 1, true) then base = '{' .. base .. '}' end\n"
 
+/*
+ * Lua: an acquire script made safe to resend by a request id (RedisCmd's
+ * request_id).  With a key more, KEYS[k], the request's latch, its TTL
+ * in ARGV[ttl]: a grant ({1, count}) is recorded there before it is
+ * answered, and a replay after a lost reply finds it and answers as the
+ * first time, changing nothing.  The body goes between the two, its
+ * returns those of a function.
+ */
+#define REQUEST_LATCH_BEGIN(k) \
+"local rq = #KEYS >= " k " and KEYS[" k "] or false\n" \
+"if rq then\n" \
+"  local v = redis.call('get', rq)\n" \
+"  if v then return {1, tonumber(v)} end\n" \
+"end\n" \
+"local function body()\n"
+#define REQUEST_LATCH_END(ttl) \
+"end\n" \
+"local r = body()\n" \
+"if rq and type(r) == 'table' and r[1] == 1 then\n" \
+"  redis.call('set', rq, string.format('%d', r[2]), 'px', " ttl ")\n" \
+"end\n" \
+"return r\n"
+
 /* the read/write lock's scripts (scripts_rw.c) */
 extern const char rlock_fair_acquire_body[];
 extern const char rlock_fair_release_body[];

@@ -63,8 +63,9 @@
 "end\n"
 
 /*
- * read acquire: KEYS[1] lock; ARGV[1] lease ms, ARGV[2] holder (the read
- * field), ARGV[3] "<holder>:write".  Many readers share the lock; a writer
+ * read acquire: KEYS[1] lock, KEYS[2] (an owner token's) the request's
+ * latch (REQUEST_LATCH_BEGIN); ARGV[1] lease ms, ARGV[2] holder (the read
+ * field), ARGV[3] "<holder>:write", ARGV[5] the latch's TTL ms.  Many readers share the lock; a writer
  * may also read (downgrade).  Each read hold k gets a timeout key with its
  * own lease, and the lock's TTL is at least the longest of them.
  * ARGV[4] (optional, > 0) bounds the read holds owner tokens' fields
@@ -78,6 +79,7 @@
  * locks (SPEC 8).
  */
 const char rlock_read_acquire_body[] =
+REQUEST_LATCH_BEGIN("2")
 FAIR_QUEUE_OF_KEYS1
 "local mode = redis.call('hget', KEYS[1], 'mode')\n"
 "if mode then\n"
@@ -113,16 +115,19 @@ RW_TIMEOUT_BASE
 "if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then\n"
 "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
 "end\n"
-"return {1, n}\n";
+"return {1, n}\n"
+REQUEST_LATCH_END("ARGV[5]");
 
 /*
- * write acquire: KEYS[1] lock; ARGV[1] lease ms, ARGV[2] "<holder>:write",
- * ARGV[3] holder (its read field).  Returns {1, count}, {0, pttl} when held
+ * write acquire: KEYS[1] lock, KEYS[2] (an owner token's) the request's
+ * latch; ARGV[1] lease ms, ARGV[2] "<holder>:write", ARGV[3] holder (its
+ * read field), ARGV[4] the latch's TTL ms.  Returns {1, count}, {0, pttl} when held
  * by others, {2, kind} when the name is an exclusive or a fair lock,
  * {3, 0} when this holder holds it for reading only (an upgrade, which
  * would wait for itself forever).
  */
 const char rlock_write_acquire_body[] =
+REQUEST_LATCH_BEGIN("2")
 FAIR_QUEUE_OF_KEYS1
 "local mode = redis.call('hget', KEYS[1], 'mode')\n"
 "if mode == false then\n"
@@ -142,7 +147,8 @@ FAIR_QUEUE_OF_KEYS1
 "if mode == 'read' and redis.call('hexists', KEYS[1], ARGV[3]) == 1 then\n"
 "  return {3, 0}\n"
 "end\n"
-"return {0, redis.call('pttl', KEYS[1])}\n";
+"return {0, redis.call('pttl', KEYS[1])}\n"
+REQUEST_LATCH_END("ARGV[4]");
 
 /*
  * Lua: a read/write release or reconcile refuses a lock that is not a

@@ -36,8 +36,11 @@
  * discarded on its next use: its pending reply would be mistaken for the
  * next one.  A failure on a connection that had worked before (Redis
  * restarted, idle connection closed) is retried once on a fresh one, as
- * postgres_fdw does; all rlock scripts are safe to replay (release carries
- * a request id latch, acquire reports the resulting hold count).
+ * postgres_fdw does, when its commands cannot apply twice
+ * (rcmd_resendable: a release carries a request id latch; an acquire
+ * script is "once" unless it carries one, and a session's own acquire
+ * whose reply was lost is settled by its count instead, holds_acquire.c);
+ * a blip longer than that is ridden out by connection_retry.c.
  *
  * A Cluster's connection (NODE_CLUSTER) is in the pool too, but as a
  * handle only: it never has a socket.  The route layer, above, names it

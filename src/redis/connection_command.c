@@ -21,6 +21,7 @@ rcmd_init(RedisCmd *cmd)
 	cmd->argv = cmd->inline_argv;
 	cmd->argvlen = cmd->inline_len;
 	cmd->script = NULL;
+	cmd->request_id = false;
 	cmd->nnum = 0;
 	cmd->block_ms = 0;
 }
@@ -130,3 +131,19 @@ rcmd_int(RedisCmd *cmd, int64 v)
 	rcmd_arg(cmd, buf, len);
 }
 
+/* May cmd be sent again after it may have run (it cannot apply twice)? */
+bool
+rcmd_resendable(const RedisCmd *cmd)
+{
+	return cmd->script == NULL || !cmd->script->once || cmd->request_id;
+}
+
+/* Are all of cmds resendable? */
+bool
+rcmd_all_resendable(const RedisCmd *cmds, int ncmds)
+{
+	for (int i = 0; i < ncmds; i++)
+		if (!rcmd_resendable(&cmds[i]))
+			return false;
+	return true;
+}

@@ -31,6 +31,7 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "mb/pg_wchar.h"
 
 #include "redis/redis.h"
@@ -104,10 +105,48 @@ rconn_failed_before_sending(RedisConn *conn)
 	}
 }
 
+/*
+ * The failure last raised as an ERROR, and in which transaction: the abort
+ * of that transaction, reconciling what the failed call left, meets the
+ * same failure (Redis still away) and would say it again as a WARNING.
+ * One message per failure: that repeat goes to the server log only.
+ */
+static struct
+{
+	RconnFailure failure;
+	TimestampTz xact_start;
+	char		addr[64];
+	char		what[NAMEDATALEN * 2];
+}			last_error;
+
+static int
+report_level(RconnFailure failure, const char *addr, const char *what,
+			 int elevel)
+{
+	const char *a = addr ? addr : "";
+	const char *w = what ? what : "";
+
+	if (elevel >= ERROR)
+	{
+		last_error.failure = failure;
+		last_error.xact_start = GetCurrentTransactionStartTimestamp();
+		strlcpy(last_error.addr, a, sizeof(last_error.addr));
+		strlcpy(last_error.what, w, sizeof(last_error.what));
+	}
+	else if (elevel == WARNING && failure != RF_NONE &&
+			 last_error.failure == failure &&
+			 last_error.xact_start == GetCurrentTransactionStartTimestamp() &&
+			 strncmp(last_error.addr, a, sizeof(last_error.addr) - 1) == 0 &&
+			 strncmp(last_error.what, w, sizeof(last_error.what) - 1) == 0)
+		return LOG;
+	return elevel;
+}
+
 /* Report why conn's last round trip failed. */
 void
 rconn_report(RedisConn *conn, int elevel, const char *what)
 {
+	elevel = report_level(conn->failure, conn->addr, what, elevel);
 	rconn_report_failure(conn->failure, &conn->node, conn->addr,
 						 conn->errdetail, elevel, what);
 }

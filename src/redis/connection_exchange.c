@@ -99,12 +99,14 @@ rconn_op_failed(OpState *os)
 			conn->failure = RF_CONNECT_TIMEOUT;
 	}
 	else if (conn->failure == RF_LOST && os->was_proven &&
-			 conn->nreplies == 0 && os->attempt == 0)
+			 conn->nreplies == 0 && os->attempt == 0 &&
+			 rcmd_all_resendable(os->op->cmds, os->op->ncmds))
 	{
 		/*
 		 * A connection that worked before and broke before answering
 		 * anything (Redis restarted, or closed an idle connection) is
-		 * retried once on a fresh one.
+		 * retried once on a fresh one, when its commands cannot apply
+		 * twice (an acquire's caller settles a lost reply itself).
 		 */
 		rconn_discard(conn);
 		os->attempt++;
@@ -188,6 +190,7 @@ queue_op(OpState *os)
 	if (!rconn_queue_pipeline(conn, os->op->cmds, os->op->ncmds, os->shared))
 		return false;
 	os->queued = true;
+	os->op->sent = true;
 	os->was_proven = conn->proven;
 	for (int i = 0; i < os->op->ncmds; i++)
 		block_ms += os->op->cmds[i].block_ms;	/* e.g. WAIT's timeout */

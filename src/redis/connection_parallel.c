@@ -2,7 +2,8 @@
  *
  * connection_parallel.c
  *	  Round trips over one node's connection or several at once, and the
- *	  one-node round trips built on that (rconn_run, rconn_ensure).
+ *	  one-node connect built on that (rconn_ensure; rconn_run and
+ *	  rconn_ready, which ride out a blip: connection_retry.c).
  *
  * rconn_run_parallel() drives a set of connections, each with its own
  * pipeline of commands (connection_exchange.c takes each a step at a
@@ -241,6 +242,7 @@ run_ops(RconnOp *ops, int nops, int need, RconnCounts counts, void *arg)
 		}
 		ops[i].ok = false;
 		ops[i].late = false;
+		ops[i].sent = false;
 		ops[i].replies = NULL;
 		ready[i] = true;		/* every op takes its first step */
 		if (ops[i].optional)
@@ -383,32 +385,4 @@ rconn_ensure(RedisConn *conn)
 		return true;
 	rconn_run_parallel(&op, 1);
 	return op.ok;
-}
-
-/*
- * Connect now if not connected (ERROR on failure), so that a caller can tell
- * "Redis never saw the command" apart from "the command may have run".
- */
-void
-rconn_ready(RedisConn *conn, const char *what)
-{
-	if (!rconn_ensure(conn))
-		rconn_report(conn, ERROR, what);
-}
-
-/* Run ncmds commands pipelined on one node's connection. */
-bool
-rconn_run(RedisConn *conn, RedisCmd *cmds, int ncmds,
-		  RReply ***replies, int elevel, const char *what)
-{
-	RconnOp		op = {conn, cmds, ncmds, false, NULL};
-
-	rconn_run_parallel(&op, 1);
-	if (op.ok)
-	{
-		*replies = op.replies;
-		return true;
-	}
-	rconn_report(conn, elevel, what);
-	return false;
 }

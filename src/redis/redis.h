@@ -36,6 +36,9 @@
  *	  connection_exchange.c	one connection's round trip, step by step
  *	  connection_parallel.c	round trips on one connection or several at
  *							once, or until a quorum answered
+ *	  connection_retry.c	a blip ridden out (rlock.retry_timeout): the
+ *							one-node round trip and connect, retried;
+ *							only what cannot apply twice is resent
  *	  connection_pubsub.c	subscribing and waiting for release messages
  *	  redis_int.h			struct RedisConn and what the files share
  *
@@ -57,6 +60,8 @@ typedef struct RlockScript
 	const char *name;
 	const char *body;
 	char		sha1[41];		/* hex digest, computed on first use */
+	bool		once;			/* run twice it would apply twice: never
+								 * resent after it may have run */
 } RlockScript;
 
 /*
@@ -102,6 +107,9 @@ typedef struct RedisCmd
 	/* set when argv is EVALSHA of this script (NOSCRIPT falls back) */
 	const RlockScript *script;
 	int			block_ms;		/* the server may hold the reply this long */
+	bool		request_id;		/* carries a request id: a replay answers as
+								 * the first time, changing nothing, so it may
+								 * be resent even if its script is "once" */
 	int			nnum;
 	const char *inline_argv[RCMD_INLINE_ARGS];
 	size_t		inline_len[RCMD_INLINE_ARGS];
@@ -156,6 +164,8 @@ typedef struct RconnOp
 	bool		optional;		/* in: while its server is silent (it timed
 								 * out, nothing heard since), not waited for
 								 * once the others are done (a grace later) */
+	bool		sent;			/* out: its commands were queued: they may
+								 * have run even if it failed */
 } RconnOp;
 
 /*
@@ -233,6 +243,14 @@ extern void rconn_run_parallel(RconnOp *ops, int nops);
  */
 extern void rconn_run_quorum(RconnOp *ops, int nops, int need,
 							 RconnCounts counts, void *arg);
+
+/*
+ * May a command be sent again after it may have run (connection_command.c)?
+ * Not an EVALSHA of a script marked once (RlockScript.once), unless the
+ * command carries a request id (RedisCmd.request_id).
+ */
+extern bool rcmd_resendable(const RedisCmd *cmd);
+extern bool rcmd_all_resendable(const RedisCmd *cmds, int ncmds);
 
 /* Will conn's next round trip go over the socket it has now? */
 extern bool rconn_reusable(RedisConn *conn);

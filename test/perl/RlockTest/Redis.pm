@@ -401,7 +401,10 @@ Start the server on this object's port (again, after stop) and wait until
 it answers PING.  With tls, $opts{server_cert} ('server' or 'expired') and
 $opts{tls_auth_clients} change what it starts with from now on.  (With an
 expired certificate the cli cannot check PING when it has no --insecure:
-then start waits until the port accepts connections.)
+then start waits until the port accepts connections.)  $opts{args}: more
+redis-server arguments, for this start only; $opts{wait} => 0: return
+without waiting for PING (a server still loading its data answers
+LOADING).
 
 =cut
 
@@ -439,10 +442,12 @@ sub start
 		push @cmd, '--port', $self->{port};
 	}
 	push @cmd, @{ $self->{args} };
+	push @cmd, @{ $opts{args} } if $opts{args};
 	push @cmd, '--requirepass', $self->{password}
 	  if defined $self->{password};
 	system_or_bail(@cmd);
 	$self->{running} = 1;
+	return if defined $opts{wait} && !$opts{wait};
 
 	my $ok = RlockTest::wait_until(sub { $self->_ready }, 30);
 	BAIL_OUT("$SERVER at " . $self->where . ' did not answer'
