@@ -358,7 +358,8 @@ RAISE_TTL("base .. ':' .. field .. ':rwlock_timeout:' .. k", "ARGV[3 * i]")
  * they ran (a lost reply): the connection layer never resends them
  * (rcmd_resendable), their callers settle a lost reply (holds_acquire.c).
  * The others are idempotent, or carry a request id (a release's unlock
- * latch) that makes a replay answer as the first time.
+ * latch; every semaphore and latch script that changes a count:
+ * scripts_sync.c) that makes a replay answer as the first time.
  */
 static RlockScript scripts[RLOCK_NUM_SCRIPTS] = {
 	[RLOCK_SCRIPT_ACQUIRE] = {"acquire", acquire_body, "", true},	/* (or a
@@ -378,13 +379,13 @@ static RlockScript scripts[RLOCK_NUM_SCRIPTS] = {
 	[RLOCK_SCRIPT_FAIR_GIVE_UP] = {"fair give-up", rlock_fair_give_up_body},
 	[RLOCK_SCRIPT_LATCH_COUNT] = {"latch count", rlock_latch_count_body},
 	[RLOCK_SCRIPT_LATCH_SET_COUNT] = {"latch set count", rlock_latch_set_count_body},
-	[RLOCK_SCRIPT_LATCH_COUNT_DOWN] = {"latch count down", rlock_latch_count_down_body, "", true},
+	[RLOCK_SCRIPT_LATCH_COUNT_DOWN] = {"latch count down", rlock_latch_count_down_body},
 	[RLOCK_SCRIPT_LATCH_ADOPT] = {"latch adopt", rlock_latch_adopt_body},
-	[RLOCK_SCRIPT_SEM_ACQUIRE] = {"semaphore acquire", rlock_sem_acquire_body, "", true},
+	[RLOCK_SCRIPT_SEM_ACQUIRE] = {"semaphore acquire", rlock_sem_acquire_body},
 	[RLOCK_SCRIPT_SEM_RELEASE] = {"semaphore release", rlock_sem_release_body},
 	[RLOCK_SCRIPT_SEM_RECONCILE] = {"semaphore reconcile", rlock_sem_reconcile_body},
 	[RLOCK_SCRIPT_SEM_SET_PERMITS] = {"semaphore set permits", rlock_sem_set_permits_body},
-	[RLOCK_SCRIPT_SEM_ADD_PERMITS] = {"semaphore add permits", rlock_sem_add_permits_body, "", true},
+	[RLOCK_SCRIPT_SEM_ADD_PERMITS] = {"semaphore add permits", rlock_sem_add_permits_body},
 	[RLOCK_SCRIPT_SEM_AVAILABLE] = {"semaphore available", rlock_sem_available_body},
 	[RLOCK_SCRIPT_LATCH_DELETE] = {"latch delete", rlock_latch_delete_body},
 	[RLOCK_SCRIPT_SEM_DELETE] = {"semaphore delete", rlock_sem_delete_body},
