@@ -164,6 +164,7 @@ event_wait(const LockName *ln, const char *what, const char *channel,
 				if (action == WAIT_OUTAGE_UNREACHABLE)
 					wait_outage_fail(); /* (in the wait's error context) */
 				error_context_stack = errcb.previous;
+				wait_outage_end();
 				PG_RE_THROW();
 			}
 		}
@@ -172,6 +173,7 @@ event_wait(const LockName *ln, const char *what, const char *channel,
 			break;
 	}
 	MemoryContextDelete(round_cxt);
+	wait_outage_end();
 
 	if (armed)
 		disable_timeout(LOCK_TIMEOUT, false);

@@ -513,6 +513,7 @@ wait_on(RedisConn *sub, bool foreign, const LockName *ln, const char *channel,
 				if (action == WAIT_OUTAGE_UNREACHABLE)
 					wait_outage_fail(); /* (in the wait's error context) */
 				error_context_stack = errcb.previous;
+				wait_outage_end();
 				PG_RE_THROW();
 			}
 		}
@@ -521,6 +522,7 @@ wait_on(RedisConn *sub, bool foreign, const LockName *ln, const char *channel,
 			break;
 	}
 	MemoryContextDelete(round_cxt);
+	wait_outage_end();
 
 	if (armed)
 		disable_timeout(LOCK_TIMEOUT, false);

@@ -117,6 +117,7 @@ typedef enum WaitOutageAction
 } WaitOutageAction;
 
 extern void wait_outage_begin(const char *what);
+extern void wait_outage_end(void);
 extern void wait_outage_answered(void);
 extern bool wait_outage_ongoing(void);
 extern WaitOutageAction wait_outage_catch(TimestampTz end);

@@ -46,6 +46,7 @@
 #include "holds/holds.h"
 #include "locks/locks.h"
 #include "locks/locks_int.h"
+#include "redis/redis.h"
 #include "base/base.h"
 
 /* The current wait's outage. */
@@ -81,6 +82,15 @@ wait_outage_begin(const char *what)
 	outage.since = 0;
 	outage.backoff_ms = OUTAGE_BACKOFF_MIN_MS;
 	outage.gave_up = false;
+	/* the wait's own budget rides outages out, not rlock.retry_timeout */
+	(void) rconn_retry_suspend(true);
+}
+
+/* End a wait (returned, or leaving with its ERROR): calls retry again. */
+void
+wait_outage_end(void)
+{
+	(void) rconn_retry_suspend(false);
 }
 
 /* A round trip of the wait was answered: an outage (if any) is over. */

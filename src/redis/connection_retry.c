@@ -44,11 +44,24 @@
 #define RETRY_FIRST_PAUSE_MS	50
 #define RETRY_MAX_PAUSE_MS		500
 
+/* a wait rides outages out on its own budget (rconn_retry_suspend) */
+static bool retry_suspended = false;
+
+bool
+rconn_retry_suspend(bool suspend)
+{
+	bool		was = retry_suspended;
+
+	retry_suspended = suspend;
+	return was;
+}
+
 /* Is this process one whose calls ride out a blip? */
 static bool
 may_retry(void)
 {
-	if (rlock_retry_timeout_ms <= 0 || rconn_uninterruptible())
+	if (rlock_retry_timeout_ms <= 0 || retry_suspended ||
+		rconn_uninterruptible())
 		return false;
 	/* rlock's own worker renews on its schedule: it does not linger */
 	if (MyBgworkerEntry != NULL &&

@@ -229,6 +229,14 @@ extern bool rconn_run(RedisConn *conn, RedisCmd *cmds, int ncmds,
 					  RReply ***replies, int elevel, const char *what);
 
 /*
+ * Suspend (true) or allow again (false) the ride-through of
+ * rlock.retry_timeout; returns the previous setting.  A wait suspends it
+ * while it waits: it rides an outage out on its own budget
+ * (locks/wait_outage.c), and says so once.
+ */
+extern bool rconn_retry_suspend(bool suspend);
+
+/*
  * Run each op's commands on its connection, all connections at once
  * (connecting those that need it); waits until every op has its replies or
  * has failed (op->ok; op->conn's failure then says why, for rconn_report).
