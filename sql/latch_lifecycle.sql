@@ -57,7 +57,10 @@ SELECT rlock_semaphore_delete('ll_sem') AS existed;
 \! redis-cli -u "$RLOCK_REDIS_URL" EXISTS ll_sem '{ll_sem}:timeout' '{ll_sem}:rlock_semaphore'
 SELECT rlock_semaphore_delete('ll_sem') AS existed;
 -- the permit this session held is lost: its release says so
+-- (terse: the session or the worker may be first to see the loss)
+\set VERBOSITY terse
 SELECT rlock_semaphore_release('ll_sem');
+\set VERBOSITY default
 SELECT count(*) FROM rlock_locks WHERE name = 'll_sem';
 -- an application's integer key is refused, never deleted
 \! redis-cli -u "$RLOCK_REDIS_URL" SET ll_semapp 4 > /dev/null

@@ -168,7 +168,10 @@ SAVEPOINT s1;
 SELECT rlock_xact_acquire('sf_lx1', '1 hour');
 \! redis-cli -u "$RLOCK_REDIS_URL" DEL sf_lx1 > /dev/null
 ROLLBACK TO s1;
+-- (terse: the session or the worker may be first to see the loss)
+\set VERBOSITY terse
 SELECT rlock_hold_count('sf_lx1') AS after_rollback_to;
+\set VERBOSITY default
 \set VERBOSITY terse
 COMMIT;
 \set VERBOSITY default
@@ -177,7 +180,10 @@ BEGIN;
 SELECT rlock_xact_acquire('sf_lx2', '1 hour');
 SELECT rlock_acquire('sf_lx2', '1 hour');
 \! redis-cli -u "$RLOCK_REDIS_URL" DEL sf_lx2 > /dev/null
+-- (terse: the session or the worker may be first to see the loss)
+\set VERBOSITY terse
 SELECT rlock_release('sf_lx2');
+\set VERBOSITY default
 \set VERBOSITY terse
 COMMIT;
 \set VERBOSITY default
@@ -216,7 +222,10 @@ BEGIN;
 SELECT rlock_semaphore_xact_acquire('sf_ls', 1, '1 hour');
 SELECT rlock_semaphore_acquire('sf_ls', 1, '1 hour');
 \! redis-cli -u "$RLOCK_REDIS_URL" DEL '{sf_ls}:timeout' > /dev/null
+-- (terse: the session or the worker may be first to see the loss)
+\set VERBOSITY terse
 SELECT rlock_semaphore_release('sf_ls', 1);
+\set VERBOSITY default
 \set VERBOSITY terse
 COMMIT;
 \set VERBOSITY default

@@ -87,7 +87,10 @@ SELECT acquired, failed, errors FROM delta;
 SELECT rlock_acquire('st_lost', '1 minute');
 \! redis-cli -u "$RLOCK_REDIS_URL" DEL st_lost > /dev/null
 SELECT pg_temp.remark();
+-- (terse: the session or the worker may be first to see the loss)
+\set VERBOSITY terse
 SELECT rlock_release('st_lost');
+\set VERBOSITY default
 SELECT released, lost FROM delta;
 
 -- anyone may read the counters; only superusers may reset them
