@@ -212,7 +212,8 @@ holds_settle_by_count(const LockName *lns, int n, RlockKind kind,
 		{
 			char	   *end;
 
-			c = strtoi64(r->str, &end, 10);
+			/* (strtoi64 is PostgreSQL 14 and later) */
+			c = (int64) strtoll(r->str, &end, 10);
 			if (end == r->str || *end != '\0')
 				c = -1;
 		}
