@@ -103,30 +103,37 @@ is($out, '1', 'the semaphore has 1 permit left');
 
 # ---- Redis still loading its data: LOADING is retried ----
 
-# enough keys that loading them, slowed down, takes seconds
-$redis->eval(
-	"for i = 1, tonumber(ARGV[1]) do redis.call('set', 'rt_pad:' .. i, i) end",
-	[], 20000);
-$redis->stop_save;
-$redis->start(
-	args => [ '--key-load-delay', '100',
-		'--loading-process-events-interval-bytes', '1024' ],
-	wait => 0);
-ok( RlockTest::wait_until(
-		sub { ($redis->cli('PING') // '') =~ /LOADING/ }, 60),
-	'Redis is loading its data (PING answers LOADING)');
-my $ls = $calls[3][1];
-RlockTest::start_bg($ls, "SELECT rlock_try_acquire('rt_loading', '10 min')");
-like($redis->cli('PING') // '', qr/LOADING/,
-	'still loading after the call started: the call meets LOADING');
-ok(RlockTest::wait_until(sub { RlockTest::bg_done($ls) }, 120),
-	'the call returns once Redis has loaded');
-($out, $err, $st) = RlockTest::bg_result($ls);
-is("$out/$st", 't/00000', 'the call started while Redis was loading succeeds')
-  or diag($err);
-unlike($err, qr/WARNING|ERROR/, 'no warning, no error');
-ok(RlockTest::wait_until(sub { ($redis->cli('PING') // '') =~ /PONG/ }, 60),
-	'Redis has loaded');
+SKIP:
+{
+	# (Redis 6 cannot slow its loading down: no
+	# loading-process-events-interval-bytes; bullseye's is 6.0)
+	skip 'Redis before 7.0 cannot be kept loading long enough', 6
+	  if RlockTest::redis_version() < 70000;
+	# enough keys that loading them, slowed down, takes seconds
+	$redis->eval(
+		"for i = 1, tonumber(ARGV[1]) do redis.call('set', 'rt_pad:' .. i, i) end",
+		[], 50000);
+	$redis->stop_save;
+	$redis->start(
+		args => [ '--key-load-delay', '100',
+			'--loading-process-events-interval-bytes', '1024' ],
+		wait => 0);
+	ok( RlockTest::wait_until(
+			sub { ($redis->cli('PING') // '') =~ /LOADING/ }, 60),
+		'Redis is loading its data (PING answers LOADING)');
+	my $ls = $calls[3][1];
+	RlockTest::start_bg($ls, "SELECT rlock_try_acquire('rt_loading', '10 min')");
+	like($redis->cli('PING') // '', qr/LOADING/,
+		'still loading after the call started: the call meets LOADING');
+	ok(RlockTest::wait_until(sub { RlockTest::bg_done($ls) }, 120),
+		'the call returns once Redis has loaded');
+	($out, $err, $st) = RlockTest::bg_result($ls);
+	is("$out/$st", 't/00000', 'the call started while Redis was loading succeeds')
+	  or diag($err);
+	unlike($err, qr/WARNING|ERROR/, 'no warning, no error');
+	ok(RlockTest::wait_until(sub { ($redis->cli('PING') // '') =~ /PONG/ }, 60),
+		'Redis has loaded');
+}
 
 # ---- Redis stays down: one ERROR, after rlock.retry_timeout ----
 
