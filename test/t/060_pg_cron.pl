@@ -106,8 +106,15 @@ foreach my $job (sort keys %jobs)
 	my ($node, $command) = @{ $jobs{$job} };
 	my $cmd = $command;
 	$cmd =~ s/'/''/g;
+	# (pg_cron before 1.4, bullseye's, has no schedule_in_database: its jobs
+	# run in cron.database_name, postgres here too)
+	my $in_db = $node->safe_psql('postgres',
+		"SELECT count(*) FROM pg_proc WHERE proname = 'schedule_in_database'"
+		  . " AND pronamespace = 'cron'::regnamespace");
 	$jobid{$job} = $node->safe_psql('postgres',
-		"SELECT cron.schedule_in_database('$job', '* * * * *', '$cmd', 'postgres')");
+		$in_db
+		? "SELECT cron.schedule_in_database('$job', '* * * * *', '$cmd', 'postgres')"
+		: "SELECT cron.schedule('$job', '* * * * *', '$cmd')");
 }
 note 'jobs scheduled; pg_cron starts them at the next minute';
 

@@ -13,7 +13,6 @@ use strict;
 use warnings;
 
 use PostgreSQL::Test::Cluster;
-use PostgreSQL::Test::RecursiveCopy;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
@@ -65,7 +64,8 @@ sub copy_of
 	my ($name, $edit) = @_;
 	my $c = PostgreSQL::Test::Cluster->new($name);
 	rmdir($c->data_dir);
-	PostgreSQL::Test::RecursiveCopy::copypath($a->data_dir, $c->data_dir);
+	# (cp -a: PostgreSQL 13's test modules have no PostgreSQL::Test::RecursiveCopy)
+	PostgreSQL::Test::Utils::system_or_bail('cp', '-a', $a->data_dir, $c->data_dir);
 	chmod(0700, $c->data_dir);
 	$c->append_conf('postgresql.conf',
 		"port = " . $c->port . "\nunix_socket_directories = '" . $c->host . "'\n");
