@@ -295,10 +295,13 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 -- awaiting it returns once it reaches zero.  set_count sets a count only on
 -- a latch at zero (or absent); count_down returns the count after it (never
 -- below zero).
-CREATE FUNCTION rlock_latch_set_count(name text, count bigint)
+CREATE FUNCTION rlock_latch_set_count(name text, count bigint,
+                                      expire interval DEFAULT NULL)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'rlock_latch_set_count'
+AS 'MODULE_PATHNAME', 'rlock_latch_set_count_0_4'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION rlock_latch_set_count(text, bigint, interval) IS
+  'Sets the count of a latch that is absent (trySetCount): true when set, false when it is counting. With expire, the latch disappears after it whether or not it reached zero.';
 
 CREATE FUNCTION rlock_latch_count_down(name text)
 RETURNS bigint
@@ -312,10 +315,13 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- true when the latch reached zero; false when the wait ran out.  A NULL
 -- wait waits without limit (lock_timeout applies, as for rlock_acquire).
-CREATE FUNCTION rlock_latch_await(name text, wait interval DEFAULT NULL)
+CREATE FUNCTION rlock_latch_await(name text, wait interval DEFAULT NULL,
+                                  must_exist boolean DEFAULT false)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'rlock_latch_await'
+AS 'MODULE_PATHNAME', 'rlock_latch_await_0_4'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION rlock_latch_await(text, interval, boolean) IS
+  'Waits until the latch reaches zero: true then, false when the wait ran out (NULL: no limit, lock_timeout applies). An absent latch counts as zero unless must_exist, which makes it an ERROR (55000).';
 
 -- Introspection.
 -- The version of the library the server runs (rlock.control's
@@ -458,26 +464,9 @@ COMMENT ON FUNCTION rlock_assert_held(text) IS
 -- 5.5).  rlock_latch_await takes must_exist (an absent latch is an ERROR,
 -- 55000, instead of an immediate true) and rlock_latch_set_count an expiry
 -- after which an unfinished latch disappears: new signatures, so new C
--- symbols (0.3's stay for 0.3 catalogs).  Deleting a latch or a semaphore
+-- symbols (0.3's stay for 0.3 catalogs; both are defined above, where the
+-- latch's other functions are).  Deleting a latch or a semaphore
 -- (only one rlock set: an application's key is refused) is not PUBLIC's. ----
-DROP FUNCTION rlock_latch_await(text, interval);
-CREATE FUNCTION rlock_latch_await(name text, wait interval DEFAULT NULL,
-                                  must_exist boolean DEFAULT false)
-RETURNS boolean
-AS 'MODULE_PATHNAME', 'rlock_latch_await_0_4'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION rlock_latch_await(text, interval, boolean) IS
-  'Waits until the latch reaches zero: true then, false when the wait ran out (NULL: no limit, lock_timeout applies). An absent latch counts as zero unless must_exist, which makes it an ERROR (55000).';
-
-DROP FUNCTION rlock_latch_set_count(text, bigint);
-CREATE FUNCTION rlock_latch_set_count(name text, count bigint,
-                                      expire interval DEFAULT NULL)
-RETURNS boolean
-AS 'MODULE_PATHNAME', 'rlock_latch_set_count_0_4'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION rlock_latch_set_count(text, bigint, interval) IS
-  'Sets the count of a latch that is absent (trySetCount): true when set, false when it is counting. With expire, the latch disappears after it whether or not it reached zero.';
-
 CREATE FUNCTION rlock_latch_delete(name text)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'rlock_latch_delete'

@@ -98,7 +98,7 @@ SELECT p.oid::regprocedure AS function,
   JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'rlock'
  WHERE p.proname IN ('rlock_latch_delete', 'rlock_semaphore_delete',
                      'rlock_latch_await', 'rlock_latch_set_count')
- ORDER BY 1::text;
+ ORDER BY p.oid::regprocedure::text;
 SET ROLE rlock_ll_plain;
 SELECT rlock_latch_delete('ll_exp');
 SELECT rlock_semaphore_delete('ll_exp');
