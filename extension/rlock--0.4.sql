@@ -504,3 +504,29 @@ COMMENT ON FUNCTION rlock_servers() IS
 -- every row of rlock_locks names the server (SPEC 12)
 CREATE OR REPLACE VIEW rlock_locks AS
   SELECT l.*, rlock_server_name() AS server FROM rlock_locks() l;
+-- ---- 0.4, deadlocks and waits (SPEC 5.6) ----
+-- Every session waiting for an rlock lock on any server sharing this
+-- server's Redis, with the holders that block it.
+CREATE FUNCTION rlock_waits(OUT server text, OUT pid integer,
+                            OUT database text, OUT name text, OUT kind text,
+                            OUT waiting_since timestamptz, OUT holder text,
+                            OUT blocking_servers text[],
+                            OUT blocking_pids integer[],
+                            OUT blocking_holders text[])
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'rlock_waits'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION rlock_waits() IS
+  'Every session waiting for an rlock lock, semaphore or latch on any server sharing this server''s Redis, with the holders that block it (an owner token is masked). Granted to PUBLIC.';
+
+CREATE VIEW rlock_waits AS SELECT * FROM rlock_waits();
+GRANT SELECT ON rlock_waits TO PUBLIC;
+COMMENT ON VIEW rlock_waits IS
+  'One row per session waiting for an rlock lock, semaphore or latch, on any server sharing this server''s Redis: its server, pid, database, lock, kind, since when, and the holders that block it (server, pid, holder id; an owner token is masked).';
+
+CREATE FUNCTION rlock_blocking_pids(pid integer)
+RETURNS integer[]
+AS 'MODULE_PATHNAME', 'rlock_blocking_pids'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION rlock_blocking_pids(integer) IS
+  'Like pg_blocking_pids: the sessions of this server that block the session pid, through rlock locks or PostgreSQL''s locks. Granted to PUBLIC.';

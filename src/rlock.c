@@ -153,6 +153,15 @@ _PG_init(void)
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
+	DefineCustomIntVariable("rlock.deadlock_timeout",
+							"How long an rlock wait lasts before it checks for a deadlock.",
+							"-1: PostgreSQL's deadlock_timeout; 0: never check.",
+							&rlock_deadlock_timeout_ms,
+							-1, -1, INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
 	DefineCustomBoolVariable("rlock.verify_on_commit",
 							 "Before COMMIT, check that the transaction's rlock transaction-level locks are still held.",
 							 "If one was lost, COMMIT fails and the transaction rolls back.",
@@ -333,6 +342,7 @@ _PG_init(void)
 		stats_install_hooks();
 		route_shmem_install();
 		waitqueue_install_hooks();
+		wait_graph_install_hooks();
 		watchdog_register();
 	}
 }

@@ -105,6 +105,7 @@ extern int	rlock_watchdog_timeout_ms;
 extern int	rlock_connect_timeout_ms;
 extern int	rlock_command_timeout_ms;
 extern int	rlock_retry_timeout_ms;
+extern int	rlock_deadlock_timeout_ms;
 extern bool rlock_verify_on_commit;
 extern bool rlock_cancel_on_lost;
 extern int	rlock_connection_idle_timeout_ms;
@@ -138,6 +139,13 @@ extern void rlock_server_label_sanitized(char *out, int maxlen);
  * The hash tag keeps them in one slot of a Cluster.
  */
 #define RLOCK_SERVERS_KEY		"{rlock:servers}"
+
+/*
+ * The waits made known (SPEC.md section 5.6): a hash per waiting session,
+ * RLOCK_SERVERS_KEY ":wait:<holder id>", and their index, in the same slot
+ * (locks/wait_graph.c, locks/scripts_wait.c).
+ */
+#define RLOCK_WAITS_KEY			RLOCK_SERVERS_KEY ":waits"
 
 /*
  * Was rlock loaded by shared_preload_libraries (set in _PG_init)?  Only

@@ -28,6 +28,7 @@ int			rlock_watchdog_timeout_ms = 30000;
 int			rlock_connect_timeout_ms = 2000;
 int			rlock_command_timeout_ms = 2000;
 int			rlock_retry_timeout_ms = 2000;
+int			rlock_deadlock_timeout_ms = -1;
 bool		rlock_verify_on_commit = true;
 bool		rlock_cancel_on_lost = false;
 int			rlock_connection_idle_timeout_ms = 60000;

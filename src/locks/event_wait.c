@@ -59,6 +59,7 @@ event_loop(RedisConn *sub, const LockName *ln, const char *channel,
 		int			rc;
 
 		MemoryContextSwitchTo(iteration);
+		wait_graph_tick();		/* made known (a latch's never checks) */
 		if (look && check_fn(arg, message))
 		{
 			happened = true;
@@ -79,6 +80,8 @@ event_loop(RedisConn *sub, const LockName *ln, const char *channel,
 		MemoryContextSwitchTo(outer);
 		MemoryContextReset(iteration);
 		MemoryContextSwitchTo(iteration);
+		if (wait_graph_due() < until)
+			until = wait_graph_due();
 		rc = polling ? lock_wait_turn(until) : route_wait_message(sub, until);
 		message = NULL;
 		look = true;
@@ -125,6 +128,8 @@ event_wait(const LockName *ln, const char *what, const char *channel,
 	if (honour_lock_timeout && LockTimeout > 0)
 		end = Min(end, TimestampTzPlusMilliseconds(start, LockTimeout));
 	wait_outage_begin(context);
+	wait_graph_next("latch", ln, 1);
+	wait_graph_begin(ln, false);
 	round_cxt = AllocSetContextCreate(oldcxt, "rlock wait outage round",
 									  ALLOCSET_SMALL_SIZES);
 	for (;;)
@@ -159,6 +164,7 @@ event_wait(const LockName *ln, const char *what, const char *channel,
 			action = wait_outage_catch(end);
 			if (action != WAIT_OUTAGE_RIDE)
 			{
+				wait_graph_abandon();
 				if (armed)
 					disable_timeout(LOCK_TIMEOUT, false);
 				if (action == WAIT_OUTAGE_UNREACHABLE)
@@ -174,6 +180,7 @@ event_wait(const LockName *ln, const char *what, const char *channel,
 	}
 	MemoryContextDelete(round_cxt);
 	wait_outage_end();
+	wait_graph_end();
 
 	if (armed)
 		disable_timeout(LOCK_TIMEOUT, false);

@@ -234,9 +234,12 @@ exclusive_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 		channel = lockname_derive(ln->key, "redisson_lock__channel");
 		if ((mine == NULL || (holds_total(mine) == 0 && !mine->uncertain)) &&
 			waitqueue_has_waiters(channel))
+		{
+			wait_graph_next(token ? "fenced" : "exclusive", ln, 1);
 			return lock_wait(ln, channel, wait_ms, honour_lock_timeout,
 							 LOCK_WAIT_BEHIND | LOCK_WAIT_QUEUED,
 							 exclusive_try, NULL, &attempt);
+		}
 	}
 
 	if (exclusive_try(&attempt, &pttl))
@@ -248,6 +251,7 @@ exclusive_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 	}
 	if (channel == NULL)
 		channel = lockname_derive(ln->key, "redisson_lock__channel");
+	wait_graph_next(token ? "fenced" : "exclusive", ln, 1);
 	return lock_wait(ln, channel, wait_ms, honour_lock_timeout,
 					 owner == NULL ? LOCK_WAIT_QUEUED : 0, exclusive_try, NULL,
 					 &attempt);

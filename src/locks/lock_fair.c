@@ -245,6 +245,7 @@ fair_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 		forget_queue();
 		return true;
 	}
+	wait_graph_next("fair", ln, 1);
 	acquired = lock_wait(ln, psprintf("%s:%s",
 									  lockname_derive(ln->key, "redisson_lock__channel"),
 									  attempt.holder),

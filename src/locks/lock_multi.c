@@ -95,6 +95,8 @@ multi_acquire(const LockName *lns, int n, RlockScope scope, int64 lease_ms,
 {
 	MultiAttempt a;
 	int64		pttl;
+	LockName   *waited;
+	int			nwaited = 0;
 
 	a.holder = holds_prepare_set(lns, n, RLOCK_KIND_EXCLUSIVE, scope,
 								 lease_ms, &a.req);
@@ -118,6 +120,13 @@ multi_acquire(const LockName *lns, int n, RlockScope scope, int64 lease_ms,
 		return false;
 	}
 	a.waiting = true;
+	/* the wait graph knows the member missed first, then the others */
+	waited = palloc(Min(n, WAIT_MAX_KEYS) * sizeof(LockName));
+	waited[nwaited++] = lns[a.missed];
+	for (int i = 0; i < n && nwaited < WAIT_MAX_KEYS; i++)
+		if (i != a.missed)
+			waited[nwaited++] = lns[i];
+	wait_graph_next("multi", waited, nwaited);
 	return lock_wait(&lns[a.missed], channel_of(&lns[a.missed]), wait_ms,
 					 honour_lock_timeout, false, multi_try, NULL, &a);
 }

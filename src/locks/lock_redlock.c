@@ -419,6 +419,7 @@ redlock_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 	else
 	{
 		a.waiting = true;
+		wait_graph_next("redlock", ln, 1);
 		acquired = lock_wait_on(redlock_subscriber(a.listening), ln,
 								channel_of(ln), wait_ms, honour_lock_timeout,
 								false, redlock_try, NULL, &a);

@@ -194,6 +194,7 @@ rw_acquire(const LockName *ln, RlockKind kind, RlockScope scope,
 		stats_count(RLOCK_STAT_FAILED);
 		return false;
 	}
+	wait_graph_next(kind == RLOCK_KIND_READ ? "read" : "write", ln, 1);
 	return lock_wait(ln, channel_of(ln->key), wait_ms, honour_lock_timeout,
 					 kind == RLOCK_KIND_READ, rw_try, NULL, &attempt);
 }

@@ -278,6 +278,7 @@ wait_loop(RedisConn *sub, bool foreign, const LockName *ln,
 		MemoryContextSwitchTo(outer);
 		MemoryContextReset(iteration);
 		MemoryContextSwitchTo(iteration);
+		wait_graph_tick();		/* made known; a deadlock check when due */
 		if (attempt_now)
 		{
 			permits_none_left = permits_too_few = false;
@@ -363,8 +364,16 @@ wait_loop(RedisConn *sub, bool foreign, const LockName *ln,
 			rc = (moved < 0) ? -1 : 2;
 		else
 		{
-			rc = (listening && !polling) ? route_wait_message(sub, until) :
-				lock_wait_turn(until);
+			TimestampTz sleep_until = Min(until, wait_graph_due());
+
+			rc = (listening && !polling) ?
+				route_wait_message(sub, sleep_until) :
+				lock_wait_turn(sleep_until);
+			if (rc == 0 && sleep_until < until)
+			{
+				attempt_now = false;	/* the wait graph's turn, not ours */
+				continue;
+			}
 			if (rc >= 0 && queued && !listening && !polling)
 			{
 				/* woken by our turn, or time to look: where are we now? */
@@ -462,6 +471,7 @@ wait_on(RedisConn *sub, bool foreign, const LockName *ln, const char *channel,
 	if (honour_lock_timeout && LockTimeout > 0)
 		end = Min(end, TimestampTzPlusMilliseconds(start, LockTimeout));
 	wait_outage_begin(errcb.arg);
+	wait_graph_begin(ln, true);
 	/* what a round an outage interrupted left allocated goes with it */
 	round_cxt = AllocSetContextCreate(oldcxt, "rlock wait outage round",
 									  ALLOCSET_SMALL_SIZES);
@@ -506,6 +516,7 @@ wait_on(RedisConn *sub, bool foreign, const LockName *ln, const char *channel,
 			waitqueue_leave(true);
 			if (action != WAIT_OUTAGE_RIDE)
 			{
+				wait_graph_abandon();
 				if (armed)
 					disable_timeout(LOCK_TIMEOUT, false);
 				stats_add_elapsed(RLOCK_STAT_WAIT_US, start);
@@ -523,6 +534,7 @@ wait_on(RedisConn *sub, bool foreign, const LockName *ln, const char *channel,
 	}
 	MemoryContextDelete(round_cxt);
 	wait_outage_end();
+	wait_graph_end();
 
 	if (armed)
 		disable_timeout(LOCK_TIMEOUT, false);

@@ -10,6 +10,8 @@
  *	  scripts_fair.c	the fair lock's scripts
  *	  scripts_rw.c		the read/write lock's scripts
  *	  scripts_sync.c	the count-down latch's and the semaphore's scripts
+ *	  scripts_wait.c	the wait graph's scripts: waits made known, read;
+ *						a lock's blockers
  *	  scripts.c			the Lua scripts, their digests, EVALSHA
  *	  waitqueue.c		shared memory: which waiter of this server tries next
  *	  wait_outage.c		a wait rides through Redis outages: which ERRORs,
@@ -75,6 +77,9 @@ typedef enum RlockScriptId
 	RLOCK_SCRIPT_SEM_AVAILABLE,
 	RLOCK_SCRIPT_LATCH_DELETE,
 	RLOCK_SCRIPT_SEM_DELETE,
+	RLOCK_SCRIPT_WAIT_REGISTER,
+	RLOCK_SCRIPT_WAIT_READ,
+	RLOCK_SCRIPT_LOCK_BLOCKERS,
 	RLOCK_NUM_SCRIPTS
 } RlockScriptId;
 
@@ -97,6 +102,66 @@ extern void locks_init(void);
 
 extern void waitqueue_install_hooks(void);
 
+
+/*
+ * wait_graph, wait_read: the waits of every server sharing the Redis
+ * (SPEC.md section 5.6), read for rlock_waits, rlock_blocking_pids and the
+ * deadlock check; a lock's blockers; a PostgreSQL lock wait's.
+ */
+extern void wait_graph_install_hooks(void);
+extern int	wait_graph_deadlock_timeout(void);
+
+#define WAIT_MAX_KEYS	4		/* a wait's locks known (a multi-lock's first) */
+#define WAIT_KIND_LEN	16
+
+typedef struct WaitRecord
+{
+	char	   *holder;			/* the waiter's holder id */
+	char	   *server;			/* its server's instance UUID */
+	int			pid;
+	char	   *database;
+	char	   *kind;			/* "exclusive", "read", "semaphore", ... */
+	int64		since_ms;		/* Redis's time, epoch ms */
+	bool		checks;			/* it checks for deadlocks */
+	bool		local;			/* this server's (from shared memory) */
+	int			nkeys;
+	char	   *keys[WAIT_MAX_KEYS];
+	char	   *names[WAIT_MAX_KEYS];
+} WaitRecord;
+
+typedef struct WaitSnapshot
+{
+	int			n;
+	WaitRecord *recs;
+	int			nservers;
+	char	  **server_uuids;
+	char	  **server_names;
+	int64		redis_now_ms;	/* when Redis answered */
+	TimestampTz local_now;		/* ... on this server's clock */
+} WaitSnapshot;
+
+extern void wait_snapshot_read(WaitSnapshot *snap);
+extern bool wait_local_record(int pid, WaitRecord *w);
+extern const char *wait_server_name(const WaitSnapshot *snap,
+									const char *holder);
+extern const char *wait_my_uuid(void);
+extern int	wait_holder_pid(const char *holder);
+extern TimestampTz wait_local_time(const WaitSnapshot *snap, int64 ms);
+
+typedef struct LockBlockers
+{
+	char	   *mode;			/* a read/write lock's ("read", "write") */
+	int			nholders;
+	char	  **holders;		/* holder ids (or a Redisson client's) */
+	int			nqueue;
+	char	  **queue;			/* a fair lock's queue, head first */
+} LockBlockers;
+
+extern LockBlockers *lock_blockers(const char *kind, const char *key,
+								   const char *name);
+extern int	wait_blocking_holders(const WaitRecord *w, LockBlockers **bl,
+								  const char ***holders, const char ***names);
+extern int	pg_lock_blockers(int pid, int **pids, char **what);
 
 /*
  * lock_exclusive: The exclusive reentrant lock (Redisson RLock) and its fenced variant

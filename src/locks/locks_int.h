@@ -188,4 +188,35 @@ extern void redlock_recheck_holds(void);
  */
 #define LATCH_MARKER_SUFFIX	"rlock_latch"
 
+/*
+ * wait_graph.c: waits made known.  A slot of shared memory per backend
+ * (written by its owner only; changecount first, odd while written), and
+ * the same in Redis once the wait lasts.
+ */
+typedef struct WaitGraphSlot
+{
+	pg_atomic_uint32 changecount;
+	int			pid;			/* 0: not waiting */
+	Oid			dboid;
+	TimestampTz since;			/* this server's clock */
+	int64		redis_since;	/* Redis's, epoch ms; 0: not known there */
+	bool		checks;			/* it checks for deadlocks */
+	char		kind[WAIT_KIND_LEN];
+	int			nkeys;
+	int			prefixlen[WAIT_MAX_KEYS];	/* the name is the key past it */
+	char		keys[WAIT_MAX_KEYS][RLOCK_MAX_KEY_LEN + 1];
+} WaitGraphSlot;
+
+extern void wait_graph_next(const char *kind, const LockName *lns, int n);
+extern void wait_graph_begin(const LockName *ln, bool checks);
+extern void wait_graph_tick(void);
+extern TimestampTz wait_graph_due(void);
+extern void wait_graph_end(void);
+extern void wait_graph_abandon(void);
+extern int	wait_graph_nslots(void);
+extern bool wait_graph_read_slot(int i, WaitGraphSlot *out);
+
+/* deadlock.c: the check a waiter makes (40P01 when it is the victim) */
+extern void deadlock_check(const WaitGraphSlot *self);
+
 #endif							/* RLOCK_LOCKS_INT_H */

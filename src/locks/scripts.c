@@ -389,6 +389,9 @@ static RlockScript scripts[RLOCK_NUM_SCRIPTS] = {
 	[RLOCK_SCRIPT_SEM_AVAILABLE] = {"semaphore available", rlock_sem_available_body},
 	[RLOCK_SCRIPT_LATCH_DELETE] = {"latch delete", rlock_latch_delete_body},
 	[RLOCK_SCRIPT_SEM_DELETE] = {"semaphore delete", rlock_sem_delete_body},
+	[RLOCK_SCRIPT_WAIT_REGISTER] = {"wait register", rlock_wait_register_body},
+	[RLOCK_SCRIPT_WAIT_READ] = {"wait read", rlock_wait_read_body},
+	[RLOCK_SCRIPT_LOCK_BLOCKERS] = {"lock blockers", rlock_lock_blockers_body},
 };
 
 /*

@@ -123,4 +123,9 @@ extern const char rlock_sem_available_body[];
 extern const char rlock_latch_delete_body[];
 extern const char rlock_sem_delete_body[];
 
+/* scripts_wait.c */
+extern const char rlock_wait_register_body[];
+extern const char rlock_wait_read_body[];
+extern const char rlock_lock_blockers_body[];
+
 #endif							/* RLOCK_SCRIPTS_LUA_H */

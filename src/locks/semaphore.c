@@ -245,6 +245,7 @@ semaphore_acquire(const LockName *ln, RlockScope scope, int permits,
 	 * are left; and one that cannot take what it asks for, although some
 	 * are free, lets the next one look.
 	 */
+	wait_graph_next("semaphore", ln, 1);
 	return lock_wait(ln, lockname_derive(ln->key, SEM_CHANNEL), wait_ms,
 					 honour_lock_timeout, LOCK_WAIT_PERMITS, sem_try, NULL,
 					 &attempt);

@@ -40,21 +40,7 @@
 #include "holds/holds.h"
 #include "locks/locks.h"
 #include "base/base.h"
-
-/* What rlock_status shows for an owner token's hold (see the top). */
-#define OWNER_TOKEN_SHOWN		"<owner token>"
-#define NO_PRIVILEGE_SHOWN		"<insufficient privilege>"
-
-#if PG_VERSION_NUM < 140000
-#define ROLE_PG_READ_ALL_STATS	DEFAULT_ROLE_READ_ALL_STATS
-#endif
-
-/* May the current role see that a hold is an owner token's? */
-static bool
-sees_owner_tokens(void)
-{
-	return superuser() || has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS);
-}
+#include "sql/sql.h"
 
 static Interval *
 ms_interval(int64 ms)
@@ -220,7 +206,7 @@ rlock_status(PG_FUNCTION_ARGS)
 	const char *mode = NULL;
 	bool		queued;
 	bool		semaphore;
-	bool		privileged = sees_owner_tokens();
+	bool		privileged = sql_sees_owner_tokens();
 	int			nfields;
 	char	  **fields;
 	char	  **values;

@@ -12,6 +12,8 @@
  *						rlock_locks, rlock_stats, rlock_ping...
  *	  servers.c			rlock_server_name, rlock_servers: the servers
  *						announced on the Redis
+ *	  waits.c			rlock_waits, rlock_blocking_pids: who waits, who
+ *						blocks (and what a role may see of a holder)
  *
  * Copyright (c) 2026, rlock developers
  *
@@ -41,5 +43,14 @@ extern int64 sql_wait_arg(FunctionCallInfo fcinfo, int argno,
 extern int64 sql_interval_ms(Interval *iv, const char *argname,
 							 const char *noun, const LockName *ln,
 							 bool allow_zero);
+
+/*
+ * waits.c: what a role may see of a holder (an owner token's digest is
+ * masked: introspect.c explains).
+ */
+#define OWNER_TOKEN_SHOWN		"<owner token>"
+#define NO_PRIVILEGE_SHOWN		"<insufficient privilege>"
+extern bool sql_sees_owner_tokens(void);
+extern const char *sql_holder_shown(const char *holder, bool privileged);
 
 #endif							/* RLOCK_SQL_H */
