@@ -14,6 +14,13 @@
  *						a lock's blockers
  *	  scripts.c			the Lua scripts, their digests, EVALSHA
  *	  waitqueue.c		shared memory: which waiter of this server tries next
+ *	  wait_slots.c		shared memory: what this server's sessions wait for
+ *	  wait_read.c		every server's waits read; a lock's blockers; a
+ *						PostgreSQL lock wait's
+ *	  deadlock.c		a waiter's deadlock check: the knot, its victim,
+ *						40P01
+ *	  wait_graph.c		a wait made known (shared memory, Redis); when it
+ *						checks for deadlocks
  *	  wait_outage.c		a wait rides through Redis outages: which ERRORs,
  *						the back-off, the failure at the wait's end
  *	  lock_wait.c		how a blocked acquisition waits, for every kind
@@ -80,6 +87,7 @@ typedef enum RlockScriptId
 	RLOCK_SCRIPT_WAIT_REGISTER,
 	RLOCK_SCRIPT_WAIT_READ,
 	RLOCK_SCRIPT_LOCK_BLOCKERS,
+	RLOCK_SCRIPT_WAIT_FORGET,
 	RLOCK_NUM_SCRIPTS
 } RlockScriptId;
 
@@ -110,6 +118,7 @@ extern void waitqueue_install_hooks(void);
  */
 extern void wait_graph_install_hooks(void);
 extern int	wait_graph_deadlock_timeout(void);
+extern bool wait_graph_forget_server(const char *uuid, TimestampTz cap);
 
 #define WAIT_MAX_KEYS	4		/* a wait's locks known (a multi-lock's first) */
 #define WAIT_KIND_LEN	16

@@ -214,6 +214,7 @@ extern TimestampTz wait_graph_due(void);
 extern void wait_graph_end(void);
 extern void wait_graph_abandon(void);
 extern int	wait_graph_nslots(void);
+extern WaitGraphSlot *wait_slots_mine(void);
 extern bool wait_graph_read_slot(int i, WaitGraphSlot *out);
 
 /* deadlock.c: the check a waiter makes (40P01 when it is the victim) */

@@ -392,6 +392,7 @@ static RlockScript scripts[RLOCK_NUM_SCRIPTS] = {
 	[RLOCK_SCRIPT_WAIT_REGISTER] = {"wait register", rlock_wait_register_body},
 	[RLOCK_SCRIPT_WAIT_READ] = {"wait read", rlock_wait_read_body},
 	[RLOCK_SCRIPT_LOCK_BLOCKERS] = {"lock blockers", rlock_lock_blockers_body},
+	[RLOCK_SCRIPT_WAIT_FORGET] = {"wait forget", rlock_wait_forget_body},
 };
 
 /*

@@ -127,5 +127,6 @@ extern const char rlock_sem_delete_body[];
 extern const char rlock_wait_register_body[];
 extern const char rlock_wait_read_body[];
 extern const char rlock_lock_blockers_body[];
+extern const char rlock_wait_forget_body[];
 
 #endif							/* RLOCK_SCRIPTS_LUA_H */

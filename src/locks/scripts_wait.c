@@ -67,6 +67,22 @@ NOW_MS
 "return {now, recs, srv}\n";
 
 /*
+ * wait forget: KEYS[1] the waits' index; ARGV[1] the prefix of a wait's
+ * hash, ARGV[2] the holder ids' prefix of a former run ("<uuid>:").
+ * Deletes that run's waits; returns how many.
+ */
+const char	rlock_wait_forget_body[] =
+"local n = 0\n"
+"for _, m in ipairs(redis.call('zrange', KEYS[1], 0, -1)) do\n"
+"  if string.sub(m, 1, #ARGV[2]) == ARGV[2] then\n"
+"    redis.call('del', ARGV[1] .. m)\n"
+"    redis.call('zrem', KEYS[1], m)\n"
+"    n = n + 1\n"
+"  end\n"
+"end\n"
+"return n\n";
+
+/*
  * lock blockers: KEYS[1] the lock (a hash: exclusive, fenced, fair,
  * read/write, Redlock's on one master; or a semaphore's permits), KEYS[2]
  * the fair queue, KEYS[3] the semaphore's {N}:timeout; ARGV[1] the most

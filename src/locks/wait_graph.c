@@ -2,15 +2,13 @@
  *
  * wait_graph.c
  *	  Waits made known (SPEC.md section 5.6): this server's in shared
- *	  memory at once, every server's in Redis once a wait lasts; and the
- *	  timing of a wait's deadlock checks (deadlock.c).
+ *	  memory at once (wait_slots.c), every server's in Redis once a wait
+ *	  lasts; and the timing of a wait's deadlock checks (deadlock.c).
  *
  * A kind describes its next wait (wait_graph_next: its kind, its keys)
  * before it calls lock_wait or event_wait; the wait fills this backend's
  * slot when it begins and empties it when it ends (also from PG_CATCH, and
- * at exit: it is only shared memory).  The slots are written by their
- * owner alone and read without a lock, as PostgreSQL's backend status is:
- * a change count, odd while the owner writes, tells a reader to read again.
+ * at exit: it is only shared memory).
  *
  * Redis learns of a wait only when it has lasted WAIT_REGISTER_AFTER_MS
  * (or half the deadlock timeout, if shorter): an uncontended acquire and a
@@ -56,15 +54,6 @@
 #define WAIT_RECORD_TTL_MS		6000
 #define WAIT_RECHECK_MIN_MS		100
 
-typedef struct WaitGraphShared
-{
-	int			nslots;
-	WaitGraphSlot slots[FLEXIBLE_ARRAY_MEMBER];
-} WaitGraphShared;
-
-static WaitGraphShared *wg = NULL;
-static shmem_request_hook_type prev_shmem_request_hook = NULL;
-static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 static bool exit_callback_registered = false;
 
 /* The next wait, as its kind describes it (wait_graph_next). */
@@ -88,50 +77,6 @@ static char *stale_record = NULL;
 
 static void wait_graph_cleanup(void);
 
-static Size
-wait_graph_size(void)
-{
-	return add_size(offsetof(WaitGraphShared, slots),
-					mul_size(rlock_max_backends(), sizeof(WaitGraphSlot)));
-}
-
-static void
-wait_graph_shmem_request(void)
-{
-	if (prev_shmem_request_hook)
-		prev_shmem_request_hook();
-	RequestAddinShmemSpace(wait_graph_size());
-}
-
-static void
-wait_graph_shmem_startup(void)
-{
-	bool		found;
-
-	if (prev_shmem_startup_hook)
-		prev_shmem_startup_hook();
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	wg = ShmemInitStruct("rlock wait graph", wait_graph_size(), &found);
-	if (!found)
-	{
-		wg->nslots = rlock_max_backends();
-		for (int i = 0; i < wg->nslots; i++)
-		{
-			pg_atomic_init_u32(&wg->slots[i].changecount, 0);
-			wg->slots[i].pid = 0;
-		}
-	}
-	LWLockRelease(AddinShmemInitLock);
-}
-
-void
-wait_graph_install_hooks(void)
-{
-	RLOCK_SHMEM_REQUEST(prev_shmem_request_hook, wait_graph_shmem_request);
-	prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = wait_graph_shmem_startup;
-}
-
 /* The deadlock timeout in force: ms, 0 = never check. */
 int
 wait_graph_deadlock_timeout(void)
@@ -140,19 +85,11 @@ wait_graph_deadlock_timeout(void)
 		DeadlockTimeout;
 }
 
-static WaitGraphSlot *
-my_slot(void)
-{
-	if (wg == NULL || MyProc == NULL || RLOCK_MY_PROC_NUMBER >= wg->nslots)
-		return NULL;
-	return &wg->slots[RLOCK_MY_PROC_NUMBER];
-}
-
 /* Publish cur.self in the slot (or empty it: pid 0). */
 static void
 write_slot(bool waiting)
 {
-	WaitGraphSlot *s = my_slot();
+	WaitGraphSlot *s = wait_slots_mine();
 
 	if (s == NULL)
 		return;
@@ -178,43 +115,6 @@ wait_graph_exit_callback(int code, Datum arg)
 	if (cur.active)
 		write_slot(false);
 	cur.active = false;
-}
-
-/*
- * Copy slot i into *out; false when it holds no wait.  Retries while its
- * owner writes it.
- */
-bool
-wait_graph_read_slot(int i, WaitGraphSlot *out)
-{
-	WaitGraphSlot *s;
-
-	if (wg == NULL || i < 0 || i >= wg->nslots)
-		return false;
-	s = &wg->slots[i];
-	for (int tries = 0; tries < 1000; tries++)
-	{
-		uint32		before = pg_atomic_read_u32(&s->changecount);
-		uint32		after;
-
-		pg_read_barrier();
-		if ((before & 1) == 0)
-		{
-			memcpy(out, s, sizeof(WaitGraphSlot));
-			pg_read_barrier();
-			after = pg_atomic_read_u32(&s->changecount);
-			if (before == after)
-				return out->pid != 0;
-		}
-		CHECK_FOR_INTERRUPTS();
-	}
-	return false;
-}
-
-int
-wait_graph_nslots(void)
-{
-	return wg == NULL ? 0 : wg->nslots;
 }
 
 /*
@@ -276,7 +176,7 @@ wait_graph_begin(const LockName *ln, bool checks)
 	cur.active = true;
 
 	holds_on_abort(wait_graph_cleanup);
-	if (!exit_callback_registered && my_slot() != NULL)
+	if (!exit_callback_registered && wait_slots_mine() != NULL)
 	{
 		before_shmem_exit(wait_graph_exit_callback, (Datum) 0);
 		exit_callback_registered = true;
@@ -323,6 +223,7 @@ register_wait(TimestampTz now)
 	long		secs;
 	int			usecs;
 	char		field[16];
+	bool		ok;
 
 	if (cur.record_key == NULL)
 		cur.record_key = record_key();
@@ -355,7 +256,11 @@ register_wait(TimestampTz now)
 		rcmd_str(&cmd, pstrdup(field));
 		rcmd_int(&cmd, s->prefixlen[i]);
 	}
-	if (!route_run(route_backend(), &cmd, 1, &replies, ERROR, NULL))
+	/* not lock traffic (rlock_stats counts none); a failure waits for the next */
+	stats_quiet = true;
+	ok = route_run(route_backend(), &cmd, 1, &replies, DEBUG1, NULL);
+	stats_quiet = false;
+	if (!ok)
 		return;
 	if (replies[0]->type == RREPLY_INTEGER && replies[0]->integer > 0)
 	{
@@ -378,6 +283,7 @@ wait_graph_tick(void)
 	if (!cur.active)
 		return;
 	now = GetCurrentTimestamp();
+	/* (the next times first: a round trip that throws is not repeated at once) */
 	if (now >= cur.register_at)
 	{
 		cur.register_at = TimestampTzPlusMilliseconds(now, WAIT_REFRESH_MS);
@@ -385,9 +291,17 @@ wait_graph_tick(void)
 	}
 	if (now >= cur.check_at)
 	{
-		deadlock_check(&cur.self);
-		cur.check_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-												   cur.check_ms);
+		cur.check_at = TimestampTzPlusMilliseconds(now, cur.check_ms);
+		stats_quiet = true;
+		PG_TRY();
+		{
+			deadlock_check(&cur.self);
+		}
+		PG_FINALLY();
+		{
+			stats_quiet = false;
+		}
+		PG_END_TRY();
 	}
 }
 
@@ -414,7 +328,35 @@ delete_record(char *key)
 	rcmd_str(&cmds[1], "ZREM");
 	rcmd_str(&cmds[1], RLOCK_WAITS_KEY);
 	rcmd_str(&cmds[1], rlock_backend_holder());
-	(void) route_run(route_backend(), cmds, 2, &replies, WARNING, NULL);
+	stats_quiet = true;
+	(void) route_run(route_backend(), cmds, 2, &replies, DEBUG1, NULL);
+	stats_quiet = false;
+}
+
+/*
+ * Forget the waits of a former run of this server (crash_cleanup.c, after
+ * a restart): none can be alive.  One round trip; false if it failed.
+ */
+bool
+wait_graph_forget_server(const char *uuid, TimestampTz cap)
+{
+	RedisCmd	cmd;
+	RReply	  **replies;
+	RedisConn  *conn = route_backend();
+	bool		ok;
+
+	if (uuid == NULL || strlen(uuid) != 36)
+		return true;
+	rcmd_script(&cmd, RLOCK_SCRIPT_WAIT_FORGET, 1);
+	rcmd_str(&cmd, RLOCK_WAITS_KEY);
+	rcmd_str(&cmd, RLOCK_SERVERS_KEY ":wait:");
+	rcmd_str(&cmd, psprintf("%s:", uuid));
+	stats_quiet = true;
+	rconn_set_deadline_cap(conn, cap);
+	ok = route_run(conn, &cmd, 1, &replies, DEBUG1, NULL);
+	rconn_set_deadline_cap(conn, DT_NOEND);
+	stats_quiet = false;
+	return ok && replies[0]->type == RREPLY_INTEGER;
 }
 
 /* The abort path's clean-up: a record an ERROR left (holds_on_abort). */

@@ -31,6 +31,7 @@
 #include "redis/redis.h"
 #include "route/route.h"
 #include "holds/holds.h"
+#include "locks/locks.h"
 #include "base/base.h"
 #include "worker/worker.h"
 
@@ -40,6 +41,9 @@
 #define ANNOUNCE_RETRY_MS	1000
 
 static TimestampTz next_announce = 0;
+
+/* The former run's waits are forgotten (wait_graph_forget_server). */
+static bool forgot_previous = false;
 
 /*
  * Refresh this server's announcement when it is due (in the caller's
@@ -121,4 +125,12 @@ announce_refresh(TimestampTz cap)
 	next_announce = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 												ok ? ANNOUNCE_MS :
 												ANNOUNCE_RETRY_MS);
+
+	/*
+	 * The waits a former run made known (SPEC.md section 5.6) expire by
+	 * themselves within seconds; after a crash, forget them at once.
+	 */
+	if (ok && !forgot_previous)
+		forgot_previous = wait_graph_forget_server(crash_cleanup_previous_uuid(),
+												   cap);
 }
