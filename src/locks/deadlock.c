@@ -60,7 +60,8 @@ typedef struct DNode
 
 typedef struct DGraph
 {
-	WaitSnapshot snap;
+	WaitSnapshot snap;			/* only the servers' names, for DETAIL */
+	bool		have_servers;
 	int			n;
 	DNode		nodes[DEADLOCK_MAX_NODES];
 	/* blockers read, per key */
@@ -83,12 +84,6 @@ node_of(DGraph *g, const char *holder)
 	d = &g->nodes[g->n];
 	memset(d, 0, sizeof(DNode));
 	d->holder = holder;
-	for (int i = 0; i < g->snap.n; i++)
-		if (strcmp(g->snap.recs[i].holder, holder) == 0)
-		{
-			d->wait = &g->snap.recs[i];
-			break;
-		}
 	return g->n++;
 }
 
@@ -159,20 +154,47 @@ expand(DGraph *g, int i)
 	}
 }
 
-/* Read the graph from the waiter self outwards, and find who is free. */
+/*
+ * The waits of nodes from..n-1, read at once (this server's from shared
+ * memory, the others' in one round trip).
+ */
+static void
+read_waits(DGraph *g, int from)
+{
+	int			n = g->n - from;
+	const char **holders = palloc((n + 1) * sizeof(char *));
+	WaitRecord **recs = palloc((n + 1) * sizeof(WaitRecord *));
+
+	for (int i = 0; i < n; i++)
+		holders[i] = g->nodes[from + i].holder;
+	wait_records_fetch(holders, n, recs);
+	for (int i = 0; i < n; i++)
+		g->nodes[from + i].wait = recs[i];
+}
+
+/*
+ * Read the graph from the waiter self outwards, a level at a time (the
+ * waits of a level in one round trip, then each lock they wait for), and
+ * find who is free.
+ */
 static void
 build(DGraph *g, const char *self_holder)
 {
 	bool		changed = true;
+	int			level = 0;
 
 	memset(g, 0, offsetof(DGraph, nodes));
 	g->ncached = 0;
-	wait_snapshot_read(&g->snap);
 	node_of(g, self_holder);
-	for (int i = 0; i < g->n; i++)
+	while (level < g->n)
 	{
+		int			end = g->n;
+
 		CHECK_FOR_INTERRUPTS();
-		expand(g, i);
+		read_waits(g, level);
+		for (int i = level; i < end; i++)
+			expand(g, i);
+		level = end;
 	}
 
 	/* a node is free when its wait can end; to a fixed point */
@@ -279,6 +301,11 @@ describe_node(StringInfo buf, DGraph *g, const DNode *d, const char *word)
 {
 	int			pid = d->wait ? d->wait->pid : wait_holder_pid(d->holder);
 
+	if (!g->have_servers)
+	{
+		wait_snapshot_read(&g->snap, 0);	/* the servers' names */
+		g->have_servers = true;
+	}
 	appendStringInfo(buf, "%s %d on server \"%s\"", word, pid,
 					 wait_server_name(&g->snap, d->holder));
 }

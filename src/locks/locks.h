@@ -149,7 +149,9 @@ typedef struct WaitSnapshot
 	TimestampTz local_now;		/* ... on this server's clock */
 } WaitSnapshot;
 
-extern void wait_snapshot_read(WaitSnapshot *snap);
+extern void wait_snapshot_read(WaitSnapshot *snap, int max_waits);
+extern void wait_records_fetch(const char *const *holders, int n,
+							   WaitRecord **out);
 extern bool wait_local_record(int pid, WaitRecord *w);
 extern const char *wait_server_name(const WaitSnapshot *snap,
 									const char *holder);

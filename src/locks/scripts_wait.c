@@ -48,16 +48,18 @@ NOW_MS
 /*
  * wait read: KEYS[1] the waits' index, KEYS[2] the servers' index; ARGV[1]
  * the prefix of a wait's hash, ARGV[2] of a server's, ARGV[3] the most
- * waits read.  Returns {now, {{holder, field, value, ...}, ...}, {uuid,
+ * waits read (0: only the servers).  Returns {now, {{holder, field, value, ...}, ...}, {uuid,
  * name, ...}}: the waits not expired, the servers announced.
  */
 const char	rlock_wait_read_body[] =
 NOW_MS
 "local recs = {}\n"
-"local ms = redis.call('zrangebyscore', KEYS[1], now, '+inf', 'limit', 0, tonumber(ARGV[3]))\n"
-"for _, m in ipairs(ms) do\n"
-"  local h = redis.call('hgetall', ARGV[1] .. m)\n"
-"  if #h > 0 then table.insert(h, 1, m); table.insert(recs, h) end\n"
+"if tonumber(ARGV[3]) > 0 then\n"
+"  local ms = redis.call('zrangebyscore', KEYS[1], now, '+inf', 'limit', 0, tonumber(ARGV[3]))\n"
+"  for _, m in ipairs(ms) do\n"
+"    local h = redis.call('hgetall', ARGV[1] .. m)\n"
+"    if #h > 0 then table.insert(h, 1, m); table.insert(recs, h) end\n"
+"  end\n"
 "end\n"
 "local srv = {}\n"
 "for _, u in ipairs(redis.call('zrangebyscore', KEYS[2], now, '+inf', 'limit', 0, 1000)) do\n"

@@ -220,11 +220,77 @@ wait_local_record(int pid, WaitRecord *w)
 }
 
 /*
- * Every wait of every server on the Redis (this server's from shared
- * memory), and the servers' names: one round trip.
+ * The waits of the n holders (NULL where a holder waits for nothing
+ * known): this server's from shared memory, the others' in one round trip
+ * (their records share a slot).  The deadlock check reads the graph so,
+ * from the waiter outwards, never every wait.
  */
 void
-wait_snapshot_read(WaitSnapshot *snap)
+wait_records_fetch(const char *const *holders, int n, WaitRecord **out)
+{
+	RedisCmd   *cmds = palloc((n + 1) * sizeof(RedisCmd));
+	int		   *which = palloc((n + 1) * sizeof(int));
+	int			ncmds = 0;
+	RReply	  **replies;
+
+	for (int i = 0; i < n; i++)
+	{
+		out[i] = NULL;
+		if (wait_graph_nslots() > 0 &&
+			strncmp(holders[i], wait_my_uuid(), 36) == 0)
+		{
+			WaitRecord *w = palloc(sizeof(WaitRecord));
+			int			pid = wait_holder_pid(holders[i]);
+
+			if (pid > 0 && wait_local_record(pid, w))
+				out[i] = w;
+			continue;
+		}
+		rcmd_init(&cmds[ncmds]);
+		rcmd_str(&cmds[ncmds], "HGETALL");
+		rcmd_str(&cmds[ncmds], psprintf("%s:wait:%s", RLOCK_SERVERS_KEY,
+										holders[i]));
+		which[ncmds++] = i;
+	}
+	if (ncmds == 0)
+		return;
+	(void) route_run(route_backend(), cmds, ncmds, &replies, ERROR,
+					 "rlock waits");
+	for (int c = 0; c < ncmds; c++)
+	{
+		RReply	   *r = replies[c];
+		RReply		rec;
+		RReply	   *name;
+		WaitRecord *w = palloc(sizeof(WaitRecord));
+
+		if (r->type == RREPLY_ERROR)
+			rconn_reply_error(r, ERROR, "rlock waits");
+		if (r->type != RREPLY_ARRAY)
+			rconn_unexpected_reply(r, "rlock waits");
+		if (r->elements == 0)
+			continue;			/* it waits for nothing known */
+		/* as the read script answers: the holder first, then the fields */
+		name = palloc0(sizeof(RReply));
+		name->type = RREPLY_STRING;
+		name->str = (char *) holders[which[c]];
+		name->len = strlen(name->str);
+		rec.type = RREPLY_ARRAY;
+		rec.elements = r->elements + 1;
+		rec.element = palloc((r->elements + 1) * sizeof(RReply *));
+		rec.element[0] = name;
+		memcpy(rec.element + 1, r->element, r->elements * sizeof(RReply *));
+		if (parse_record(&rec, w))
+			out[which[c]] = w;
+	}
+}
+
+/*
+ * Every wait of every server on the Redis (this server's from shared
+ * memory), and the servers' names: one round trip.  max_waits 0 reads
+ * only the servers' names.
+ */
+void
+wait_snapshot_read(WaitSnapshot *snap, int max_waits)
 {
 	RedisCmd	cmd;
 	RReply	  **replies;
@@ -239,7 +305,7 @@ wait_snapshot_read(WaitSnapshot *snap)
 	rcmd_str(&cmd, RLOCK_SERVERS_KEY);
 	rcmd_str(&cmd, RLOCK_SERVERS_KEY ":wait:");
 	rcmd_str(&cmd, RLOCK_SERVERS_KEY ":");
-	rcmd_int(&cmd, WAIT_READ_MAX);
+	rcmd_int(&cmd, Min(Max(max_waits, 0), WAIT_READ_MAX));
 	(void) route_run(route_backend(), &cmd, 1, &replies, ERROR,
 					 "rlock waits");
 	r = replies[0];
@@ -283,7 +349,8 @@ wait_snapshot_read(WaitSnapshot *snap)
 		snap->server_names[snap->nservers++] = n;
 	}
 	local_ms = (snap->local_now - SetEpochTimestamp()) / 1000;
-	add_local_waits(snap, snap->redis_now_ms - local_ms);
+	if (max_waits > 0)
+		add_local_waits(snap, snap->redis_now_ms - local_ms);
 }
 
 /* Strings of an array reply, at most max. */

@@ -112,7 +112,7 @@ rlock_waits(PG_FUNCTION_ARGS)
 	bool		privileged = sql_sees_owner_tokens();
 
 	InitMaterializedSRF(fcinfo, 0);
-	wait_snapshot_read(&snap);
+	wait_snapshot_read(&snap, PG_INT32_MAX);
 	for (int i = 0; i < snap.n; i++)
 	{
 		const WaitRecord *w = &snap.recs[i];
