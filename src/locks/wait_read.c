@@ -458,9 +458,10 @@ lock_blockers(const char *kind, const char *key, const char *name)
 /*
  * The holders that block wait w on its locks (bl: each lock's blockers,
  * read by the caller, w->nkeys of them): a read waiter only by a writer; a
- * fair waiter also by those queued ahead of it; never by itself, but on a
- * semaphore (its own permits count against it).  Returns how many, with
- * the lock's name each blocks it through.
+ * fair waiter also by those queued ahead of it; never by itself (its own
+ * permits of a semaphore may end by their lease, or permits be added: no
+ * deadlock is claimed on them).  Returns how many, with the lock's name
+ * each blocks it through.
  */
 int
 wait_blocking_holders(const WaitRecord *w, LockBlockers **bl,
@@ -468,7 +469,6 @@ wait_blocking_holders(const WaitRecord *w, LockBlockers **bl,
 {
 	int			max = 0;
 	int			n = 0;
-	bool		sem = (strcmp(w->kind, "semaphore") == 0);
 
 	if (strcmp(w->kind, "latch") == 0)
 		return 0;
@@ -483,7 +483,7 @@ wait_blocking_holders(const WaitRecord *w, LockBlockers **bl,
 		if (strcmp(w->kind, "read") != 0 || strcmp(b->mode, "write") == 0)
 			for (int h = 0; h < b->nholders; h++)
 			{
-				if (!sem && strcmp(b->holders[h], w->holder) == 0)
+				if (strcmp(b->holders[h], w->holder) == 0)
 					continue;
 				(*holders)[n] = b->holders[h];
 				(*names)[n++] = w->names[k];

@@ -52,7 +52,10 @@
 #              model's (absent: 0, never below)
 #   errors     no call fails unexpectedly; a lock function on a
 #              semaphore's or a latch's name fails with 42809 (and the
-#              reverse), changing nothing
+#              reverse), changing nothing; every wait checks for
+#              deadlocks (rlock.deadlock_timeout 20 ms) and none is ever
+#              reported (40P01): the steps never wait at once, so no
+#              cycle of waits exists
 #
 # For semaphores, the categories above mean: exclusion, no acquisition
 # while the permits promised to others and this one exceed the total; ttl,

@@ -308,6 +308,9 @@ sub round_checked
 	$s->query_safe("SET $_")
 	  for ("rlock.command_timeout = '300ms'", "rlock.connect_timeout = '300ms'",
 		"lock_timeout = '1s'",
+		# every wait of the workload checks for deadlocks at once: the
+		# wait graph's replies (its scripts, the waits read) are fuzzed too
+		"rlock.deadlock_timeout = '1ms'",
 		"statement_timeout = '60s'");
 	$s->query_until(qr/verbose\n/, "\\set VERBOSITY verbose\n\\echo verbose\n");
 

@@ -109,7 +109,8 @@ sub _init_session
 {
 	my ($self, $s) = @_;
 	my ($out) = RlockTest::run_sql($s->{psql},
-		"SET lock_timeout = '5s'; SELECT pg_backend_pid() || ' ' || rlock_holder_id()");
+		"SET lock_timeout = '5s'; SET rlock.deadlock_timeout = '20ms'; "
+		  . "SELECT pg_backend_pid() || ' ' || rlock_holder_id()");
 	($s->{pid}, $s->{holder}) = split ' ', $out;
 	return;
 }
@@ -440,7 +441,8 @@ sub run_op
 				"S$i: rlock_release_all() returned $out: it released between $min and $max names")
 			  if $out !~ /^\d+$/ || ($out > $max && !$was_pending) || $out < $min;
 		}
-		$self->sql($i, "SET lock_timeout = '5s'") if $t eq 'discard';
+		$self->sql($i, "SET lock_timeout = '5s'; SET rlock.deadlock_timeout = '20ms'")
+		  if $t eq 'discard';
 		$self->sync_session_end($i, time());
 		foreach my $n (keys %{ $self->{holds}{$i} // {} })
 		{
