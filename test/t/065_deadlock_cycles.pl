@@ -88,8 +88,8 @@ my @ports = sort keys %$names;
 my ($kx, $ky) = ($names->{ $ports[0] }[0], $names->{ $ports[1] }[0]);
 isnt($c->master_of($kx)->port, $c->master_of($ky)->port,
 	"cluster: $kx and $ky are on different masters");
-my $gamma = RlockTest::Deadlock::node('gamma', undef, url => $c->url);
-my $delta = RlockTest::Deadlock::node('delta', undef, url => $c->url);
+my $gamma = RlockTest::Deadlock::node('gamma', undef, url => $c->url, store => $c);
+my $delta = RlockTest::Deadlock::node('delta', undef, url => $c->url, store => $c);
 my $g1 = RlockTest::Deadlock::session($gamma);
 my $d1 = RlockTest::Deadlock::session($delta);
 
