@@ -6,7 +6,8 @@
 # more, "gamma" and "delta", on a Redis Cluster; deadlock_timeout and
 # rlock.deadlock_timeout are 1 s everywhere.
 #   1. a 2-cycle across the two servers: the most recent waiter is the
-#      victim;
+#      victim, whichever server it is on (the cycle is made twice, each
+#      server's session closing it once);
 #   2. a 3-cycle over 3 sessions on 2 servers;
 #   3. a cycle through a Redis Cluster's masters (the two locks' keys in
 #      slots of different masters).
@@ -58,6 +59,23 @@ RlockTest::Deadlock::cycle(
 	lines => [
 		[ $b1, 'rlock lock "c1x"', $a1 ],
 		[ $a1, 'rlock lock "c1y"', $b1 ],
+	]);
+
+# the same with the other server's session waiting first: the victim is
+# still the most recent waiter, now on alpha
+RlockTest::Deadlock::cycle(
+	'2-cycle across two servers, beta waiting first',
+	hold => [
+		[ $a1, "SELECT rlock_xact_acquire('c1x')" ],
+		[ $b1, "SELECT rlock_xact_acquire('c1y')" ],
+	],
+	waits => [
+		[ $b1, "SELECT rlock_xact_acquire('c1x')" ],
+		[ $a1, "SELECT rlock_xact_acquire('c1y')" ],
+	],
+	lines => [
+		[ $a1, 'rlock lock "c1y"', $b1 ],
+		[ $b1, 'rlock lock "c1x"', $a1 ],
 	]);
 
 # ---- 2. a 3-cycle over 3 sessions on 2 servers ----
