@@ -16,7 +16,9 @@
 #      that wait for a lock the semaphore's waiter holds: a deadlock;
 #   5. the same with one permit held by a session that waits for nothing
 #      (it may release): no deadlock, no session fails for 3 x
-#      deadlock_timeout; once that session commits, every wait ends.
+#      deadlock_timeout, though the other server's rlock_waits shows the
+#      semaphore's wait blocked by both holders; once the free one
+#      commits, every wait ends.
 # Cases 1 to 4 check as 065_deadlock_cycles.pl does (RlockTest::Deadlock's
 # cycle): exactly one session fails, with 40P01, a DETAIL line per edge and
 # within deadlock_timeout + 3 s; the others then acquire.  Without
@@ -139,6 +141,16 @@ RlockTest::Deadlock::cycle(
 		[ $a2, "SELECT rlock_semaphore_xact_acquire('dls2')" ],
 	],
 	no_deadlock => 1,
+	# the semaphore's wait is seen, from the other server, blocked by
+	# both permit holders: it was in the graph, just not in a knot
+	during => sub {
+		is( $beta->safe_psql('postgres',
+				"SELECT kind, (SELECT array_agg(p ORDER BY p) FROM unnest(blocking_pids) p) "
+				  . "FROM rlock_waits WHERE server = 'alpha' AND pid = $a2->{dl_pid}"),
+			'semaphore|{' . join(',', sort { $a <=> $b } $a1->{dl_pid}, $b1->{dl_pid}) . '}',
+			'semaphore with a free permit holder: rlock_waits on beta shows the wait '
+			  . 'blocked by both permit holders');
+	},
 	free => [$b1]);
 
 is($redis->cli('EXISTS', 'dlrw', 'dlz', 'dlf', 'dlg', 'dlm', 'dlu', 'dlu2'),

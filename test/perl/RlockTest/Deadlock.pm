@@ -191,7 +191,8 @@ $DT + 3 s of the cycle closing, with exactly those DETAIL lines (the first
 one the victim's, the others in any order).
 
 With $case{no_deadlock}: checks that no session fails for 3 x $DT
-(polled), then commits the sessions of $case{free} (holders that do not
+(polled), runs $case{during}->() if given (more checks while they all
+wait), then commits the sessions of $case{free} (holders that do not
 wait), which lets the waits end.
 
 Then (both): the victim's transaction is rolled back, and each wait that
@@ -240,6 +241,7 @@ sub cycle
 				diag("$name: pid $s->{dl_pid} ended: $err");
 			}
 		}
+		$case{during}->() if $case{during};
 		must($_, 'COMMIT') foreach @{ $case{free} // [] };
 		@rest = @pending;
 	}
