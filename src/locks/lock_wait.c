@@ -462,7 +462,8 @@ wait_on(RedisConn *sub, bool foreign, const LockName *ln, const char *channel,
 		TimestampTzPlusMilliseconds(start, wait_ms);
 
 	errcb.callback = lock_wait_context;
-	errcb.arg = psprintf("lock \"%s\"", ln->name);
+	errcb.arg = psprintf((share & LOCK_WAIT_SHARE_MASK) == LOCK_WAIT_PERMITS ?
+						 "semaphore \"%s\"" : "lock \"%s\"", ln->name);
 	errcb.previous = error_context_stack;
 	error_context_stack = &errcb;
 
