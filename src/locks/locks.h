@@ -16,6 +16,11 @@
  *	  waitqueue.c		shared memory: which waiter of this server tries next
  *	  wait_outage.c		a wait rides through Redis outages: which ERRORs,
  *						the back-off, the failure at the wait's end
+ *	  wait_graph.c		a wait made known (shared memory, then Redis); when
+ *						its deadlock checks are due
+ *	  wait_read.c		the waits read (Redis and this server's), a lock's
+ *						blockers, a PostgreSQL lock's blockers
+ *	  deadlock.c		the wait graph searched for a knot; its victim
  *	  lock_wait.c		how a blocked acquisition waits, for every kind
  *	  event_wait.c		the wait for an event (a latch reaching zero)
  *	  lock_exclusive.c	the exclusive reentrant lock and the fenced lock

@@ -209,7 +209,8 @@ typedef struct WaitGraphSlot
 
 extern void wait_graph_next(const char *kind, const LockName *lns, int n);
 extern void wait_graph_begin(const LockName *ln, bool checks);
-extern void wait_graph_tick(void);
+/* a wait's round: the slot to check (deadlock_check) when a check is due */
+extern const WaitGraphSlot *wait_graph_tick(void);
 extern TimestampTz wait_graph_due(void);
 extern void wait_graph_end(void);
 extern void wait_graph_abandon(void);

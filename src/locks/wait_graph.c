@@ -21,7 +21,8 @@
  * "since" is Redis's time, so that every server orders waits alike.
  *
  * The wait loops call wait_graph_tick on each round and never sleep past
- * wait_graph_due: the tick registers, refreshes, and, once the wait has
+ * wait_graph_due: the tick registers, refreshes, and tells the loop to
+ * check for a deadlock (deadlock_check) once the wait has
  * lasted rlock.deadlock_timeout (PostgreSQL's deadlock_timeout when -1;
  * never when 0), checks for a deadlock, then again every deadlock_timeout
  * (at least WAIT_RECHECK_MIN_MS apart): a cycle can close after the first
@@ -370,13 +371,13 @@ register_wait(TimestampTz now)
  * On each round of a wait: make it known, refresh it, check for a
  * deadlock when due.  May throw (an outage; 40P01 for the victim).
  */
-void
+const WaitGraphSlot *
 wait_graph_tick(void)
 {
 	TimestampTz now;
 
 	if (!cur.active)
-		return;
+		return NULL;
 	now = GetCurrentTimestamp();
 	if (now >= cur.register_at)
 	{
@@ -385,10 +386,15 @@ wait_graph_tick(void)
 	}
 	if (now >= cur.check_at)
 	{
-		deadlock_check(&cur.self);
-		cur.check_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-												   cur.check_ms);
+		/*
+		 * The caller checks (deadlock_check): deadlock.c reads the waits,
+		 * through wait_read.c, which reads this file's slots, so this file
+		 * cannot call it (test/check-layers: one direction in a folder).
+		 */
+		cur.check_at = TimestampTzPlusMilliseconds(now, cur.check_ms);
+		return &cur.self;
 	}
+	return NULL;
 }
 
 /* When the wait has work for wait_graph_tick (DT_NOEND: none). */

@@ -8,12 +8,12 @@
  *	  sql_api_sets.c	the same for the multi-lock and the Redlock
  *	  sql_api_sync.c	the count-down latch's and the semaphore's functions
  *	  sql_api_assert.c	rlock_assert_held, a job's check before it commits
+ *	  waits.c			rlock_waits, rlock_blocking_pids: who waits, who
+ *						blocks (and what a role may see of a holder)
  *	  introspect.c		the functions that report: rlock_status,
  *						rlock_locks, rlock_stats, rlock_ping...
  *	  servers.c			rlock_server_name, rlock_servers: the servers
  *						announced on the Redis
- *	  waits.c			rlock_waits, rlock_blocking_pids: who waits, who
- *						blocks (and what a role may see of a holder)
  *
  * Copyright (c) 2026, rlock developers
  *
