@@ -26,10 +26,10 @@
  * never when 0), tells the loop to check for a deadlock (deadlock_check:
  * deadlock.c reads the waits through wait_read.c, which reads this file's
  * slots, so it is not called from here), then again every
- * deadlock_timeout (at least WAIT_RECHECK_MIN_MS
- * apart): a cycle can close after the first check (a PostgreSQL lock wait
- * joins it, another server's wait is made known late).  A failure to tell Redis ends neither the wait nor the
- * checks of others: the waiter tries again at its next refresh.
+ * deadlock_timeout (at least WAIT_RECHECK_MIN_MS apart): a cycle can close
+ * after the first check (a PostgreSQL lock wait joins it, another server's
+ * wait is made known late).  A failure to tell Redis ends neither the wait
+ * nor the checks of others: the waiter tries again at its next refresh.
  *
  * Copyright (c) 2026, rlock developers
  *
