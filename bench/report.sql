@@ -542,6 +542,9 @@ CROSS JOIN LATERAL (VALUES
   x(o, measure, v, fl, target, met)
 ORDER BY x.o;
 
+-- The deadlock section's rows.
+\ir deadlock_report.sql
+
 -- The table.
 SELECT section, measure, unit,
        round(rlock::numeric, 3) AS rlock,
@@ -721,6 +724,10 @@ SELECT jsonb_pretty(jsonb_build_object(
     'latch', (SELECT to_jsonb(l) FROM latch_pct l),
     'latch_floor', (SELECT to_jsonb(f) FROM latch_floor f),
     'script_calls', (SELECT jsonb_agg(to_jsonb(c)) FROM script_calls c),
+    'deadlock', (SELECT jsonb_agg(to_jsonb(d) ORDER BY round, mode, clients)
+                 FROM deadlock_run d),
+    'deadlock_ms', (SELECT jsonb_agg(to_jsonb(d) ORDER BY cycle) FROM deadlock_ms d),
+    'deadlock_basis', (SELECT to_jsonb(b) FROM deadlock_basis b),
     'watchdog', (SELECT jsonb_agg(to_jsonb(w)) FROM watchdog_run w),
     'memory', (SELECT jsonb_agg(to_jsonb(m) ORDER BY pairs) FROM memory_sample m
                WHERE pairs >= 0),

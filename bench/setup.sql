@@ -349,3 +349,6 @@ CREATE VIEW latch_ms AS
   SELECT c.seq, extract(epoch FROM r.at - c.at) * 1000 AS ms
   FROM latch_event c JOIN latch_event r USING (seq)
   WHERE c.event = 'counting' AND r.event = 'returned';
+
+-- The deadlock section (bench/deadlock.sh).
+\ir deadlock_setup.sql

@@ -11,6 +11,7 @@
  *					the settings themselves)
  *	  stats.c		shared-memory activity counters (rlock_stats)
  *	  printable.c	text a server sent, made safe to show
+ *	  wait_events.c	the wait events rlock's waits show (pg_stat_activity)
  *	  compat.h		the differences between PostgreSQL 13 and 17
  *
  * rlock's layers, lowest first; a layer calls only those below it, through
@@ -279,6 +280,38 @@ extern void stats_add_elapsed(RlockStat s, TimestampTz start);
 /* Readers: the sums since the last reset, and when that was. */
 extern void stats_read(uint64 *values, TimestampTz *reset_at);
 extern void stats_reset(void);
+
+/*
+ * wait_events: what pg_stat_activity.wait_event shows while rlock waits
+ * (named from PostgreSQL 17, 'Extension' before; SPEC.md section 5.6).
+ * Every wait of rlock's own passes RLOCK_WAIT_EVENT, the current one: a
+ * Redis round trip unless a wait loop of src/locks/ set another for its
+ * sleeps (rlock_wait_event_set, and back to what it returned after).
+ */
+typedef enum RlockWaitEvent
+{
+	RLOCK_WAIT_REDIS = 0,		/* RlockRedis: a round trip, a connect, a
+								 * retry's pause, the worker */
+	RLOCK_WAIT_LOCK,			/* RlockLock: blocked on a lock */
+	RLOCK_WAIT_SEMAPHORE,		/* RlockSemaphore: waiting for permits */
+	RLOCK_WAIT_LATCH,			/* RlockLatch: a count-down latch's await */
+	RLOCK_NUM_WAIT_EVENTS
+} RlockWaitEvent;
+
+extern RlockWaitEvent rlock_wait_event_current;
+extern uint32 rlock_wait_event_info(RlockWaitEvent which);
+
+/* Make which the current wait event; returns the one it replaces. */
+static inline RlockWaitEvent
+rlock_wait_event_set(RlockWaitEvent which)
+{
+	RlockWaitEvent prev = rlock_wait_event_current;
+
+	rlock_wait_event_current = which;
+	return prev;
+}
+
+#define RLOCK_WAIT_EVENT	rlock_wait_event_info(rlock_wait_event_current)
 
 /* The fixed part of an owner token's holder field: "rlock-owner:<digest>". */
 #define RLOCK_OWNER_FIELD_PREFIX	"rlock-owner:"

@@ -191,23 +191,16 @@ InitMaterializedSRF(FunctionCallInfo fcinfo, bits32 flags)
 #endif
 
 /*
- * Wait event shown in pg_stat_activity while rlock waits: from 17 a named
- * one, wait_event = 'RlockAcquire' (registered on first use); before,
- * wait_event = 'Extension'.  wait_event_type is 'Extension' on all.
+ * A wait event of rlock's own, named "name" (base/wait_events.c decides
+ * which wait shows which): from 17 a named one that pg_stat_activity shows
+ * as wait_event = name (registered, server-wide, by the first process to
+ * ask); before, wait_event = 'Extension'.  wait_event_type is 'Extension'
+ * on all.
  */
 #if PG_VERSION_NUM >= 170000
-static inline uint32
-rlock_wait_event(void)
-{
-	static uint32 wait_event = 0;
-
-	if (wait_event == 0)
-		wait_event = WaitEventExtensionNew("RlockAcquire");
-	return wait_event;
-}
-#define RLOCK_WAIT_EVENT		rlock_wait_event()
+#define RLOCK_WAIT_EVENT_NEW(name)	WaitEventExtensionNew(name)
 #else
-#define RLOCK_WAIT_EVENT		PG_WAIT_EXTENSION
+#define RLOCK_WAIT_EVENT_NEW(name)	((void) (name), PG_WAIT_EXTENSION)
 #endif
 
 /*

@@ -57,6 +57,7 @@ event_loop(RedisConn *sub, const LockName *ln, const char *channel,
 		TimestampTz now;
 		TimestampTz until;
 		int			rc;
+		RlockWaitEvent prev_event;
 
 		MemoryContextSwitchTo(iteration);
 		wait_graph_tick();		/* made known (a latch's never checks) */
@@ -82,7 +83,10 @@ event_loop(RedisConn *sub, const LockName *ln, const char *channel,
 		MemoryContextSwitchTo(iteration);
 		if (wait_graph_due() < until)
 			until = wait_graph_due();
+		/* the sleep shows as a latch's wait (RlockLatch), round trips not */
+		prev_event = rlock_wait_event_set(RLOCK_WAIT_LATCH);
 		rc = polling ? lock_wait_turn(until) : route_wait_message(sub, until);
+		rlock_wait_event_set(prev_event);
 		message = NULL;
 		look = true;
 		if (polling)
@@ -114,6 +118,7 @@ event_wait(const LockName *ln, const char *what, const char *channel,
 	volatile bool happened = false;
 	char	   *context = psprintf("%s \"%s\"", what, ln->name);
 	MemoryContext oldcxt = CurrentMemoryContext;
+	RlockWaitEvent entry_event = rlock_wait_event_current;
 
 	deadline = (wait_ms < 0) ? DT_NOEND :
 		TimestampTzPlusMilliseconds(start, wait_ms);
@@ -161,6 +166,7 @@ event_wait(const LockName *ln, const char *what, const char *channel,
 		{
 			/* no Redis I/O here: the abort path leaves the channel */
 			MemoryContextSwitchTo(oldcxt);
+			rlock_wait_event_set(entry_event);	/* an ERROR left a sleep */
 			action = wait_outage_catch(end);
 			if (action != WAIT_OUTAGE_RIDE)
 			{

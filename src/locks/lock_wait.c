@@ -12,7 +12,9 @@
  * without releasing is noticed when its key expires) or at the deadline.
  * The wait honours cancel and statement_timeout (through the connection
  * layer's one wait, connection_wait.c), and lock_timeout when asked, as a blocking lock
- * acquisition does; it shows in pg_stat_activity as an Extension wait and
+ * acquisition does; its sleeps show in pg_stat_activity as the wait event
+ * RlockLock (RlockSemaphore for permits; 'Extension' before PostgreSQL
+ * 17, base/wait_events.c), its round trips as RlockRedis, and it shows
  * in the error context as "waiting for rlock lock".  rlock_stats counts its
  * time and outcome.  A waiter whose subscription the server refuses (an
  * error reply to SUBSCRIBE: a WARNING says so) polls instead, its sleeps
@@ -365,10 +367,16 @@ wait_loop(RedisConn *sub, bool foreign, const LockName *ln,
 		else
 		{
 			TimestampTz sleep_until = Min(until, wait_graph_due());
+			RlockWaitEvent prev_event;
 
+			/* the sleep shows as the lock's wait, the round trips not */
+			prev_event = rlock_wait_event_set(share == LOCK_WAIT_PERMITS ?
+											  RLOCK_WAIT_SEMAPHORE :
+											  RLOCK_WAIT_LOCK);
 			rc = (listening && !polling) ?
 				route_wait_message(sub, sleep_until) :
 				lock_wait_turn(sleep_until);
+			rlock_wait_event_set(prev_event);
 			if (rc == 0 && sleep_until < until)
 			{
 				attempt_now = false;	/* the wait graph's turn, not ours */
@@ -457,6 +465,7 @@ wait_on(RedisConn *sub, bool foreign, const LockName *ln, const char *channel,
 	volatile bool armed = false;
 	volatile bool acquired = false;
 	MemoryContext oldcxt = CurrentMemoryContext;
+	RlockWaitEvent entry_event = rlock_wait_event_current;
 
 	deadline = (wait_ms < 0) ? DT_NOEND :
 		TimestampTzPlusMilliseconds(start, wait_ms);
@@ -513,6 +522,7 @@ wait_on(RedisConn *sub, bool foreign, const LockName *ln, const char *channel,
 			 * that rides an outage out (wait_outage.c).
 			 */
 			MemoryContextSwitchTo(oldcxt);
+			rlock_wait_event_set(entry_event);	/* an ERROR left a sleep */
 			action = wait_outage_catch(end);
 			waitqueue_leave(true);
 			if (action != WAIT_OUTAGE_RIDE)

@@ -106,14 +106,15 @@ $reporting->query_until(qr/waiting\n/,
 	"\\echo waiting\nSELECT rlock_acquire('visible', '1 minute');\n");
 RlockTest::wait_for_rlock_waiters($node1, 'reporting', 1,
 	"%rlock_acquire('visible'%");
-is( $node1->safe_psql(
+# (polled: between its sleeps the waiter's round trips show RlockRedis)
+my $visible_event = $node1->safe_psql('postgres', 'SHOW server_version_num') >= 170000
+	? 'Extension/RlockLock'
+	: 'Extension/Extension';
+ok( $node1->poll_query_until(
 		'postgres',
-		"SELECT wait_event_type || '/' || wait_event FROM pg_stat_activity WHERE query LIKE '%rlock_acquire(''visible''%' AND pid <> pg_backend_pid()"
-	),
-	$node1->safe_psql('postgres', 'SHOW server_version_num') >= 170000
-	? 'Extension/RlockAcquire'
-	: 'Extension/Extension',
-	'the waiter is shown waiting on rlock\'s wait event (named RlockAcquire from PostgreSQL 17)');
+		"SELECT wait_event_type || '/' || wait_event FROM pg_stat_activity WHERE query LIKE '%rlock_acquire(''visible''%' AND pid <> pg_backend_pid()",
+		$visible_event),
+	'the waiter is shown waiting on rlock\'s wait event (named RlockLock from PostgreSQL 17)');
 
 # ---- terminating a holding backend frees its locks at once ----
 
