@@ -290,8 +290,10 @@ describe_wait(const DNode *d, const char *via)
 	kind = d->wait->kind;
 	if (strcmp(kind, "semaphore") == 0)
 		return psprintf("rlock semaphore \"%s\"", via);
+	if (strcmp(kind, "redlock") == 0)
+		return psprintf("rlock Redlock \"%s\"", via);
 	if (strcmp(kind, "read") == 0 || strcmp(kind, "write") == 0 ||
-		strcmp(kind, "fair") == 0 || strcmp(kind, "redlock") == 0)
+		strcmp(kind, "fair") == 0)
 		return psprintf("rlock %s lock \"%s\"", kind, via);
 	return psprintf("rlock lock \"%s\"", via);
 }
