@@ -233,7 +233,8 @@ sub pattern
 			sub {
 				RlockTest::sql($two,
 					"SELECT count(*) FROM rlock_waits WHERE pid = $hbpid AND server = 'beta' "
-					  . "AND waiting_since < now() - interval '0.5 s'") eq '1';
+					  . "AND waiting_since < now() - interval '0.5 s'") eq '1'
+				  || RlockTest::bg_done($hb);
 			},
 			30),
 		"part 4, $label: H has waited 0.5 s for kw_1, checking every 20 ms");
