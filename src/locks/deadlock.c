@@ -400,16 +400,26 @@ deadlock_check(const WaitGraphSlot *self)
 	char	   *detail = NULL;
 	int			victim;
 
-	build(g, me);
-	victim = knot_victim(g);
-	if (victim == 0)
+	/* what Redis refuses is unknown, never the end of the wait */
+	wait_read_tolerant(true);
+	PG_TRY();
 	{
-		/* read it all again: a hand-off seen half done is no deadlock */
 		build(g, me);
 		victim = knot_victim(g);
-		if (victim == 0 && g->nodes[0].wait != NULL)
-			detail = knot_detail(g);
+		if (victim == 0)
+		{
+			/* read it all again: a hand-off seen half done is no deadlock */
+			build(g, me);
+			victim = knot_victim(g);
+			if (victim == 0 && g->nodes[0].wait != NULL)
+				detail = knot_detail(g);
+		}
 	}
+	PG_FINALLY();
+	{
+		wait_read_tolerant(false);
+	}
+	PG_END_TRY();
 	MemoryContextSwitchTo(old);
 	if (detail != NULL)
 	{

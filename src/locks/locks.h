@@ -150,6 +150,7 @@ typedef struct WaitSnapshot
 } WaitSnapshot;
 
 extern void wait_snapshot_read(WaitSnapshot *snap, int max_waits);
+extern void wait_read_tolerant(bool on);
 extern void wait_records_fetch(const char *const *holders, int n,
 							   WaitRecord **out);
 extern bool wait_local_record(int pid, WaitRecord *w);

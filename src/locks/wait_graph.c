@@ -55,6 +55,7 @@
 #define WAIT_RECHECK_MIN_MS		100
 
 static bool exit_callback_registered = false;
+static bool logged_refusal = false;
 
 /* The next wait, as its kind describes it (wait_graph_next). */
 static char next_kind[WAIT_KIND_LEN] = "";
@@ -212,7 +213,7 @@ my_database(void)
 /*
  * Make the wait known in Redis, or refresh it: one round trip.  Its reply
  * is Redis's "since"; a reply not an integer leaves the wait unknown there
- * (a WARNING says so only for an error reply).
+ * (a LOG line says so once per session, for an error reply).
  */
 static void
 register_wait(TimestampTz now)
@@ -267,8 +268,12 @@ register_wait(TimestampTz now)
 		s->redis_since = replies[0]->integer;
 		write_slot(true);
 	}
-	else if (replies[0]->type == RREPLY_ERROR)
-		rconn_reply_error(replies[0], WARNING, "rlock wait record");
+	else if (replies[0]->type == RREPLY_ERROR && !logged_refusal)
+	{
+		/* (an ACL without the waits' keys: one LOG line per session) */
+		logged_refusal = true;
+		rconn_reply_error(replies[0], LOG, "rlock wait record");
+	}
 }
 
 /*

@@ -40,6 +40,39 @@
 #define WAIT_READ_MAX		10000
 #define BLOCKERS_MAX		1000
 
+/* A wait's own check reads (wait_read_tolerant); it logged a refusal. */
+static bool tolerant = false;
+static bool logged_refusal = false;
+
+/*
+ * During a waiter's deadlock check, an error reply (a Cluster's TRYAGAIN
+ * while a slot moves, an ACL without the waits' keys) must not end the
+ * wait it checks: what it refuses is taken as unknown (no wait, no
+ * holder: no deadlock is claimed through it), and one LOG line per
+ * session says so.  Elsewhere (rlock_waits) it is an ERROR.
+ */
+void
+wait_read_tolerant(bool on)
+{
+	tolerant = on;
+}
+
+/* Was r an error reply?  (An ERROR unless tolerant: see above.) */
+static bool
+refused(RReply *r, const char *what)
+{
+	if (r->type != RREPLY_ERROR)
+		return false;
+	if (!tolerant)
+		rconn_reply_error(r, ERROR, what);
+	if (!logged_refusal)
+	{
+		logged_refusal = true;
+		rconn_reply_error(r, LOG, what);
+	}
+	return true;
+}
+
 /* This server's instance UUID, as its holder ids begin. */
 const char *
 wait_my_uuid(void)
@@ -263,8 +296,8 @@ wait_records_fetch(const char *const *holders, int n, WaitRecord **out)
 		RReply	   *name;
 		WaitRecord *w = palloc(sizeof(WaitRecord));
 
-		if (r->type == RREPLY_ERROR)
-			rconn_reply_error(r, ERROR, "rlock waits");
+		if (refused(r, "rlock waits"))
+			continue;			/* unknown: no wait */
 		if (r->type != RREPLY_ARRAY)
 			rconn_unexpected_reply(r, "rlock waits");
 		if (r->elements == 0)
@@ -310,8 +343,8 @@ wait_snapshot_read(WaitSnapshot *snap, int max_waits)
 					 "rlock waits");
 	r = replies[0];
 	snap->local_now = GetCurrentTimestamp();
-	if (r->type == RREPLY_ERROR)
-		rconn_reply_error(r, ERROR, "rlock waits");
+	if (refused(r, "rlock waits"))
+		return;					/* no wait, no server's name known */
 	if (r->type != RREPLY_ARRAY || r->elements != 3 ||
 		r->element[0]->type != RREPLY_INTEGER ||
 		r->element[1]->type != RREPLY_ARRAY ||
@@ -447,8 +480,8 @@ lock_blockers(const char *kind, const char *key, const char *name)
 		RReply	  **replies;
 
 		(void) route_run(route_backend(), &cmd, 1, &replies, ERROR, name);
-		if (replies[0]->type == RREPLY_ERROR)
-			rconn_reply_error(replies[0], ERROR, name);
+		if (refused(replies[0], name))
+			return b;			/* unknown: no holder */
 		if (!parse_blockers(replies[0], b))
 			rconn_unexpected_reply(replies[0], name);
 	}
