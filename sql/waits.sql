@@ -41,7 +41,10 @@ SET rlock.deadlock_timeout = '2s';
 SHOW rlock.deadlock_timeout;
 SET rlock.deadlock_timeout = 0;
 SHOW rlock.deadlock_timeout;
+-- (the message's range names its unit from PostgreSQL 17: only the SQLSTATE)
+\set VERBOSITY sqlstate
 SET rlock.deadlock_timeout = -2;
+\set VERBOSITY default
 \echo :LAST_ERROR_SQLSTATE
 RESET rlock.deadlock_timeout;
 SHOW rlock.deadlock_timeout;
