@@ -263,7 +263,11 @@ sub cycle
 		}
 		# the victim has ended; others may have too, but only by
 		# acquiring once its abort freed what they waited for (checked
-		# below: every other session's wait succeeds)
+		# below: every other session's wait succeeds).  Such a session's
+		# result may even be read before the victim's error is (the
+		# victim's abort frees the lock before its client has the error):
+		# the victim's own end is awaited a moment too.
+		RlockTest::wait_until(sub { RlockTest::bg_done($victim) }, 5);
 		my @done = grep { RlockTest::bg_done($_) } @pending;
 		ok(grep({ $_ == $victim } @done),
 			"$name: the victim (pid $victim->{dl_pid}) ends")
