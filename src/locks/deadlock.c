@@ -64,10 +64,7 @@ typedef struct DGraph
 	bool		have_servers;
 	int			n;
 	DNode		nodes[DEADLOCK_MAX_NODES];
-	/* blockers read, per key */
-	int			ncached;
-	const char *cached_keys[DEADLOCK_MAX_NODES];
-	LockBlockers *cached[DEADLOCK_MAX_NODES];
+	List	   *blockers;		/* each lock's, read once (lock_blockers_cached) */
 } DGraph;
 
 /* The node of holder, added if new; -1 when the graph is full. */
@@ -87,19 +84,6 @@ node_of(DGraph *g, const char *holder)
 	return g->n++;
 }
 
-static LockBlockers *
-blockers_of(DGraph *g, const WaitRecord *w, int k)
-{
-	for (int i = 0; i < g->ncached; i++)
-		if (strcmp(g->cached_keys[i], w->keys[k]) == 0)
-			return g->cached[i];
-	if (g->ncached >= DEADLOCK_MAX_NODES)
-		return NULL;
-	g->cached_keys[g->ncached] = w->keys[k];
-	g->cached[g->ncached] = lock_blockers(w->kind, w->keys[k], w->names[k]);
-	return g->cached[g->ncached++];
-}
-
 /* Read node i's blockers: its rlock wait's, or its PostgreSQL lock wait's. */
 static void
 expand(DGraph *g, int i)
@@ -115,8 +99,8 @@ expand(DGraph *g, int i)
 		LockBlockers *bl[WAIT_MAX_KEYS];
 
 		for (int k = 0; k < d->wait->nkeys; k++)
-			if ((bl[k] = blockers_of(g, d->wait, k)) == NULL)
-				return;			/* too many: no edge (it counts as free) */
+			bl[k] = lock_blockers_cached(&g->blockers, d->wait->kind,
+										 d->wait->keys[k], d->wait->names[k]);
 		n = wait_blocking_holders(d->wait, bl, &holders, &via);
 		d->or_wait = (strcmp(d->wait->kind, "semaphore") == 0);
 	}
@@ -184,7 +168,7 @@ build(DGraph *g, const char *self_holder)
 	int			level = 0;
 
 	memset(g, 0, offsetof(DGraph, nodes));
-	g->ncached = 0;
+	g->blockers = NIL;
 	node_of(g, self_holder);
 	while (level < g->n)
 	{

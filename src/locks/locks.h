@@ -15,7 +15,8 @@
  *	  scripts.c			the Lua scripts, their digests, EVALSHA
  *	  waitqueue.c		shared memory: which waiter of this server tries next
  *	  wait_slots.c		shared memory: what this server's sessions wait for
- *	  wait_read.c		every server's waits read; a lock's blockers; a
+ *	  wait_read.c		every server's waits read, or some holders'
+ *	  wait_blockers.c	who blocks a wait: a lock's holders; a
  *						PostgreSQL lock wait's
  *	  deadlock.c		a waiter's deadlock check: the knot, its victim,
  *						40P01
@@ -171,6 +172,8 @@ typedef struct LockBlockers
 
 extern LockBlockers *lock_blockers(const char *kind, const char *key,
 								   const char *name);
+extern LockBlockers *lock_blockers_cached(List **cache, const char *kind,
+										  const char *key, const char *name);
 extern int	wait_blocking_holders(const WaitRecord *w, LockBlockers **bl,
 								  const char ***holders, const char ***names);
 extern int	pg_lock_blockers(int pid, int **pids, char **what);

@@ -215,7 +215,11 @@ extern void wait_graph_end(void);
 extern void wait_graph_abandon(void);
 extern int	wait_graph_nslots(void);
 extern WaitGraphSlot *wait_slots_mine(void);
-extern bool wait_graph_read_slot(int i, WaitGraphSlot *out);
+extern bool wait_graph_read_slot(int i, int pid, WaitGraphSlot *out);
+
+/* wait_read.c, for wait_blockers.c: a reply's text; an error reply */
+extern char *wait_reply_text(const RReply *r);
+extern bool wait_read_refused(RReply *r, const char *what);
 
 /* deadlock.c: the check a waiter makes (40P01 when it is the victim) */
 extern void deadlock_check(const WaitGraphSlot *self);

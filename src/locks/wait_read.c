@@ -1,16 +1,14 @@
 /*-------------------------------------------------------------------------
  *
  * wait_read.c
- *	  Reading the wait graph (SPEC.md section 5.6): every wait of every
- *	  server on the Redis, with the servers' names; who holds a lock (its
- *	  blockers); who blocks a PostgreSQL lock wait of this server.
- *	  rlock_waits, rlock_blocking_pids and the deadlock check read here.
+ *	  Reading the waits (SPEC.md section 5.6): every wait of every server
+ *	  on the Redis, with the servers' names, or the waits of some holders;
+ *	  who blocks them is read in wait_blockers.c.  rlock_waits,
+ *	  rlock_blocking_pids and the deadlock check read here.
  *
  * Every wait is read in one round trip (scripts_wait.c); this server's own
  * come from shared memory instead (wait_graph.c), which knows them at once
- * and exactly: Redis's copies of them are left out.  A lock's blockers are
- * read from its keys, one round trip per lock (on every master of a
- * Redlock, where a holder counts when a majority have it).  Replies are
+ * and exactly: Redis's copies of them are left out.  Replies are
  * trusted for nothing but their shape: a wrong one is an ERROR, and counts
  * are bounded here, not by what the server says.
  *
@@ -21,12 +19,6 @@
 #include "postgres.h"
 
 #include "commands/dbcommands.h"
-#include "lib/stringinfo.h"
-#include "storage/lmgr.h"
-#include "storage/lock.h"
-#include "utils/array.h"
-#include "utils/builtins.h"
-#include "utils/fmgrprotos.h"
 #include "utils/timestamp.h"
 
 #include "redis/redis.h"
@@ -36,9 +28,8 @@
 #include "locks/locks_int.h"
 #include "base/base.h"
 
-/* The most waits read, and holders or queued waiters of one lock. */
+/* The most waits read. */
 #define WAIT_READ_MAX		10000
-#define BLOCKERS_MAX		1000
 
 /* A wait's own check reads (wait_read_tolerant); it logged a refusal. */
 static bool tolerant = false;
@@ -58,8 +49,8 @@ wait_read_tolerant(bool on)
 }
 
 /* Was r an error reply?  (An ERROR unless tolerant: see above.) */
-static bool
-refused(RReply *r, const char *what)
+bool
+wait_read_refused(RReply *r, const char *what)
 {
 	if (r->type != RREPLY_ERROR)
 		return false;
@@ -121,31 +112,34 @@ wait_local_time(const WaitSnapshot *snap, int64 ms)
 	return snap->local_now + (ms - snap->redis_now_ms) * 1000;
 }
 
-static char *
-reply_text(const RReply *r)
+char *
+wait_reply_text(const RReply *r)
 {
 	if (r == NULL || (r->type != RREPLY_STRING && r->type != RREPLY_STATUS))
 		return NULL;
 	return pnstrdup(r->str, r->len);
 }
 
-/* One record, {holder, field, value, ...}, into *w; false if malformed. */
+/*
+ * The wait of holder, whose hash's fields and values are r's elements
+ * from first on, into *w; false if malformed.
+ */
 static bool
-parse_record(const RReply *r, WaitRecord *w)
+parse_record(char *holder, const RReply *r, size_t first, WaitRecord *w)
 {
 	int			n = 0;
 
 	memset(w, 0, sizeof(WaitRecord));
-	if (r->type != RREPLY_ARRAY || r->elements < 1 ||
-		(w->holder = reply_text(r->element[0])) == NULL)
+	if (holder == NULL || r->type != RREPLY_ARRAY)
 		return false;
+	w->holder = holder;
 	w->kind = "exclusive";
 	w->database = "";
 	w->server = "";
-	for (size_t i = 1; i + 1 < r->elements; i += 2)
+	for (size_t i = first; i + 1 < r->elements; i += 2)
 	{
-		char	   *f = reply_text(r->element[i]);
-		char	   *v = reply_text(r->element[i + 1]);
+		char	   *f = wait_reply_text(r->element[i]);
+		char	   *v = wait_reply_text(r->element[i + 1]);
 
 		if (f == NULL || v == NULL)
 			return false;
@@ -230,7 +224,7 @@ add_local_waits(WaitSnapshot *snap, int64 offset_ms)
 
 	snap->recs = repalloc(snap->recs, (snap->n + nslots + 1) * sizeof(WaitRecord));
 	for (int i = 0; i < nslots; i++)
-		if (wait_graph_read_slot(i, s))
+		if (wait_graph_read_slot(i, 0, s))
 			slot_record(s, &snap->recs[snap->n++], offset_ms);
 	pfree(s);
 }
@@ -239,11 +233,15 @@ add_local_waits(WaitSnapshot *snap, int64 offset_ms)
 bool
 wait_local_record(int pid, WaitRecord *w)
 {
-	WaitGraphSlot *s = palloc(sizeof(WaitGraphSlot));
+	WaitGraphSlot *s;
 	bool		found = false;
 
+	if (pid <= 0)
+		return false;			/* (0 would match any waiter's slot) */
+	s = palloc(sizeof(WaitGraphSlot));
+
 	for (int i = 0; i < wait_graph_nslots() && !found; i++)
-		if (wait_graph_read_slot(i, s) && s->pid == pid)
+		if (wait_graph_read_slot(i, pid, s))
 		{
 			slot_record(s, w, 0);
 			found = true;
@@ -292,27 +290,15 @@ wait_records_fetch(const char *const *holders, int n, WaitRecord **out)
 	for (int c = 0; c < ncmds; c++)
 	{
 		RReply	   *r = replies[c];
-		RReply		rec;
-		RReply	   *name;
 		WaitRecord *w = palloc(sizeof(WaitRecord));
 
-		if (refused(r, "rlock waits"))
+		if (wait_read_refused(r, "rlock waits"))
 			continue;			/* unknown: no wait */
 		if (r->type != RREPLY_ARRAY)
 			rconn_unexpected_reply(r, "rlock waits");
 		if (r->elements == 0)
 			continue;			/* it waits for nothing known */
-		/* as the read script answers: the holder first, then the fields */
-		name = palloc0(sizeof(RReply));
-		name->type = RREPLY_STRING;
-		name->str = (char *) holders[which[c]];
-		name->len = strlen(name->str);
-		rec.type = RREPLY_ARRAY;
-		rec.elements = r->elements + 1;
-		rec.element = palloc((r->elements + 1) * sizeof(RReply *));
-		rec.element[0] = name;
-		memcpy(rec.element + 1, r->element, r->elements * sizeof(RReply *));
-		if (parse_record(&rec, w))
+		if (parse_record(pstrdup(holders[which[c]]), r, 0, w))
 			out[which[c]] = w;
 	}
 }
@@ -343,7 +329,7 @@ wait_snapshot_read(WaitSnapshot *snap, int max_waits)
 					 "rlock waits");
 	r = replies[0];
 	snap->local_now = GetCurrentTimestamp();
-	if (refused(r, "rlock waits"))
+	if (wait_read_refused(r, "rlock waits"))
 		return;					/* no wait, no server's name known */
 	if (r->type != RREPLY_ARRAY || r->elements != 3 ||
 		r->element[0]->type != RREPLY_INTEGER ||
@@ -360,7 +346,11 @@ wait_snapshot_read(WaitSnapshot *snap, int max_waits)
 	{
 		WaitRecord *w = &snap->recs[snap->n];
 
-		if (!parse_record(recs->element[i], w))
+		RReply	   *rec = recs->element[i];
+
+		/* the read script answers {holder, field, value, ...} */
+		if (rec->type != RREPLY_ARRAY || rec->elements < 1 ||
+			!parse_record(wait_reply_text(rec->element[0]), rec, 1, w))
 			continue;			/* half written, or not ours: no edge */
 		/* this server's waits come from shared memory, when it has them */
 		if (wait_graph_nslots() > 0 &&
@@ -373,8 +363,8 @@ wait_snapshot_read(WaitSnapshot *snap, int max_waits)
 	snap->server_names = palloc((srv->elements / 2 + 1) * sizeof(char *));
 	for (size_t i = 0; i + 1 < srv->elements && i < 2000; i += 2)
 	{
-		char	   *u = reply_text(srv->element[i]);
-		char	   *n = reply_text(srv->element[i + 1]);
+		char	   *u = wait_reply_text(srv->element[i]);
+		char	   *n = wait_reply_text(srv->element[i + 1]);
 
 		if (u == NULL || n == NULL)
 			continue;
@@ -384,205 +374,4 @@ wait_snapshot_read(WaitSnapshot *snap, int max_waits)
 	local_ms = (snap->local_now - SetEpochTimestamp()) / 1000;
 	if (max_waits > 0)
 		add_local_waits(snap, snap->redis_now_ms - local_ms);
-}
-
-/* Strings of an array reply, at most max. */
-static int
-reply_strings(const RReply *r, char ***out, int max)
-{
-	int			n = 0;
-
-	*out = palloc((Min(r->elements, (size_t) max) + 1) * sizeof(char *));
-	for (size_t i = 0; i < r->elements && n < max; i++)
-	{
-		char	   *s = reply_text(r->element[i]);
-
-		if (s != NULL)
-			(*out)[n++] = s;
-	}
-	return n;
-}
-
-static void
-build_blockers(RedisCmd *cmd, const char *key)
-{
-	rcmd_script(cmd, RLOCK_SCRIPT_LOCK_BLOCKERS, 3);
-	rcmd_str(cmd, key);
-	rcmd_str(cmd, lockname_derive(key, "redisson_lock_queue"));
-	rcmd_str(cmd, lockname_suffixed(key, "timeout"));
-	rcmd_int(cmd, BLOCKERS_MAX);
-}
-
-/* Parse {mode, {holders}, {queue}}; false if the shape is wrong. */
-static bool
-parse_blockers(const RReply *r, LockBlockers *b)
-{
-	memset(b, 0, sizeof(LockBlockers));
-	b->mode = "";
-	if (r == NULL || r->type != RREPLY_ARRAY || r->elements != 3 ||
-		r->element[1]->type != RREPLY_ARRAY ||
-		r->element[2]->type != RREPLY_ARRAY)
-		return false;
-	b->mode = reply_text(r->element[0]);
-	if (b->mode == NULL)
-		b->mode = "";
-	b->nholders = reply_strings(r->element[1], &b->holders, BLOCKERS_MAX);
-	b->nqueue = reply_strings(r->element[2], &b->queue, BLOCKERS_MAX);
-	return true;
-}
-
-/*
- * Who holds the lock key (name: the user's, for messages), read from its
- * keys; a Redlock's on its masters, a holder counting when a majority of
- * them have it (a master that does not answer has nothing).
- */
-LockBlockers *
-lock_blockers(const char *kind, const char *key, const char *name)
-{
-	LockBlockers *b = palloc0(sizeof(LockBlockers));
-	RedisCmd	cmd;
-
-	build_blockers(&cmd, key);
-	if (strcmp(kind, "redlock") == 0 && redlock_num_masters() > 0)
-	{
-		RedisConn  *conns[REDLOCK_MAX_MASTERS];
-		int			nm = redlock_masters(conns, name);
-		int			quorum = redlock_quorum(nm);
-		RconnOp    *ops = redlock_run(conns, nm, &cmd, 1, DT_NOEND);
-		LockBlockers each[REDLOCK_MAX_MASTERS];
-
-		b->mode = "";
-		b->holders = palloc((BLOCKERS_MAX + 1) * sizeof(char *));
-		for (int m = 0; m < nm; m++)
-			if (!ops[m].ok || !parse_blockers(ops[m].replies[0], &each[m]))
-				memset(&each[m], 0, sizeof(LockBlockers));
-		for (int m = 0; m < nm; m++)
-			for (int h = 0; h < each[m].nholders; h++)
-			{
-				int			have = 0;
-				bool		dup = false;
-
-				for (int i = 0; i < b->nholders && !dup; i++)
-					dup = (strcmp(b->holders[i], each[m].holders[h]) == 0);
-				for (int o = 0; o < nm && !dup; o++)
-					for (int i = 0; i < each[o].nholders; i++)
-						if (strcmp(each[o].holders[i], each[m].holders[h]) == 0)
-						{
-							have++;
-							break;
-						}
-				if (!dup && have >= quorum && b->nholders < BLOCKERS_MAX)
-					b->holders[b->nholders++] = each[m].holders[h];
-			}
-		return b;
-	}
-	{
-		RReply	  **replies;
-
-		(void) route_run(route_backend(), &cmd, 1, &replies, ERROR, name);
-		if (refused(replies[0], name))
-			return b;			/* unknown: no holder */
-		if (!parse_blockers(replies[0], b))
-			rconn_unexpected_reply(replies[0], name);
-	}
-	return b;
-}
-
-/*
- * The holders that block wait w on its locks (bl: each lock's blockers,
- * read by the caller, w->nkeys of them): a read waiter only by a writer; a
- * fair waiter also by those queued ahead of it; never by itself (its own
- * permits of a semaphore may end by their lease, or permits be added: no
- * deadlock is claimed on them).  Returns how many, with the lock's name
- * each blocks it through.
- */
-int
-wait_blocking_holders(const WaitRecord *w, LockBlockers **bl,
-					  const char ***holders, const char ***names)
-{
-	int			max = 0;
-	int			n = 0;
-
-	if (strcmp(w->kind, "latch") == 0)
-		return 0;
-	for (int k = 0; k < w->nkeys; k++)
-		max += bl[k]->nholders + bl[k]->nqueue;
-	*holders = palloc((max + 1) * sizeof(char *));
-	*names = palloc((max + 1) * sizeof(char *));
-	for (int k = 0; k < w->nkeys; k++)
-	{
-		LockBlockers *b = bl[k];
-
-		if (strcmp(w->kind, "read") != 0 || strcmp(b->mode, "write") == 0)
-			for (int h = 0; h < b->nholders; h++)
-			{
-				if (strcmp(b->holders[h], w->holder) == 0)
-					continue;
-				(*holders)[n] = b->holders[h];
-				(*names)[n++] = w->names[k];
-			}
-		if (strcmp(w->kind, "fair") == 0)
-			for (int q = 0; q < b->nqueue; q++)
-			{
-				if (strcmp(b->queue[q], w->holder) == 0)
-					break;		/* those behind it do not block it */
-				(*holders)[n] = b->queue[q];
-				(*names)[n++] = w->names[k];
-			}
-	}
-	return n;
-}
-
-/*
- * The sessions of this server that block pid's wait for a PostgreSQL lock
- * (as pg_blocking_pids), and what it waits for in PostgreSQL's words
- * ("ShareLock on transaction 123"; NULL when it waits for none).
- */
-int
-pg_lock_blockers(int pid, int **pids, char **what)
-{
-	ArrayType  *arr;
-	Datum	   *elems;
-	bool	   *nulls;
-	int			n;
-	int			k = 0;
-	BlockedProcsData *bd;
-
-	*what = NULL;
-	*pids = NULL;
-	arr = DatumGetArrayTypeP(DirectFunctionCall1(pg_blocking_pids,
-												 Int32GetDatum(pid)));
-	deconstruct_array(arr, INT4OID, sizeof(int32), true, TYPALIGN_INT,
-					  &elems, &nulls, &n);
-	if (n == 0)
-		return 0;
-	*pids = palloc(n * sizeof(int));
-	for (int i = 0; i < n; i++)
-		if (!nulls[i])
-			(*pids)[k++] = DatumGetInt32(elems[i]);
-
-	bd = GetBlockerStatusData(pid);
-	for (int i = 0; i < bd->nprocs && *what == NULL; i++)
-	{
-		BlockedProcData *bp = &bd->procs[i];
-
-		for (int j = 0; j < bp->num_locks; j++)
-		{
-			LockInstanceData *li = &bd->locks[bp->first_lock + j];
-			StringInfoData buf;
-
-			if (li->pid != bp->pid || li->waitLockMode == NoLock)
-				continue;
-			initStringInfo(&buf);
-			appendStringInfo(&buf, "%s on ",
-							 GetLockmodeName(li->locktag.locktag_lockmethodid,
-											 li->waitLockMode));
-			DescribeLockTag(&buf, &li->locktag);
-			*what = buf.data;
-			break;
-		}
-	}
-	if (*what == NULL)
-		*what = pstrdup("a PostgreSQL lock");
-	return k;
 }

@@ -93,11 +93,12 @@ wait_slots_mine(void)
 }
 
 /*
- * Copy slot i into *out; false when it holds no wait.  Retries while its
- * owner writes it.
+ * Copy slot i into *out; false when it holds no wait (of pid's, unless pid
+ * is 0).  An empty slot, or another session's, is not copied (most are:
+ * the slots are scanned whole).  Retries while its owner writes it.
  */
 bool
-wait_graph_read_slot(int i, WaitGraphSlot *out)
+wait_graph_read_slot(int i, int pid, WaitGraphSlot *out)
 {
 	WaitGraphSlot *s;
 
@@ -109,14 +110,19 @@ wait_graph_read_slot(int i, WaitGraphSlot *out)
 		uint32		before = pg_atomic_read_u32(&s->changecount);
 		uint32		after;
 
+		int			owner;
+
 		pg_read_barrier();
+		owner = ((volatile WaitGraphSlot *) s)->pid;
+		if ((before & 1) == 0 && (owner == 0 || (pid != 0 && owner != pid)))
+			return false;
 		if ((before & 1) == 0)
 		{
 			memcpy(out, s, sizeof(WaitGraphSlot));
 			pg_read_barrier();
 			after = pg_atomic_read_u32(&s->changecount);
 			if (before == after)
-				return out->pid != 0;
+				return out->pid != 0 && (pid == 0 || out->pid == pid);
 		}
 		CHECK_FOR_INTERRUPTS();
 	}

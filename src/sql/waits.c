@@ -65,26 +65,7 @@ blockers(const WaitRecord *w, List **cache, const char ***holders)
 	const char **via;
 
 	for (int k = 0; k < w->nkeys; k++)
-	{
-		ListCell   *lc;
-
-		bl[k] = NULL;
-		foreach(lc, *cache)
-		{
-			void	  **pair = lfirst(lc);
-
-			if (strcmp(pair[0], w->keys[k]) == 0)
-				bl[k] = pair[1];
-		}
-		if (bl[k] == NULL)
-		{
-			void	  **pair = palloc(2 * sizeof(void *));
-
-			pair[0] = w->keys[k];
-			pair[1] = bl[k] = lock_blockers(w->kind, w->keys[k], w->names[k]);
-			*cache = lappend(*cache, pair);
-		}
-	}
+		bl[k] = lock_blockers_cached(cache, w->kind, w->keys[k], w->names[k]);
 	return wait_blocking_holders(w, bl, holders, &via);
 }
 
