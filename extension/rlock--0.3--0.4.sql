@@ -104,3 +104,149 @@ AS 'MODULE_PATHNAME', 'rlock_blocking_pids'
 LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 COMMENT ON FUNCTION rlock_blocking_pids(integer) IS
   'Like pg_blocking_pids: the sessions of this server that block the session pid, through rlock locks or PostgreSQL''s locks. Granted to PUBLIC.';
+
+-- ---- 0.4, comments (SPEC 12: every function and view has a COMMENT, so
+-- that \df+ and \dv+ explain it).  The same block ends rlock--0.4.sql and
+-- rlock--0.3--0.4.sql, so a fresh install and an updated one describe their
+-- objects alike (test/t/048_upgrade.pl compares them; regress comments
+-- lists any member left without one).  The functions commented where they
+-- are created (rlock_latch_await, rlock_assert_held, rlock_waits...) are not
+-- repeated here. ----
+
+-- exclusive reentrant lock (SPEC 5.1)
+COMMENT ON FUNCTION rlock_acquire(text, interval, text) IS
+  'Acquires the exclusive reentrant lock name for this session (or for owner, with a finite lease), waiting for it as long as lock_timeout allows; a NULL lease is renewed while the session lives.';
+COMMENT ON FUNCTION rlock_try_acquire(text, interval, interval, text) IS
+  'Tries to acquire the exclusive reentrant lock name for this session (or for owner), waiting at most wait (0: one attempt); returns whether it was acquired.';
+COMMENT ON FUNCTION rlock_release(text, text) IS
+  'Releases one level of this session''s (or owner''s) hold of the exclusive or fenced lock name; returns false with a WARNING when it was not held.';
+COMMENT ON FUNCTION rlock_xact_acquire(text, interval) IS
+  'Acquires the exclusive reentrant lock name until the end of the current transaction, waiting for it as long as lock_timeout allows.';
+COMMENT ON FUNCTION rlock_xact_try_acquire(text, interval, interval) IS
+  'Tries to acquire the exclusive reentrant lock name until the end of the current transaction, waiting at most wait; returns whether it was acquired.';
+COMMENT ON FUNCTION rlock_release_all() IS
+  'Releases every session-level lock this session holds, all levels; returns how many names it released.';
+COMMENT ON FUNCTION rlock_force_release(text) IS
+  'Deletes the lock name whoever holds it and wakes its waiters (Redisson forceUnlock); returns whether a lock was there. Not granted to PUBLIC.';
+
+-- fenced lock (SPEC 5.2)
+COMMENT ON FUNCTION rlock_fenced_acquire(text, interval, text) IS
+  'Acquires the fenced lock name for this session (or for owner), waiting as long as lock_timeout allows; returns its fencing token, which increases with every acquisition of the name. Released by rlock_release.';
+COMMENT ON FUNCTION rlock_fenced_try_acquire(text, interval, interval, text) IS
+  'Tries to acquire the fenced lock name for this session (or for owner), waiting at most wait; returns its fencing token, or NULL when not acquired.';
+COMMENT ON FUNCTION rlock_fenced_xact_acquire(text, interval) IS
+  'Acquires the fenced lock name until the end of the current transaction, waiting as long as lock_timeout allows; returns its fencing token.';
+COMMENT ON FUNCTION rlock_fenced_xact_try_acquire(text, interval, interval) IS
+  'Tries to acquire the fenced lock name until the end of the current transaction, waiting at most wait; returns its fencing token, or NULL when not acquired.';
+COMMENT ON FUNCTION rlock_fenced_token(text) IS
+  'Returns the last fencing token handed out for the fenced lock name, or NULL when it was never acquired as one.';
+
+-- read/write lock (SPEC 5.2)
+COMMENT ON FUNCTION rlock_read_acquire(text, interval, text) IS
+  'Acquires the read side of the read/write lock name for this session (or for owner): shared with other readers, excluded by a writer; waits as long as lock_timeout allows.';
+COMMENT ON FUNCTION rlock_read_try_acquire(text, interval, interval, text) IS
+  'Tries to acquire the read side of the read/write lock name for this session (or for owner), waiting at most wait; returns whether it was acquired.';
+COMMENT ON FUNCTION rlock_read_xact_acquire(text, interval) IS
+  'Acquires the read side of the read/write lock name until the end of the current transaction, waiting as long as lock_timeout allows.';
+COMMENT ON FUNCTION rlock_read_xact_try_acquire(text, interval, interval) IS
+  'Tries to acquire the read side of the read/write lock name until the end of the current transaction, waiting at most wait; returns whether it was acquired.';
+COMMENT ON FUNCTION rlock_read_release(text, text) IS
+  'Releases one level of this session''s (or owner''s) read hold of the read/write lock name; returns false with a WARNING when it was not held.';
+COMMENT ON FUNCTION rlock_write_acquire(text, interval, text) IS
+  'Acquires the write side of the read/write lock name for this session (or for owner): excludes readers and writers; a reader asking to write gets an ERROR; waits as long as lock_timeout allows.';
+COMMENT ON FUNCTION rlock_write_try_acquire(text, interval, interval, text) IS
+  'Tries to acquire the write side of the read/write lock name for this session (or for owner), waiting at most wait; returns whether it was acquired.';
+COMMENT ON FUNCTION rlock_write_xact_acquire(text, interval) IS
+  'Acquires the write side of the read/write lock name until the end of the current transaction, waiting as long as lock_timeout allows.';
+COMMENT ON FUNCTION rlock_write_xact_try_acquire(text, interval, interval) IS
+  'Tries to acquire the write side of the read/write lock name until the end of the current transaction, waiting at most wait; returns whether it was acquired.';
+COMMENT ON FUNCTION rlock_write_release(text, text) IS
+  'Releases one level of this session''s (or owner''s) write hold of the read/write lock name; returns false with a WARNING when it was not held.';
+
+-- fair lock (SPEC 5.2)
+COMMENT ON FUNCTION rlock_fair_acquire(text, interval, text) IS
+  'Acquires the fair lock name for this session (or for owner), waiters being served in the order they came; waits as long as lock_timeout allows.';
+COMMENT ON FUNCTION rlock_fair_try_acquire(text, interval, interval, text) IS
+  'Tries to acquire the fair lock name for this session (or for owner), waiting in its queue at most wait; returns whether it was acquired.';
+COMMENT ON FUNCTION rlock_fair_xact_acquire(text, interval) IS
+  'Acquires the fair lock name until the end of the current transaction, in the order waiters came, waiting as long as lock_timeout allows.';
+COMMENT ON FUNCTION rlock_fair_xact_try_acquire(text, interval, interval) IS
+  'Tries to acquire the fair lock name until the end of the current transaction, waiting in its queue at most wait; returns whether it was acquired.';
+COMMENT ON FUNCTION rlock_fair_release(text, text) IS
+  'Releases one level of this session''s (or owner''s) hold of the fair lock name; returns false with a WARNING when it was not held.';
+
+-- multi-lock and Redlock (SPEC 5.3)
+COMMENT ON FUNCTION rlock_multi_acquire(text[], interval) IS
+  'Acquires every exclusive lock of names for this session, all or none (at most 1000 names, duplicates dropped), waiting as long as lock_timeout allows without holding part of them meanwhile.';
+COMMENT ON FUNCTION rlock_multi_try_acquire(text[], interval, interval) IS
+  'Tries to acquire every exclusive lock of names for this session, all or none, waiting at most wait; returns whether all were acquired.';
+COMMENT ON FUNCTION rlock_multi_xact_acquire(text[], interval) IS
+  'Acquires every exclusive lock of names, all or none, until the end of the current transaction, waiting as long as lock_timeout allows.';
+COMMENT ON FUNCTION rlock_multi_xact_try_acquire(text[], interval, interval) IS
+  'Tries to acquire every exclusive lock of names, all or none, until the end of the current transaction, waiting at most wait; returns whether all were acquired.';
+COMMENT ON FUNCTION rlock_multi_release(text[]) IS
+  'Releases one level of this session''s hold of each exclusive lock of names; returns true when it held every one of them (false with a WARNING otherwise).';
+COMMENT ON FUNCTION rlock_redlock_acquire(text, interval) IS
+  'Acquires the Redlock name for this session: the exclusive lock on a majority of the masters of rlock.redlock_urls, asked in parallel; waits as long as lock_timeout allows.';
+COMMENT ON FUNCTION rlock_redlock_try_acquire(text, interval, interval) IS
+  'Tries to acquire the Redlock name (a majority of the masters of rlock.redlock_urls) for this session, waiting at most wait; returns whether it was acquired.';
+COMMENT ON FUNCTION rlock_redlock_xact_acquire(text, interval) IS
+  'Acquires the Redlock name (a majority of the masters of rlock.redlock_urls) until the end of the current transaction, waiting as long as lock_timeout allows.';
+COMMENT ON FUNCTION rlock_redlock_xact_try_acquire(text, interval, interval) IS
+  'Tries to acquire the Redlock name (a majority of the masters of rlock.redlock_urls) until the end of the current transaction, waiting at most wait; returns whether it was acquired.';
+COMMENT ON FUNCTION rlock_redlock_release(text) IS
+  'Releases one level of this session''s hold of the Redlock name on every master of rlock.redlock_urls; returns false with a WARNING when it was not held.';
+
+-- semaphores (SPEC 5.5)
+COMMENT ON FUNCTION rlock_semaphore_set_permits(text, integer) IS
+  'Sets the number of permits of the semaphore name when it has none yet (trySetPermits); returns whether it set them. Not granted to PUBLIC.';
+COMMENT ON FUNCTION rlock_semaphore_add_permits(text, integer) IS
+  'Adds permits (a negative number removes them) to the semaphore name. Not granted to PUBLIC.';
+COMMENT ON FUNCTION rlock_semaphore_acquire(text, integer, interval) IS
+  'Takes permits of the semaphore name for this session, held like a lock (a NULL lease is renewed while the session lives), waiting as long as lock_timeout allows.';
+COMMENT ON FUNCTION rlock_semaphore_try_acquire(text, integer, interval, interval) IS
+  'Tries to take permits of the semaphore name for this session, waiting at most wait; returns whether they were taken.';
+COMMENT ON FUNCTION rlock_semaphore_xact_acquire(text, integer, interval) IS
+  'Takes permits of the semaphore name until the end of the current transaction, waiting as long as lock_timeout allows.';
+COMMENT ON FUNCTION rlock_semaphore_xact_try_acquire(text, integer, interval, interval) IS
+  'Tries to take permits of the semaphore name until the end of the current transaction, waiting at most wait; returns whether they were taken.';
+COMMENT ON FUNCTION rlock_semaphore_release(text, integer) IS
+  'Gives back permits of the semaphore name that this session holds; returns false with a WARNING when it does not hold that many.';
+COMMENT ON FUNCTION rlock_semaphore_available(text) IS
+  'Returns the number of permits of the semaphore name available now.';
+
+-- count-down latches (SPEC 5.5)
+COMMENT ON FUNCTION rlock_latch_count_down(text) IS
+  'Counts the latch name down by one; returns the count after it (never below zero; 0 with a WARNING when the latch is absent).';
+COMMENT ON FUNCTION rlock_latch_count(text) IS
+  'Returns the current count of the latch name (0 when it is absent).';
+
+-- introspection (SPEC 5.4, 12)
+COMMENT ON FUNCTION rlock_version() IS
+  'Returns the version of the rlock library the server runs (pg_extension.extversion is that of the SQL objects of this database).';
+COMMENT ON FUNCTION rlock_holder_id() IS
+  'Returns this session''s holder identity, <instance uuid>:<backend pid>, as Redis and Redisson clients see it.';
+COMMENT ON FUNCTION rlock_is_locked(text) IS
+  'Returns whether the lock name is held by anyone, any kind, on any server or client (one round trip to Redis).';
+COMMENT ON FUNCTION rlock_is_held(text) IS
+  'Returns whether this session (or its transaction) holds the lock name.';
+COMMENT ON FUNCTION rlock_hold_count(text) IS
+  'Returns how many times this session holds the lock name (its reentrant count; 0 when not held).';
+COMMENT ON FUNCTION rlock_remaining_lease(text) IS
+  'Returns the time the lock name has left before it expires in Redis, or NULL when it is not locked.';
+COMMENT ON FUNCTION rlock_status(text) IS
+  'Returns one row per holder of the lock name, as Redis has it: kind, holder (owner tokens masked), hold count and remaining lease.';
+COMMENT ON FUNCTION rlock_ping() IS
+  'Makes one round trip to the Redis master of rlock.redis_url and returns how long it took; ERROR when it is unreachable.';
+COMMENT ON FUNCTION rlock_nodes() IS
+  'Returns the Redis master(s) locks live on now, pinged: address, role, connected replicas, round trip (NULLs for one that did not answer).';
+COMMENT ON FUNCTION rlock_locks() IS
+  'Returns every lock held by a session of this server, from its shared registry; the rlock_locks view shows it with the server''s name.';
+COMMENT ON VIEW rlock_locks IS
+  'One row per lock held by a session of this server: pid, database, name, kind, scope, holder (owner tokens masked), hold count, lease, acquired, renewed, state (held, lost, stranded), node and server.';
+COMMENT ON FUNCTION rlock_stats() IS
+  'Returns this server''s cumulative rlock activity counters (acquisitions, waits, renewals, losses, round trips, reconnects...) and the Redis connections open now; the rlock_stats view shows it.';
+COMMENT ON VIEW rlock_stats IS
+  'One row of this server''s cumulative rlock activity counters (since stats_reset) and the Redis connections open now.';
+COMMENT ON FUNCTION rlock_stats_reset() IS
+  'Resets this server''s rlock_stats counters to zero and sets stats_reset to now. Not granted to PUBLIC.';

@@ -427,6 +427,19 @@ sub differences
 my $fresh = catalog_of('fresh');
 cmp_ok(scalar(@$fresh), '>', 50, 'the fresh install\'s catalog lists its objects (' . scalar(@$fresh) . ')');
 is(differences(catalog_of('postgres'), $fresh), '', 'after ALTER EXTENSION UPDATE the catalog equals a fresh install\'s');
+# Every function and view has its COMMENT after the update too (SPEC 12: the
+# upgrade script comments the objects of 0.1 to 0.3 as well), not only in a
+# fresh install (regress comments).
+my $uncommented = q{
+SELECT pg_describe_object(d.classid, d.objid, 0)
+  FROM pg_depend d JOIN pg_extension e ON d.refclassid = 'pg_extension'::regclass AND d.refobjid = e.oid
+ WHERE e.extname = 'rlock' AND d.deptype = 'e'
+   AND (d.classid = 'pg_proc'::regclass
+        OR (d.classid = 'pg_class'::regclass AND (SELECT relkind FROM pg_class WHERE oid = d.objid) = 'v'))
+   AND coalesce(obj_description(d.objid, d.classid::regclass::name), '') = ''
+ ORDER BY 1};
+is($node->safe_psql('postgres', $uncommented), '', 'after the update, every function and view of rlock has a comment');
+is($node->safe_psql('db2', $uncommented), '', '... in db2 too');
 # (db2's own revoke, seen to survive above, put back for the comparison)
 $node->safe_psql('db2', 'GRANT SELECT ON rlock_stats TO PUBLIC');
 is(differences(catalog_of('db2'), $fresh), '', '... in db2 too');
