@@ -679,31 +679,49 @@ COMMENT ON FUNCTION rlock_stats_reset() IS
 
 -- ---- 0.4, key_prefix warning (SPEC 2, 12): rlock.key_prefix prepends
 -- every lock name, so a prefix set for one database (ALTER DATABASE ... SET
--- rlock.key_prefix) makes its locks another set of names than those of the
--- other databases: they no longer exclude each other.  CREATE EXTENSION says
--- so, when this database has a prefix of its own or this session one that
--- is not empty.  A WARNING, not a NOTICE: CREATE EXTENSION runs its script
--- with client_min_messages at least WARNING (extension.c), so a NOTICE
--- would never reach the one who should read it.  No Redis I/O, nothing
--- created. ----
-DO $key_prefix_notice$
+-- rlock.key_prefix), or for a role, makes its locks another set of names
+-- than those of the others: they no longer exclude each other.  CREATE
+-- EXTENSION says so, once per such setting that applies in this database
+-- (its own, a role's in it or in every database, ALTER ROLE ALL's), or,
+-- when none does, for this session's value if it is not empty.  A WARNING,
+-- not a NOTICE: CREATE EXTENSION runs its script with client_min_messages
+-- at least WARNING (extension.c), so a NOTICE would never reach the one who
+-- should read it.  No Redis I/O, nothing created. ----
+DO $key_prefix_warning$
 DECLARE
-	db_prefix text;
-	session_prefix text := coalesce(current_setting('rlock.key_prefix', true), '');
+	hint CONSTANT text := 'To share locks, give every database and role that uses them the same rlock.key_prefix, or none (ALTER DATABASE ... RESET rlock.key_prefix, ALTER ROLE ... RESET rlock.key_prefix).';
+	db CONSTANT text := current_database();
+	session_prefix CONSTANT text := coalesce(current_setting('rlock.key_prefix', true), '');
+	warned boolean := false;
+	r record;
 BEGIN
-	SELECT substr(cfg, length('rlock.key_prefix=') + 1) INTO db_prefix
-	  FROM pg_db_role_setting s, unnest(s.setconfig) AS cfg
-	 WHERE s.setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database())
-	   AND s.setrole = 0
-	   AND cfg LIKE 'rlock.key\_prefix=%';
-	IF coalesce(db_prefix, '') <> '' THEN
-		RAISE WARNING 'rlock.key_prefix is "%" in database "%": its locks do not exclude those of databases with another prefix',
-			db_prefix, current_database()
-			USING HINT = 'To share locks between databases, give them all the same rlock.key_prefix, or none (ALTER DATABASE ... RESET rlock.key_prefix).';
-	ELSIF session_prefix <> '' THEN
+	FOR r IN
+		SELECT s.setdatabase <> 0 AS in_db, s.setrole::regrole::text AS role, s.setrole = 0 AS no_role,
+			   substr(cfg, length('rlock.key_prefix=') + 1) AS prefix
+		  FROM pg_db_role_setting s, unnest(s.setconfig) AS cfg
+		 WHERE s.setdatabase IN (0, (SELECT oid FROM pg_database WHERE datname = current_database()))
+		   AND cfg LIKE 'rlock.key\_prefix=%'
+		   AND cfg <> 'rlock.key_prefix='
+		 ORDER BY s.setdatabase DESC, s.setrole
+	LOOP
+		warned := true;
+		IF r.in_db AND r.no_role THEN
+			RAISE WARNING 'rlock.key_prefix is "%" in database "%": its locks do not exclude those of databases with another prefix',
+				r.prefix, db USING HINT = hint;
+		ELSIF r.in_db THEN
+			RAISE WARNING 'rlock.key_prefix is "%" for role % in database "%": its locks do not exclude those of roles or databases with another prefix',
+				r.prefix, r.role, db USING HINT = hint;
+		ELSIF NOT r.no_role THEN
+			RAISE WARNING 'rlock.key_prefix is "%" for role % in every database: its locks do not exclude those of roles with another prefix',
+				r.prefix, r.role USING HINT = hint;
+		ELSE
+			RAISE WARNING 'rlock.key_prefix is "%" for every role in every database: its locks do not exclude those of other servers or Redisson clients without that prefix',
+				r.prefix USING HINT = hint;
+		END IF;
+	END LOOP;
+	IF NOT warned AND session_prefix <> '' THEN
 		RAISE WARNING 'rlock.key_prefix is "%" in this session (database "%"): its locks do not exclude those of sessions with another prefix',
-			session_prefix, current_database()
-			USING HINT = 'To share locks between databases, give them all the same rlock.key_prefix, or none.';
+			session_prefix, db USING HINT = hint;
 	END IF;
 END
-$key_prefix_notice$;
+$key_prefix_warning$;
