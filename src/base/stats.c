@@ -33,8 +33,9 @@
  * sums at the last reset (unsigned arithmetic: the result is never below
  * zero, for slots only grow).  A crash restart saves nothing, and the file
  * was removed when it was loaded: after a crash every counter starts at
- * zero (reset_at the restart), as PostgreSQL's own statistics do.  Gauges
- * are neither saved nor offset.
+ * zero (reset_at the restart).  An immediate shutdown does save them: its
+ * postmaster exits normally once its children are gone, and what they
+ * counted is all in shared memory.  Gauges are neither saved nor offset.
  *
  * Without shared_preload_libraries a backend counts into a slot of its own
  * that nobody reads; rlock_stats then reports that it needs preloading.
@@ -181,7 +182,7 @@ stats_shmem_shutdown(int code, Datum arg)
 	uint64		cells[RLOCK_NUM_CELLS];
 	TimestampTz reset_at;
 
-	/* a crash, or an immediate shutdown: nothing saved */
+	/* a crash restart (shmem_exit(1)) or a FATAL exit: nothing saved */
 	if (code != 0 || stats_shared == NULL)
 		return;
 	stats_read_cells(cells, &reset_at);
