@@ -19,6 +19,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 use RlockTest;
+use RlockTest::Docs;
 
 my $redis = RlockTest::Redis->new;
 my $node = RlockTest::new_node('stats_persist', $redis,
@@ -159,6 +160,32 @@ is(dcount($h0, $h1, "exclusive/wait/$bucket"), 1, "in the le=$bucket bucket");
 is(dcount($h0, $h1, 'exclusive/hold/Infinity'), 2, "two holds ended (the waiter's and the holder's)");
 $a->quit;
 $b->quit;
+
+# ---- doc/metrics.md: its SQL runs, and so does every query of its
+# sql_exporter collector, with the columns its metrics name ----
+
+for my $blk (grep { $_->{file} eq 'doc/metrics.md' } RlockTest::Docs::sql_blocks('sql'))
+{
+	my ($rc, $o, $e) = $node->psql('postgres', $blk->{text});
+	is("$rc $e", '0 ', "doc/metrics.md:$blk->{line} runs");
+}
+{
+	my $yaml = RlockTest::Docs::block('metrics-sql-exporter');
+	my @queries = $yaml =~ /query: \|\n((?:[ ]{6,}.*\n)+)/g;
+	my @want = $yaml =~ /values: \[(\w+)\]/g;
+	push @want, map { split /,\s*/ } $yaml =~ /key_labels: \[([\w, ]+)\]/g;
+	my %cols;
+	ok(@queries >= 5, scalar(@queries) . ' queries in the collector');
+	for my $sql (@queries)
+	{
+		my ($rc, $o, $e) = $node->psql('postgres', "$sql \\gdesc");
+		is("$rc $e", '0 ', 'a collector query runs');
+		$cols{ (split /\|/)[0] } = 1 for split /\n/, $o;
+	}
+	is(join(' ', grep { !$cols{$_} } @want), '', 'every value and label is a column');
+	is(sq("SELECT count(*) FROM rlock_stats_histograms WHERE le = 'Infinity' AND measure = 'wait'"),
+		8, 'one wait series per kind');
+}
 
 # ---- a clean restart keeps every counter and bucket ----
 
