@@ -231,7 +231,7 @@ latch_reached_zero(void *arg, const char *message)
 
 static bool
 latch_await_untimed(const LockName *ln, int64 wait_ms, bool honour_lock_timeout,
-			bool must_exist)
+					bool must_exist)
 {
 	int64		count = latch_count_or_absent(ln);
 
@@ -259,6 +259,7 @@ latch_await(const LockName *ln, int64 wait_ms, bool honour_lock_timeout,
 	volatile bool result = false;
 
 	LOCKS_TIMED_CALL(RLOCK_HIST_LATCH, result,
-					 latch_await_untimed(ln, wait_ms, honour_lock_timeout, must_exist));
+					 latch_await_untimed(ln, wait_ms, honour_lock_timeout,
+										 must_exist));
 	return result;
 }

@@ -208,8 +208,8 @@ exclusive_try(void *arg, int64 *pttl)
 
 static bool
 exclusive_acquire_untimed(const LockName *ln, RlockScope scope, int64 lease_ms,
-				  int64 wait_ms, const char *owner, bool honour_lock_timeout,
-				  int64 *token)
+						  int64 wait_ms, const char *owner, bool honour_lock_timeout,
+						  int64 *token)
 {
 	int64		pttl;
 	ExclusiveAttempt attempt;
@@ -343,6 +343,8 @@ exclusive_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 	volatile bool result = false;
 
 	LOCKS_TIMED_CALL(RLOCK_KIND_EXCLUSIVE, result,
-					 exclusive_acquire_untimed(ln, scope, lease_ms, wait_ms, owner, honour_lock_timeout, token));
+					 exclusive_acquire_untimed(ln, scope, lease_ms, wait_ms,
+											   owner, honour_lock_timeout,
+											   token));
 	return result;
 }

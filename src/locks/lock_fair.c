@@ -212,7 +212,7 @@ fair_give_up(void *arg)
 
 static bool
 fair_acquire_untimed(const LockName *ln, RlockScope scope, int64 lease_ms,
-			 int64 wait_ms, const char *owner, bool honour_lock_timeout)
+					 int64 wait_ms, const char *owner, bool honour_lock_timeout)
 {
 	FairAttempt attempt;
 	int64		pttl;
@@ -264,6 +264,7 @@ fair_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 	volatile bool result = false;
 
 	LOCKS_TIMED_CALL(RLOCK_KIND_FAIR, result,
-					 fair_acquire_untimed(ln, scope, lease_ms, wait_ms, owner, honour_lock_timeout));
+					 fair_acquire_untimed(ln, scope, lease_ms, wait_ms, owner,
+										  honour_lock_timeout));
 	return result;
 }

@@ -91,7 +91,7 @@ multi_try(void *arg, int64 *pttl)
 
 static bool
 multi_acquire_untimed(const LockName *lns, int n, RlockScope scope, int64 lease_ms,
-			  int64 wait_ms, bool honour_lock_timeout)
+					  int64 wait_ms, bool honour_lock_timeout)
 {
 	MultiAttempt a;
 	int64		pttl;
@@ -145,6 +145,7 @@ multi_acquire(const LockName *lns, int n, RlockScope scope, int64 lease_ms,
 	volatile bool result = false;
 
 	LOCKS_TIMED_CALL(RLOCK_HIST_MULTI, result,
-					 multi_acquire_untimed(lns, n, scope, lease_ms, wait_ms, honour_lock_timeout));
+					 multi_acquire_untimed(lns, n, scope, lease_ms, wait_ms,
+										   honour_lock_timeout));
 	return result;
 }

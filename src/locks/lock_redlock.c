@@ -390,7 +390,7 @@ redlock_try(void *arg, int64 *pttl)
 
 static bool
 redlock_acquire_untimed(const LockName *ln, RlockScope scope, int64 lease_ms,
-				int64 wait_ms, bool honour_lock_timeout)
+						int64 wait_ms, bool honour_lock_timeout)
 {
 	RedlockAttempt a;
 	int64		pttl;
@@ -449,6 +449,7 @@ redlock_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 	volatile bool result = false;
 
 	LOCKS_TIMED_CALL(RLOCK_KIND_REDLOCK, result,
-					 redlock_acquire_untimed(ln, scope, lease_ms, wait_ms, honour_lock_timeout));
+					 redlock_acquire_untimed(ln, scope, lease_ms, wait_ms,
+											 honour_lock_timeout));
 	return result;
 }

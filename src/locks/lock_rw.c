@@ -165,8 +165,8 @@ rw_try(void *arg, int64 *pttl)
 
 static bool
 rw_acquire_untimed(const LockName *ln, RlockKind kind, RlockScope scope,
-		   int64 lease_ms, int64 wait_ms, const char *owner,
-		   bool honour_lock_timeout)
+				   int64 lease_ms, int64 wait_ms, const char *owner,
+				   bool honour_lock_timeout)
 {
 	RwAttempt	attempt;
 	int64		pttl;
@@ -208,6 +208,7 @@ rw_acquire(const LockName *ln, RlockKind kind, RlockScope scope,
 	volatile bool result = false;
 
 	LOCKS_TIMED_CALL(kind, result,
-					 rw_acquire_untimed(ln, kind, scope, lease_ms, wait_ms, owner, honour_lock_timeout));
+					 rw_acquire_untimed(ln, kind, scope, lease_ms, wait_ms,
+										owner, honour_lock_timeout));
 	return result;
 }

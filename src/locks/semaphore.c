@@ -221,8 +221,8 @@ sem_try(void *arg, int64 *pttl)
 
 static bool
 semaphore_acquire_untimed(const LockName *ln, RlockScope scope, int permits,
-				  int64 lease_ms, int64 wait_ms, bool honour_lock_timeout,
-				  bool adopt)
+						  int64 lease_ms, int64 wait_ms, bool honour_lock_timeout,
+						  bool adopt)
 {
 	int64		pttl;
 	SemAttempt	attempt;
@@ -347,6 +347,8 @@ semaphore_acquire(const LockName *ln, RlockScope scope, int permits,
 	volatile bool result = false;
 
 	LOCKS_TIMED_CALL(RLOCK_KIND_SEMAPHORE, result,
-					 semaphore_acquire_untimed(ln, scope, permits, lease_ms, wait_ms, honour_lock_timeout, adopt));
+					 semaphore_acquire_untimed(ln, scope, permits, lease_ms,
+											   wait_ms, honour_lock_timeout,
+											   adopt));
 	return result;
 }
