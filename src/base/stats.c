@@ -182,8 +182,12 @@ stats_shmem_shutdown(int code, Datum arg)
 	uint64		cells[RLOCK_NUM_CELLS];
 	TimestampTz reset_at;
 
-	/* a crash restart (shmem_exit(1)) or a FATAL exit: nothing saved */
-	if (code != 0 || stats_shared == NULL)
+	/*
+	 * Only the postmaster's own exit, and a normal one: a crash restart calls
+	 * shmem_exit() itself (proc_exit is not under way), and shared memory
+	 * may then hold anything.
+	 */
+	if (code != 0 || !proc_exit_inprogress || stats_shared == NULL)
 		return;
 	stats_read_cells(cells, &reset_at);
 	for (int s = 0; s < RLOCK_NUM_STATS; s++)
