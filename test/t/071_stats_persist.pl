@@ -160,6 +160,21 @@ is(dcount($h0, $h1, 'exclusive/wait/Infinity'), 1, 'one wait');
 is(dcount($h0, $h1, 'exclusive/wait/1'), 0, 'not in the 1 s bucket');
 is(dcount($h0, $h1, "exclusive/wait/$bucket"), 1, "in the le=$bucket bucket");
 is(dcount($h0, $h1, 'exclusive/hold/Infinity'), 2, "two holds ended (the waiter's and the holder's)");
+# ---- a hold found lost ends there, once ----
+
+q1($a, "SELECT rlock_acquire('hp_lost')");    # (renewed by the watchdog)
+$h0 = hist();
+$redis->cli('DEL', 'hp_lost');
+ok(RlockTest::wait_until(sub {
+	sq("SELECT state FROM rlock_locks WHERE name = 'hp_lost'") eq 'lost' }, 60),
+	'the watchdog finds the lock lost');
+$h1 = hist();
+is(dcount($h0, $h1, 'exclusive/hold/Infinity'), 1, 'its hold ended when it was found lost');
+q1($a, "SELECT rlock_release('hp_lost')");    # (false, a WARNING)
+my $h2 = hist();
+is(dcount($h1, $h2, 'exclusive/hold/Infinity'), 0, 'and its release does not count it again');
+is(dcount($h0, $h2, 'exclusive/wait/Infinity'), 0, 'a release is no wait');
+
 $a->quit;
 $b->quit;
 
