@@ -530,6 +530,24 @@ AS 'MODULE_PATHNAME', 'rlock_blocking_pids'
 LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 COMMENT ON FUNCTION rlock_blocking_pids(integer) IS
   'Like pg_blocking_pids: the sessions of this server that block the session pid, through rlock locks or PostgreSQL''s locks. Granted to PUBLIC.';
+-- ---- 0.4, stats histograms (SPEC 12) ----
+-- The wait and hold times of this server's lock calls, per lock kind, as
+-- cumulative buckets (Prometheus's "le"): a fixed set of rows, never one
+-- per lock name.  Saved, loaded and reset with rlock_stats.
+CREATE FUNCTION rlock_stats_histograms(OUT kind text, OUT measure text,
+                                       OUT le double precision,
+                                       OUT count bigint,
+                                       OUT sum double precision)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'rlock_stats_histograms'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+COMMENT ON FUNCTION rlock_stats_histograms() IS
+  'Wait and hold times of this server''s lock calls per lock kind: one row per kind, measure (wait or hold) and bucket; count is the observations of at most le seconds (cumulative; le = Infinity: all), sum their total seconds. Granted to PUBLIC.';
+
+CREATE VIEW rlock_stats_histograms AS SELECT * FROM rlock_stats_histograms();
+GRANT SELECT ON rlock_stats_histograms TO PUBLIC;
+COMMENT ON VIEW rlock_stats_histograms IS
+  'Histograms of wait time (every acquisition call, from its start to granted, refused, timed out or failed) and hold time (first hold granted to released or found lost) per lock kind, in cumulative buckets of le seconds; survives a clean restart, reset by rlock_stats_reset().';
 
 -- ---- 0.4, comments (SPEC 12: every function and view has a COMMENT, so
 -- that \df+ and \dv+ explain it).  The same block ends rlock--0.4.sql and

@@ -111,3 +111,26 @@ SELECT acquisitions, releases, redis_round_trips FROM rlock_stats;
 -- open_connections is a gauge, not a counter: the reset left it alone, and
 -- it counts this session's connection, used a moment ago
 SELECT open_connections >= 1 AS open_counted FROM rlock_stats;
+
+-- rlock_stats_histograms: wait and hold times per lock kind, cumulative
+-- buckets in Prometheus's "le" convention, a fixed set of rows
+SELECT column_name, data_type FROM information_schema.columns
+ WHERE table_name = 'rlock_stats_histograms' ORDER BY ordinal_position;
+SELECT measure, count(DISTINCT kind) AS kinds, count(*) AS rows,
+       string_agg(DISTINCT kind, ' ' ORDER BY kind) AS which
+  FROM rlock_stats_histograms GROUP BY measure ORDER BY measure;
+SELECT string_agg(le::text, ' ' ORDER BY le) AS buckets
+  FROM rlock_stats_histograms WHERE kind = 'exclusive' AND measure = 'wait';
+-- the reset above emptied them; one try and release: one wait, one hold
+SELECT rlock_stats_reset();
+SELECT rlock_try_acquire('st_h', '1 minute'), rlock_release('st_h');
+SELECT kind, measure, count, sum >= 0 AS has_sum FROM rlock_stats_histograms
+ WHERE le = 'Infinity' AND count > 0 ORDER BY kind, measure;
+-- cumulative: never fewer observations at a larger le, and each histogram's
+-- sum the same on all its rows
+SELECT count(*) AS decreasing FROM (
+  SELECT count < lag(count) OVER (PARTITION BY kind, measure ORDER BY le) AS down
+    FROM rlock_stats_histograms) s WHERE down;
+SELECT count(*) AS sums_differ FROM (
+  SELECT kind, measure FROM rlock_stats_histograms
+   GROUP BY kind, measure HAVING count(DISTINCT sum) > 1) s;

@@ -9,7 +9,10 @@
  *	  Its files:
  *	  settings.c	the values of the rlock.* settings (src/rlock.c defines
  *					the settings themselves)
- *	  stats.c		shared-memory activity counters (rlock_stats)
+ *	  stats_file.c	pg_stat/rlock_stats.stat: the counters kept across a
+ *					clean restart
+ *	  stats.c		shared-memory activity counters (rlock_stats) and the
+ *					wait and hold histograms (rlock_stats_histograms)
  *	  printable.c	text a server sent, made safe to show
  *	  wait_events.c	the wait events rlock's waits show (pg_stat_activity)
  *	  compat.h		the differences between PostgreSQL 13 and 17
@@ -220,12 +223,43 @@ typedef enum RlockStat
 #define stats_is_gauge(s)	((s) == RLOCK_STAT_OPEN_CONNECTIONS)
 
 /*
+ * The wait and hold histograms (rlock_stats_histograms), one per kind and
+ * measure, never per lock name: the lock kinds (RlockKind), then two that
+ * only wait, a multi-lock's set and a latch's await.  A multi-lock's names
+ * are held as exclusive locks, a fenced lock is one too.
+ */
+#define RLOCK_HIST_MULTI		RLOCK_NUM_KINDS
+#define RLOCK_HIST_LATCH		(RLOCK_NUM_KINDS + 1)
+#define RLOCK_HIST_KINDS		(RLOCK_NUM_KINDS + 2)
+
+typedef enum RlockMeasure
+{
+	RLOCK_MEASURE_WAIT,			/* an acquisition call: start to its end */
+	RLOCK_MEASURE_HOLD,			/* first hold granted to released or lost */
+	RLOCK_NUM_MEASURES
+} RlockMeasure;
+
+/* Buckets: RLOCK_HIST_BUCKETS - 1 bounds (stats_hist_bound_us), then +Inf */
+#define RLOCK_HIST_BUCKETS		13
+/* a histogram's cells: a count per bucket (not cumulative), then the sum */
+#define RLOCK_HIST_CELLS		(RLOCK_HIST_BUCKETS + 1)
+#define RLOCK_HIST_SUM			RLOCK_HIST_BUCKETS
+
+/* Every cell a process counts in: the counters, then the histograms. */
+#define RLOCK_NUM_CELLS \
+	(RLOCK_NUM_STATS + RLOCK_HIST_KINDS * RLOCK_NUM_MEASURES * RLOCK_HIST_CELLS)
+
+/* The first cell of the histogram of (kind, measure). */
+#define stats_hist_cell(k, m) \
+	(RLOCK_NUM_STATS + ((k) * RLOCK_NUM_MEASURES + (m)) * RLOCK_HIST_CELLS)
+
+/*
  * One process's counters.  Only that process writes them (so an add is an
  * uncontended atomic on a cache line of its own); readers sum all slots.
  */
 typedef struct RlockStatsSlot
 {
-	pg_atomic_uint64 c[RLOCK_NUM_STATS];
+	pg_atomic_uint64 c[RLOCK_NUM_CELLS];
 } RlockStatsSlot;
 
 extern RlockStatsSlot *stats_my_slot;
@@ -280,6 +314,30 @@ extern void stats_add_elapsed(RlockStat s, TimestampTz start);
 /* Readers: the sums since the last reset, and when that was. */
 extern void stats_read(uint64 *values, TimestampTz *reset_at);
 extern void stats_reset(void);
+
+/*
+ * Histograms: count one observation of us microseconds (no lock, no
+ * round trip); read every cell (RLOCK_NUM_CELLS of them) since the reset.
+ * The name of a histogram's kind, whether it has that measure (a multi-
+ * lock's and a latch's are waits only), a bucket's bound (-1: +Inf).
+ */
+extern void stats_observe(int hkind, RlockMeasure m, int64 us);
+extern void stats_observe_since(int hkind, RlockMeasure m, TimestampTz start);
+extern void stats_read_cells(uint64 *cells, TimestampTz *reset_at);
+extern const char *stats_hist_kind_name(int hkind);
+extern bool stats_hist_has(int hkind, RlockMeasure m);
+extern int64 stats_hist_bound_us(int bucket);
+
+/*
+ * stats_file: the counters as saved at a clean shutdown
+ * (pg_stat/rlock_stats.stat), read back once at the next start.  Neither
+ * throws: a file that cannot be written, or read, or is not one this
+ * build wrote, is a LOG line (a read also removes the file).
+ */
+extern void stats_file_write(const uint64 *cells, int ncells,
+							 TimestampTz reset_at);
+extern bool stats_file_read(uint64 *cells, int ncells,
+							TimestampTz *reset_at);
 
 /*
  * wait_events: what pg_stat_activity.wait_event shows while rlock waits

@@ -357,6 +357,8 @@ registry_sync(const char *key, RlockKind kind, int session_count,
 	if (found && e->session_count + e->xact_count > 0 &&
 		expires_at != 0 && expires_at < e->expires_at)
 		expires_at = e->expires_at;
+	if (found && !held)
+		registry_hold_ends(e);
 	if (!found || e->session_count + e->xact_count == 0)
 	{
 		e->dboid = MyDatabaseId;
@@ -432,7 +434,10 @@ registry_remove(const char *key, RlockKind kind)
 	e = hash_search(registry_hash, &tag, HASH_FIND, NULL);
 	/* (a stranded release is the worker's to remove) */
 	if (e != NULL && e->state != REGISTRY_STRANDED)
+	{
+		registry_hold_ends(e);
 		hash_search(registry_hash, &tag, HASH_REMOVE, NULL);
+	}
 	LWLockRelease(rlock_shared->lock);
 }
 
@@ -453,7 +458,10 @@ registry_remove_backend(void)
 	while ((e = hash_seq_search(&seq)) != NULL)
 	{
 		if (e->pid == MyProcPid && e->state != REGISTRY_STRANDED)
+		{
+			registry_hold_ends(e);
 			hash_search(registry_hash, e, HASH_REMOVE, NULL);
+		}
 	}
 	LWLockRelease(rlock_shared->lock);
 }

@@ -40,4 +40,17 @@ registry_make_tag(RegistryEntry *tag, int pid, RlockKind kind,
 	strlcpy(tag->key, key, sizeof(tag->key));
 }
 
+/*
+ * An entry stops being held (released to zero, removed, stranded or found
+ * lost): its hold time goes to the kind's histogram, once per holding
+ * (a reentrant hold's levels are one holding; a lost or stranded entry
+ * counted already).
+ */
+static inline void
+registry_hold_ends(const RegistryEntry *e)
+{
+	if (e->state == REGISTRY_HELD && e->session_count + e->xact_count > 0)
+		stats_observe_since(e->kind, RLOCK_MEASURE_HOLD, e->acquired_at);
+}
+
 #endif							/* RLOCK_REGISTRY_INT_H */

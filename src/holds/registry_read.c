@@ -205,6 +205,7 @@ registry_renewed(RenewItem *items, const RenewOutcome *outcome,
 		if (pg_atomic_read_u32(&e->release_seq) != items[i].release_seq ||
 			items[i].release_seq % 2 == 1)
 			continue;
+		registry_hold_ends(e);
 		e->state = REGISTRY_LOST;
 		nlost++;
 		report[i] = true;

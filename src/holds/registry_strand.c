@@ -67,6 +67,7 @@ registry_strand(const char *key, RlockKind kind)
 	e = hash_search(registry_hash, &tag, HASH_FIND, NULL);
 	if (e != NULL && e->state == REGISTRY_HELD)
 	{
+		registry_hold_ends(e);
 		/* (an expiry never learned: the longest lease it may have) */
 		if (e->expires_at == 0)
 			e->expires_at = TimestampTzPlusMilliseconds(now,

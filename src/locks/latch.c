@@ -229,9 +229,9 @@ latch_reached_zero(void *arg, const char *message)
 	return latch_count((const LockName *) arg) == 0;
 }
 
-bool
-latch_await(const LockName *ln, int64 wait_ms, bool honour_lock_timeout,
-			bool must_exist)
+static bool
+latch_await_untimed(const LockName *ln, int64 wait_ms, bool honour_lock_timeout,
+					bool must_exist)
 {
 	int64		count = latch_count_or_absent(ln);
 
@@ -249,4 +249,17 @@ latch_await(const LockName *ln, int64 wait_ms, bool honour_lock_timeout,
 	return event_wait(ln, "latch", latch_channel(ln->key),
 					  wait_ms, honour_lock_timeout, latch_reached_zero,
 					  (void *) ln);
+}
+
+/* latch_await, its wait counted in the histogram of its kind */
+bool
+latch_await(const LockName *ln, int64 wait_ms, bool honour_lock_timeout,
+			bool must_exist)
+{
+	volatile bool result = false;
+
+	LOCKS_TIMED_CALL(RLOCK_HIST_LATCH, result,
+					 latch_await_untimed(ln, wait_ms, honour_lock_timeout,
+										 must_exist));
+	return result;
 }

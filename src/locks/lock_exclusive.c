@@ -206,10 +206,10 @@ exclusive_try(void *arg, int64 *pttl)
 	return false;				/* keep compiler quiet */
 }
 
-bool
-exclusive_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
-				  int64 wait_ms, const char *owner, bool honour_lock_timeout,
-				  int64 *token)
+static bool
+exclusive_acquire_untimed(const LockName *ln, RlockScope scope, int64 lease_ms,
+						  int64 wait_ms, const char *owner, bool honour_lock_timeout,
+						  int64 *token)
 {
 	int64		pttl;
 	ExclusiveAttempt attempt;
@@ -332,4 +332,19 @@ exclusive_force_release(const LockName *ln)
 			holds_forget(h);
 	}
 	return r->integer == 1;
+}
+
+/* exclusive_acquire, its wait counted in the histogram of its kind */
+bool
+exclusive_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
+				  int64 wait_ms, const char *owner, bool honour_lock_timeout,
+				  int64 *token)
+{
+	volatile bool result = false;
+
+	LOCKS_TIMED_CALL(RLOCK_KIND_EXCLUSIVE, result,
+					 exclusive_acquire_untimed(ln, scope, lease_ms, wait_ms,
+											   owner, honour_lock_timeout,
+											   token));
+	return result;
 }

@@ -210,9 +210,9 @@ fair_give_up(void *arg)
 	fair_cleanup();
 }
 
-bool
-fair_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
-			 int64 wait_ms, const char *owner, bool honour_lock_timeout)
+static bool
+fair_acquire_untimed(const LockName *ln, RlockScope scope, int64 lease_ms,
+					 int64 wait_ms, const char *owner, bool honour_lock_timeout)
 {
 	FairAttempt attempt;
 	int64		pttl;
@@ -254,4 +254,17 @@ fair_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
 	if (acquired)
 		forget_queue();
 	return acquired;
+}
+
+/* fair_acquire, its wait counted in the histogram of its kind */
+bool
+fair_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
+			 int64 wait_ms, const char *owner, bool honour_lock_timeout)
+{
+	volatile bool result = false;
+
+	LOCKS_TIMED_CALL(RLOCK_KIND_FAIR, result,
+					 fair_acquire_untimed(ln, scope, lease_ms, wait_ms, owner,
+										  honour_lock_timeout));
+	return result;
 }

@@ -89,9 +89,9 @@ multi_try(void *arg, int64 *pttl)
 	return false;
 }
 
-bool
-multi_acquire(const LockName *lns, int n, RlockScope scope, int64 lease_ms,
-			  int64 wait_ms, bool honour_lock_timeout)
+static bool
+multi_acquire_untimed(const LockName *lns, int n, RlockScope scope, int64 lease_ms,
+					  int64 wait_ms, bool honour_lock_timeout)
 {
 	MultiAttempt a;
 	int64		pttl;
@@ -135,4 +135,17 @@ bool
 multi_release(const LockName *lns, int n)
 {
 	return holds_release_set(lns, n, RLOCK_KIND_EXCLUSIVE);
+}
+
+/* multi_acquire, its wait counted in the histogram of its kind */
+bool
+multi_acquire(const LockName *lns, int n, RlockScope scope, int64 lease_ms,
+			  int64 wait_ms, bool honour_lock_timeout)
+{
+	volatile bool result = false;
+
+	LOCKS_TIMED_CALL(RLOCK_HIST_MULTI, result,
+					 multi_acquire_untimed(lns, n, scope, lease_ms, wait_ms,
+										   honour_lock_timeout));
+	return result;
 }

@@ -388,9 +388,9 @@ redlock_try(void *arg, int64 *pttl)
 	return ok;
 }
 
-bool
-redlock_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
-				int64 wait_ms, bool honour_lock_timeout)
+static bool
+redlock_acquire_untimed(const LockName *ln, RlockScope scope, int64 lease_ms,
+						int64 wait_ms, bool honour_lock_timeout)
 {
 	RedlockAttempt a;
 	int64		pttl;
@@ -439,4 +439,17 @@ redlock_release(const LockName *ln)
 	else if (holds_find(ln->key, RLOCK_KIND_REDLOCK) == NULL)
 		return false;			/* the new masters do not have it: said lost */
 	return holds_release(ln, RLOCK_KIND_REDLOCK, NULL);
+}
+
+/* redlock_acquire, its wait counted in the histogram of its kind */
+bool
+redlock_acquire(const LockName *ln, RlockScope scope, int64 lease_ms,
+				int64 wait_ms, bool honour_lock_timeout)
+{
+	volatile bool result = false;
+
+	LOCKS_TIMED_CALL(RLOCK_KIND_REDLOCK, result,
+					 redlock_acquire_untimed(ln, scope, lease_ms, wait_ms,
+											 honour_lock_timeout));
+	return result;
 }

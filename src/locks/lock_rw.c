@@ -163,10 +163,10 @@ rw_try(void *arg, int64 *pttl)
 	return false;				/* keep compiler quiet */
 }
 
-bool
-rw_acquire(const LockName *ln, RlockKind kind, RlockScope scope,
-		   int64 lease_ms, int64 wait_ms, const char *owner,
-		   bool honour_lock_timeout)
+static bool
+rw_acquire_untimed(const LockName *ln, RlockKind kind, RlockScope scope,
+				   int64 lease_ms, int64 wait_ms, const char *owner,
+				   bool honour_lock_timeout)
 {
 	RwAttempt	attempt;
 	int64		pttl;
@@ -197,4 +197,18 @@ rw_acquire(const LockName *ln, RlockKind kind, RlockScope scope,
 	wait_graph_next(kind == RLOCK_KIND_READ ? "read" : "write", ln, 1);
 	return lock_wait(ln, channel_of(ln->key), wait_ms, honour_lock_timeout,
 					 kind == RLOCK_KIND_READ, rw_try, NULL, &attempt);
+}
+
+/* rw_acquire, its wait counted in the histogram of its kind */
+bool
+rw_acquire(const LockName *ln, RlockKind kind, RlockScope scope,
+		   int64 lease_ms, int64 wait_ms, const char *owner,
+		   bool honour_lock_timeout)
+{
+	volatile bool result = false;
+
+	LOCKS_TIMED_CALL(kind, result,
+					 rw_acquire_untimed(ln, kind, scope, lease_ms, wait_ms,
+										owner, honour_lock_timeout));
+	return result;
 }

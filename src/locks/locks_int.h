@@ -224,4 +224,27 @@ extern bool wait_read_refused(RReply *r, const char *what);
 /* deadlock.c: the check a waiter makes (40P01 when it is the victim) */
 extern void deadlock_check(const WaitGraphSlot *self);
 
+/*
+ * The wait histogram (rlock_stats_histograms): one observation per
+ * acquisition call of a kind, from its start to its end however it ends:
+ * granted at once (a wait of 0), after waiting, refused, timed out, or an
+ * ERROR (lock_timeout, a deadlock, an outage, a cancel).  Two clock reads
+ * and two atomics; nothing here does I/O.  result must be volatile.
+ */
+#define LOCKS_TIMED_CALL(hkind, result, call) \
+	do { \
+		TimestampTz timed_start_ = GetCurrentTimestamp(); \
+		PG_TRY(); \
+		{ \
+			(result) = (call); \
+		} \
+		PG_CATCH(); \
+		{ \
+			stats_observe_since((hkind), RLOCK_MEASURE_WAIT, timed_start_); \
+			PG_RE_THROW(); \
+		} \
+		PG_END_TRY(); \
+		stats_observe_since((hkind), RLOCK_MEASURE_WAIT, timed_start_); \
+	} while (0)
+
 #endif							/* RLOCK_LOCKS_INT_H */

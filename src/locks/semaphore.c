@@ -219,10 +219,10 @@ sem_try(void *arg, int64 *pttl)
 	return false;				/* keep compiler quiet */
 }
 
-bool
-semaphore_acquire(const LockName *ln, RlockScope scope, int permits,
-				  int64 lease_ms, int64 wait_ms, bool honour_lock_timeout,
-				  bool adopt)
+static bool
+semaphore_acquire_untimed(const LockName *ln, RlockScope scope, int permits,
+						  int64 lease_ms, int64 wait_ms, bool honour_lock_timeout,
+						  bool adopt)
 {
 	int64		pttl;
 	SemAttempt	attempt;
@@ -336,4 +336,19 @@ bool
 semaphore_delete(const LockName *ln)
 {
 	return sem_run(ln, RLOCK_SCRIPT_SEM_DELETE, false, 0) == 1;
+}
+
+/* semaphore_acquire, its wait counted in the histogram of its kind */
+bool
+semaphore_acquire(const LockName *ln, RlockScope scope, int permits,
+				  int64 lease_ms, int64 wait_ms, bool honour_lock_timeout,
+				  bool adopt)
+{
+	volatile bool result = false;
+
+	LOCKS_TIMED_CALL(RLOCK_KIND_SEMAPHORE, result,
+					 semaphore_acquire_untimed(ln, scope, permits, lease_ms,
+											   wait_ms, honour_lock_timeout,
+											   adopt));
+	return result;
 }

@@ -14,6 +14,8 @@
  *						rlock_locks, rlock_stats, rlock_ping...
  *	  servers.c			rlock_server_name, rlock_servers: the servers
  *						announced on the Redis
+ *	  histograms.c		rlock_stats_histograms: wait and hold times per
+ *						kind, cumulative buckets
  *
  * Copyright (c) 2026, rlock developers
  *
