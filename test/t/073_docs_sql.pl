@@ -114,7 +114,9 @@ sub run_block
 		}
 		$sql .= "$s\n";
 	}
-	$sql .= "\\set VERBOSITY verbose\n" . $b->{text};
+	# a block that waits forever (an await nobody ends) fails, not hangs
+	$sql = "SET statement_timeout = '2min';\n$sql"
+	  . "\\set VERBOSITY verbose\n" . $b->{text};
 	my ($ret, $out, $err) = $node->psql(db_of($b->{file}), $sql,
 		on_error_stop => 1);
 	if (defined $attrs->{error})
