@@ -19,7 +19,7 @@ PG_CFLAGS = -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow=comp
 	-Wno-missing-field-initializers -Wno-sign-compare
 
 # Tests.  `make installcheck` runs the regress and isolation suites against
-# the server running at PGHOST/PGPORT (the PGXS convention; README
+# the server running at PGHOST/PGPORT (the PGXS convention; doc/testing.md
 # "Checking an installation" says what that server needs).  test/run
 # instead starts a temporary instance per suite: it passes the config it
 # wrote (its Redis's address) in RLOCK_TEST_CONF.  TAP tests start their own

@@ -1,6 +1,6 @@
 # Copyright (c) 2026, rlock developers
 #
-# Plain roles (SPEC.md section 8, README "Privileges"), with two login
+# Plain roles (SPEC.md section 8, doc/privileges.md), with two login
 # roles in two sessions and a Redis that has a password (sql/privileges.sql
 # checks the single-session matrix): a plain role cannot release another
 # role's session lock, nor force-release it; it sees the other session's

@@ -1,7 +1,7 @@
 # Copyright (c) 2026, rlock developers
 #
 # A package upgrade from rlock 0.1 to this version, with locks held
-# (SPEC.md section 11, "Packaging and upgrades"; README "Upgrading"):
+# (SPEC.md section 11, "Packaging and upgrades"; doc/upgrading.md):
 #
 #   1. rlock 0.1 is built from the git history (commit $OLD, the release)
 #      and installed into a private copy of this PostgreSQL installation
