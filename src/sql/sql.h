@@ -14,6 +14,8 @@
  *						rlock_locks, rlock_stats, rlock_ping...
  *	  servers.c			rlock_server_name, rlock_servers: the servers
  *						announced on the Redis
+ *	  events.c			rlock_events: this server's recent events, holders
+ *						masked
  *
  * Copyright (c) 2026, rlock developers
  *
