@@ -337,6 +337,7 @@ typedef enum RlockEventType
 	RLOCK_NUM_EVENTS
 } RlockEventType;
 
+#define RLOCK_EVENT_KIND_LEN	16
 #define RLOCK_EVENT_LOCK_LEN	256
 #define RLOCK_EVENT_HOLDER_LEN	128
 #define RLOCK_EVENT_DETAIL_LEN	512
@@ -349,7 +350,7 @@ typedef struct RlockEventEntry
 	int			pid;
 	Oid			dboid;			/* InvalidOid: the worker's */
 	RlockEventType event;
-	int			kind;			/* an RlockKind, or -1 */
+	char		kind[RLOCK_EVENT_KIND_LEN]; /* as rlock_locks names it */
 	char		lock[RLOCK_EVENT_LOCK_LEN];
 	char		holder[RLOCK_EVENT_HOLDER_LEN];	/* raw: masked when shown */
 	char		detail[RLOCK_EVENT_DETAIL_LEN]; /* the LOG line's words */
@@ -360,10 +361,10 @@ extern int	rlock_events_max;	/* rlock.events_max: the ring's entries */
 extern void events_install_hooks(void);
 extern bool rlock_events_available(void);
 extern const char *rlock_event_name(RlockEventType ev);
-extern const char *rlock_event_record(RlockEventType ev, int kind,
+extern const char *rlock_event_record(RlockEventType ev, const char *kind,
 									  const char *lock, const char *holder,
 									  const char *fmt,...) pg_attribute_printf(5, 6);
-extern void rlock_event(int elevel, RlockEventType ev, int kind,
+extern void rlock_event(int elevel, RlockEventType ev, const char *kind,
 						const char *lock, const char *holder,
 						const char *fmt,...) pg_attribute_printf(6, 7);
 extern int	rlock_events_read(RlockEventEntry *out);

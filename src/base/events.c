@@ -145,7 +145,7 @@ copy_text(char *dst, size_t size, const char *s)
 }
 
 static const char *
-event_vrecord(RlockEventType ev, int kind, const char *lock,
+event_vrecord(RlockEventType ev, const char *kind, const char *lock,
 			  const char *holder, const char *fmt, va_list args)
 {
 	RlockEventEntry e;
@@ -153,6 +153,10 @@ event_vrecord(RlockEventType ev, int kind, const char *lock,
 
 	/* (vsnprintf cuts; a cut mid-character is escaped by copy_text) */
 	vsnprintf(raw, sizeof(raw), fmt, args);
+	/* (one line: a multi-line DETAIL's lines run on) */
+	for (char *p = raw; *p; p++)
+		if (*p == '\n')
+			*p = ' ';
 	copy_text(event_text, sizeof(event_text), raw);
 
 	if (events_shared == NULL)
@@ -163,7 +167,7 @@ event_vrecord(RlockEventType ev, int kind, const char *lock,
 	e.pid = MyProcPid;
 	e.dboid = MyDatabaseId;
 	e.event = ev;
-	e.kind = kind;
+	copy_text(e.kind, sizeof(e.kind), kind);
 	copy_text(e.lock, sizeof(e.lock), lock);
 	copy_text(e.holder, sizeof(e.holder), holder);
 	strlcpy(e.detail, event_text, sizeof(e.detail));
@@ -179,10 +183,10 @@ event_vrecord(RlockEventType ev, int kind, const char *lock,
 /*
  * Record an event in the ring only, and return its text (this process's
  * buffer, good until its next event) for the caller's own report to say.
- * kind: an RlockKind, or -1; lock, holder: NULL when none.
+ * kind (as rlock_locks names it), lock, holder: NULL when none.
  */
 const char *
-rlock_event_record(RlockEventType ev, int kind, const char *lock,
+rlock_event_record(RlockEventType ev, const char *kind, const char *lock,
 				   const char *holder, const char *fmt,...)
 {
 	va_list		args;
@@ -196,7 +200,7 @@ rlock_event_record(RlockEventType ev, int kind, const char *lock,
 
 /* Record an event and report it at elevel (LOG, WARNING...) in its words. */
 void
-rlock_event(int elevel, RlockEventType ev, int kind, const char *lock,
+rlock_event(int elevel, RlockEventType ev, const char *kind, const char *lock,
 			const char *holder, const char *fmt,...)
 {
 	va_list		args;

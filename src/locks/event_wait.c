@@ -64,6 +64,7 @@ event_loop(RedisConn *sub, const LockName *ln, const char *channel,
 		if (look && check_fn(arg, message))
 		{
 			happened = true;
+			wait_outage_answered(); /* (an outage ridden out) */
 			break;
 		}
 		if (look)

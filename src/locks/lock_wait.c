@@ -287,6 +287,7 @@ wait_loop(RedisConn *sub, bool foreign, const LockName *ln,
 			if (try_fn(arg, &pttl))
 			{
 				acquired = true;
+				wait_outage_answered(); /* (an outage ridden out) */
 				break;
 			}
 			wait_outage_answered();	/* (a subscription alone is not: a

@@ -97,6 +97,11 @@ wait_outage_end(void)
 void
 wait_outage_answered(void)
 {
+	if (outage.since != 0)
+		rlock_event(LOG, RLOCK_EVENT_OUTAGE_RIDDEN_OUT, NULL, NULL, NULL,
+					"rlock: waiting for %s: Redis answers again after %lld ms, the wait goes on",
+					outage.what ? outage.what : "a lock",
+					(long long) ((GetCurrentTimestamp() - outage.since) / 1000));
 	outage.since = 0;
 	outage.backoff_ms = OUTAGE_BACKOFF_MIN_MS;
 }
@@ -202,11 +207,17 @@ wait_outage_pause(TimestampTz end)
 
 	/* the first pause of an outage says so in the server log, once */
 	if (outage.backoff_ms == OUTAGE_BACKOFF_MIN_MS)
+	{
+		const char *msg;
+
+		msg = rlock_event_record(RLOCK_EVENT_OUTAGE_WAIT, NULL, NULL, NULL,
+								 "rlock: waiting for %s through a Redis outage",
+								 outage.what);
 		ereport(LOG,
-				(errmsg("rlock: waiting for %s through a Redis outage",
-						outage.what),
+				(errmsg_internal("%s", msg),
 				 outage.detail != NULL ?
 				 errdetail_internal("%s", outage.detail) : 0));
+	}
 	until = TimestampTzPlusMilliseconds(now, outage.backoff_ms);
 	if (until > end)
 		until = end;

@@ -5,8 +5,7 @@
  *	  events.c), oldest first, as rows of the rlock_events view.
  *
  * The ring is copied first (the writers' spinlock is held one entry at a
- * time), then turned into rows: database names looked up, kinds named as
- * rlock_locks names them, and a holder that is an owner token's digest
+ * time), then turned into rows: database names looked up, and a holder that is an owner token's digest
  * masked as rlock_waits masks it (waits.c): superusers and members of
  * pg_read_all_stats see that a token is there, other roles not even that.
  *
@@ -67,8 +66,8 @@ rlock_events(PG_FUNCTION_ARGS)
 			vals[5] = CStringGetTextDatum(e->lock);
 		else
 			nulls[5] = true;
-		if (e->kind >= 0)
-			vals[6] = CStringGetTextDatum(rlock_kind_name((RlockKind) e->kind));
+		if (e->kind[0] != '\0')
+			vals[6] = CStringGetTextDatum(e->kind);
 		else
 			nulls[6] = true;
 		if (e->holder[0] != '\0')

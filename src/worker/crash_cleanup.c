@@ -173,12 +173,22 @@ crash_cleanup_load(void)
 static void
 report(void)
 {
+	char		msg[256];
+	const char *released = names->data[0] != '\0' ? names->data : "none";
+
+	/* one event for the run: its lock, the names released */
+	snprintf(msg, sizeof(msg),
+			 "rlock watchdog: crash clean-up released %d locks of instance %s",
+			 nreleased, pending.uuid);
+	(void) rlock_event_record(RLOCK_EVENT_CRASH_CLEANUP, NULL,
+							  names->data[0] != '\0' ? names->data : NULL,
+							  pending.uuid,
+							  "%s: Released: %s.  Already gone: %d.  Taken by another kind since: %d.",
+							  msg, released, ngone, nrefused);
 	ereport(LOG,
-			(errmsg("rlock watchdog: crash clean-up released %d locks of instance %s",
-					nreleased, pending.uuid),
+			(errmsg_internal("%s", msg),
 			 errdetail("Released: %s.  Already gone: %d.  Taken by another kind since: %d.",
-					   names->data[0] != '\0' ? names->data : "none", ngone,
-					   nrefused)));
+					   released, ngone, nrefused)));
 }
 
 static void
