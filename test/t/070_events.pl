@@ -31,6 +31,7 @@ use Time::HiRes qw(time);
 use RlockTest;
 
 my $t_start = time();
+my ($out, $err, $st);
 my $redis = RlockTest::Redis->new;
 my $proxy = RlockTest::Proxy->new($redis);
 my $node = RlockTest::new_node('events', $proxy,
@@ -107,4 +108,208 @@ ok(logged($node, $offset, "rlock watchdog: lock \"ev_lost\" held by $s_holder (p
 	'lost: the LOG line says the same');
 q1($s, "SELECT rlock_release('ev_lost')");
 
+# ---- force_release: another session's lock deleted ----
+q1($s, "SELECT rlock_acquire('ev_force', '1 min')");
+my $f = $node->background_psql('postgres', on_error_stop => 0);
+my $f_pid = q1($f, 'SELECT pg_backend_pid()');
+is(q1($f, "SELECT rlock_force_release('ev_force')"), 't',
+	'force_release: another session deletes the lock');
+$e = await_event($node, 'force_release', 'ev_force');
+ok($e, 'force_release: recorded');
+is_deeply(
+	[ @$e{qw(pid database lock holder recent)} ],
+	[ $f_pid, 'postgres', 'ev_force', $s_holder, 't' ],
+	'force_release: the pid and database of the session that did it, the lock, the holder it was taken from');
+is($e->{detail},
+	"rlock: lock \"ev_force\" was force-released by pid $f_pid, taken from 1 holder(s)",
+	'force_release: the detail');
+ok(logged($node, $offset, $e->{detail}), 'force_release: the LOG line says the same');
+
+# ---- deadlock: two sessions wait for each other ----
+my $d1 = $node->background_psql('postgres', on_error_stop => 0);
+my $d2 = $node->background_psql('postgres', on_error_stop => 0);
+my $d1_holder = RlockTest::holder_of($d1);
+my $d2_holder = RlockTest::holder_of($d2);
+q1($d1, "SELECT rlock_acquire('ev_dl_a', '1 min')");
+q1($d2, "SELECT rlock_acquire('ev_dl_b', '1 min')");
+RlockTest::start_bg($d1, "SELECT rlock_try_acquire('ev_dl_b', '1 min', '60 s')");
+RlockTest::wait_for_rlock_waiters($node, 'postgres', 1, '%ev_dl_b%');
+RlockTest::start_bg($d2, "SELECT rlock_try_acquire('ev_dl_a', '1 min', '60 s')");
+ok(RlockTest::wait_until(sub { RlockTest::bg_done($d1) || RlockTest::bg_done($d2) }, 30),
+	'deadlock: one of the two waits ends');
+$e = await_event($node, 'deadlock');
+ok($e, 'deadlock: recorded');
+my ($victim_lock, $victim_holder) =
+  $e && $e->{lock} eq 'ev_dl_b' ? ('ev_dl_b', $d1_holder) : ('ev_dl_a', $d2_holder);
+is_deeply(
+	[ @$e{qw(database lock kind holder recent)} ],
+	[ 'postgres', $victim_lock, 'exclusive', $victim_holder, 't' ],
+	'deadlock: the victim\'s database, the lock it waited for, its kind, its holder id');
+like($e->{detail}, qr/^deadlock detected: Process \d+ .* waits for /,
+	'deadlock: the detail is the 40P01\'s, its lines run on');
+ok(logged($node, $offset, 'ERROR:  deadlock detected'),
+	'deadlock: the server log has the ERROR');
+# the victim's wait ends with 40P01; the other's once the victim lets go
+my ($victim, $other) = RlockTest::bg_done($d1) ? ($d1, $d2) : ($d2, $d1);
+($out, $err, $st) = RlockTest::bg_result($victim);
+is($st, '40P01', 'deadlock: the victim\'s wait failed with 40P01') or diag($err);
+q1($victim, "SELECT rlock_release_all()");
+ok(RlockTest::wait_until(sub { RlockTest::bg_done($other) }, 30),
+	'deadlock: the other wait ends once the victim lets go');
+RlockTest::bg_result($other);
+q1($other, "SELECT rlock_release_all()");
+
+# ---- an outage: a release stranded, renewals failing, a wait riding it out ----
+my $a = $node->background_psql('postgres', on_error_stop => 0);
+my $a_pid = q1($a, 'SELECT pg_backend_pid()');
+my $a_holder = RlockTest::holder_of($a);
+my $b = $node->background_psql('postgres', on_error_stop => 0);
+my $b_pid = q1($b, 'SELECT pg_backend_pid()');
+q1($s, "SELECT rlock_acquire('ev_renewed')");    # the watchdog renews it
+q1($a, "SELECT rlock_acquire('ev_strand', '1 min'), rlock_acquire('ev_wait', '1 min')");
+RlockTest::start_bg($b, "SELECT rlock_try_acquire('ev_wait', '1 min', '90 s')");
+RlockTest::wait_for_rlock_waiters($node, 'postgres', 1, '%ev_wait%');
+my $before = RlockTest::sql($node, 'SELECT coalesce(max(seq), 0) FROM rlock_events');
+
+$proxy->refuse;
+$proxy->cut;
+($out, $err, $st) = RlockTest::run_sql($a, "SELECT rlock_release('ev_strand')");
+is("$out/$st", 't/00000', 'stranded_release: a release during the outage returns true');
+$e = await_event($node, 'stranded_release', 'ev_strand');
+ok($e, 'stranded_release: recorded');
+is_deeply(
+	[ @$e{qw(pid database lock kind holder)} ],
+	[ $a_pid, 'postgres', 'ev_strand', 'exclusive', $a_holder ],
+	'stranded_release: the session, the lock, its kind, its holder');
+like($e->{detail},
+	qr/^rlock: release of lock "ev_strand" held by \Q$a_holder\E could not reach Redis; the background worker will finish it$/,
+	'stranded_release: the detail');
+ok(logged($node, $offset, $e->{detail}), 'stranded_release: the LOG line says the same');
+
+$e = await_event($node, 'renew_failing');
+ok($e && $e->{seq} > $before, 'renew_failing: recorded');
+is($e->{detail}, 'rlock watchdog: renewals failing: Redis could not be reached, retrying',
+	'renew_failing: the detail');
+ok(logged($node, $offset, $e->{detail}), 'renew_failing: the LOG line says the same');
+
+$e = await_event($node, 'outage_wait');
+ok($e && $e->{seq} > $before, 'outage_wait: recorded');
+is_deeply([ @$e{qw(pid database)} ], [ $b_pid, 'postgres' ],
+	'outage_wait: the waiting session');
+is($e->{detail}, 'rlock: waiting for lock "ev_wait" through a Redis outage',
+	'outage_wait: the detail');
+ok(logged($node, $offset, $e->{detail}), 'outage_wait: the LOG line says the same');
+ok(!RlockTest::bg_done($b), 'the waiter still waits');
+
+$proxy->accept;
+$e = await_event($node, 'stranded_settled', 'ev_strand');
+ok($e, 'stranded_settled: the worker finished the release once Redis answers');
+is_deeply([ @$e{qw(database kind holder)} ], [ '-', 'exclusive', $a_holder ],
+	'stranded_settled: the worker\'s, the kind, the holder');
+like($e->{detail},
+	qr/^rlock worker: stranded release of exclusive lock "ev_strand" held by \Q$a_holder\E done: released in Redis$/,
+	'stranded_settled: the detail');
+ok(logged($node, $offset, $e->{detail}), 'stranded_settled: the LOG line says the same');
+
+$e = await_event($node, 'renew_recovered');
+ok($e && $e->{seq} > $before, 'renew_recovered: recorded');
+is($e->{detail}, 'rlock watchdog: Redis answers again, renewals resumed',
+	'renew_recovered: the detail');
+ok(logged($node, $offset, $e->{detail}), 'renew_recovered: the LOG line says the same');
+
+$e = await_event($node, 'outage_ridden_out');
+ok($e && $e->{seq} > $before, 'outage_ridden_out: recorded');
+is($e->{pid}, $b_pid, 'outage_ridden_out: the waiting session');
+like($e->{detail},
+	qr/^rlock: waiting for lock "ev_wait": Redis answers again after \d+ ms, the wait goes on$/,
+	'outage_ridden_out: the detail');
+ok(logged($node, $offset, $e->{detail}), 'outage_ridden_out: the LOG line says the same');
+
+is(q1($a, "SELECT rlock_release('ev_wait')"), 't', 'the holder releases after the outage');
+ok(RlockTest::wait_until(sub { RlockTest::bg_done($b) }, 30), 'the waiter ends');
+($out, $err, $st) = RlockTest::bg_result($b);
+is("$out/$st", 't/00000', 'the waiter acquired: it rode the outage out') or diag($err);
+
+my $rc = RlockTest::sql($node,
+	"SELECT count(*) FROM rlock_events WHERE event = 'reconnect' AND pid = $a_pid AND seq > $before");
+cmp_ok($rc, '>=', 1, 'reconnect: the session that met the outage reconnected, recorded');
+$e = await_event($node, 'reconnect');
+like($e->{detail}, qr/^rlock: connected again to Redis at 127\.0\.0\.1:\d+ after a failure$/,
+	'reconnect: the detail');
+ok(logged($node, $offset, $e->{detail}), 'reconnect: the LOG line says the same');
+q1($b, "SELECT rlock_release_all()");
+q1($s, "SELECT rlock_release_all()");
+
+# every event has the words of a line of the server log
+my $all = RlockTest::sql($node,
+	"SELECT string_agg(DISTINCT event, ',' ORDER BY event) FROM rlock_events");
+note "events recorded: $all";
+
+# ---- crash_cleanup: a backend holding a lock is SIGKILLed ----
+my $k = $node->background_psql('postgres', on_error_stop => 0);
+my $k_pid = q1($k, 'SELECT pg_backend_pid()');
+my $k_holder = RlockTest::holder_of($k);
+q1($k, "SELECT rlock_acquire('ev_crash')");
+my $file = $node->data_dir . '/pg_stat_tmp/rlock_holds';
+ok( RlockTest::wait_until(
+		sub { -e $file && index(slurp_file($file), 'ev_crash') >= 0 }, 30),
+	'crash_cleanup: the worker lists the hold where a crash restart finds it');
+my ($old_uuid) = $k_holder =~ /^(.*):\d+$/;
+$s->quit;
+$f->quit;
+$d1->quit;
+$d2->quit;
+$a->quit;
+$b->quit;
+ok(RlockTest::kill_backend_and_wait_restart($node, $k_pid),
+	'crash_cleanup: the server restarts after the SIGKILL');
+$k->{run}->kill_kill;
+$e = await_event($node, 'crash_cleanup');
+ok($e, 'crash_cleanup: recorded after the restart');
+is_deeply([ @$e{qw(database lock kind holder)} ], [ '-', 'ev_crash', 'exclusive', $k_holder ],
+	'crash_cleanup: the worker\'s, the (first) lock released, its kind, its holder');
+like($e->{detail},
+	qr/^rlock watchdog: crash clean-up released 1 locks of instance \Q$old_uuid\E: Released: exclusive "ev_crash" \(pid $k_pid\)\./,
+	'crash_cleanup: the detail');
+ok(logged($node, $offset, "rlock watchdog: crash clean-up released 1 locks of instance $old_uuid"),
+	'crash_cleanup: the LOG line says the same');
+is($redis->cli('EXISTS', 'ev_crash'), '0', 'crash_cleanup: released in Redis');
+
+# ---- a second server: the ring wraps; holders masked ----
+my $ring = RlockTest::new_node('events_ring', $redis,
+	extra_conf => "rlock.events_max = 10\n");
+$ring->safe_psql('postgres', q{
+	CREATE ROLE ev_plain LOGIN;
+	CREATE ROLE ev_stats LOGIN IN ROLE pg_read_all_stats;
+	SELECT rlock_acquire('ev_owned', '1 min', owner => 'ev-secret-token');
+	SELECT rlock_force_release('ev_owned');
+	SELECT rlock_acquire('ev_mine', '1 min');
+	SELECT rlock_force_release('ev_mine');
+});
+my $shown = q{SELECT string_agg(coalesce(holder, '-'), ',' ORDER BY seq) FROM rlock_events
+	WHERE lock IN ('ev_owned', 'ev_mine')};
+my $id_re = qr/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}:\d+/;
+like($ring->safe_psql('postgres', $shown), qr/^<owner token>,$id_re$/,
+	'masking: a superuser sees that an owner token held it, not the token; a holder id as it is');
+like($ring->safe_psql('postgres', "SET ROLE ev_stats; $shown"), qr/^<owner token>,$id_re$/,
+	'masking: so does a member of pg_read_all_stats');
+like($ring->safe_psql('postgres', "SET ROLE ev_plain; $shown"),
+	qr/^<insufficient privilege>,$id_re$/,
+	'masking: a plain role sees no owner token, not even that there is one');
+unlike($ring->safe_psql('postgres', 'SELECT string_agg(concat_ws(\' \', lock, holder, detail), \' \') FROM rlock_events'),
+	qr/ev-secret-token|rlock-owner:/, 'masking: neither the token nor its digest shows anywhere');
+
+$ring->safe_psql('postgres', q{
+	SELECT rlock_acquire('ev_ring_' || i, '1 min'), rlock_force_release('ev_ring_' || i)
+	FROM generate_series(1, 25) i;
+});
+is( $ring->safe_psql('postgres', q{
+	SELECT count(*) || ' ' || (max(seq) - min(seq) + 1) || ' '
+	       || bool_and(seq = prev + 1 OR prev IS NULL) || ' '
+	       || string_agg(lock, ',' ORDER BY seq)
+	FROM (SELECT seq, lag(seq) OVER (ORDER BY seq) AS prev, lock FROM rlock_events) r}),
+	'10 10 true ' . join(',', map { "ev_ring_$_" } 16 .. 25),
+	'ring: rlock.events_max = 10 keeps exactly the 10 newest of 27 events, sequence numbers contiguous');
+
+note sprintf('070 took %.1f s', time() - $t_start);
 done_testing();
