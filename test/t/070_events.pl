@@ -165,6 +165,7 @@ my $a_pid = q1($a, 'SELECT pg_backend_pid()');
 my $a_holder = RlockTest::holder_of($a);
 my $b = $node->background_psql('postgres', on_error_stop => 0);
 my $b_pid = q1($b, 'SELECT pg_backend_pid()');
+my $b_holder = RlockTest::holder_of($b);
 q1($s, "SELECT rlock_acquire('ev_renewed')");    # the watchdog renews it
 q1($a, "SELECT rlock_acquire('ev_strand', '1 min'), rlock_acquire('ev_wait', '1 min')");
 RlockTest::start_bg($b, "SELECT rlock_try_acquire('ev_wait', '1 min', '90 s')");
@@ -194,8 +195,8 @@ ok(logged($node, $offset, $e->{detail}), 'renew_failing: the LOG line says the s
 
 $e = await_event($node, 'outage_wait');
 ok($e && $e->{seq} > $before, 'outage_wait: recorded');
-is_deeply([ @$e{qw(pid database)} ], [ $b_pid, 'postgres' ],
-	'outage_wait: the waiting session');
+is_deeply([ @$e{qw(pid database lock holder)} ], [ $b_pid, 'postgres', 'ev_wait', $b_holder ],
+	'outage_wait: the waiting session, the lock it waits for');
 is($e->{detail}, 'rlock: waiting for lock "ev_wait" through a Redis outage',
 	'outage_wait: the detail');
 ok(logged($node, $offset, $e->{detail}), 'outage_wait: the LOG line says the same');
@@ -219,7 +220,8 @@ ok(logged($node, $offset, $e->{detail}), 'renew_recovered: the LOG line says the
 
 $e = await_event($node, 'outage_ridden_out');
 ok($e && $e->{seq} > $before, 'outage_ridden_out: recorded');
-is($e->{pid}, $b_pid, 'outage_ridden_out: the waiting session');
+is_deeply([ @$e{qw(pid lock holder)} ], [ $b_pid, 'ev_wait', $b_holder ],
+	'outage_ridden_out: the waiting session, the lock it waits for');
 like($e->{detail},
 	qr/^rlock: waiting for lock "ev_wait": Redis answers again after \d+ ms, the wait goes on$/,
 	'outage_ridden_out: the detail');
