@@ -78,10 +78,11 @@ sub await_event
 	return $e;
 }
 
-# The LOG line's words: the detail up to ": " and a DETAIL, or all of it.
+# Whether the server log (from $offset) has these words, within 10 s.
 sub logged
 {
 	my ($n, $offset, $words) = @_;
+	return 0 if !defined $words || $words eq '';
 	return RlockTest::wait_until(
 		sub { RlockTest::log_has($n, $offset, qr/\Q$words\E/) }, 10);
 }
