@@ -37,6 +37,29 @@ SELECT event, lock, kind, holder = rlock_holder_id() AS holder_is_mine,
 FROM rlock_events WHERE seq > :last_seq ORDER BY seq;
 SELECT rlock_release('events:held');
 
+-- a long name is cut on a character boundary, in the lock column (255
+-- bytes) and in the detail (511): a UTF8 database, 'x' and 2-byte
+-- characters, so that a cut by bytes would split one
+SELECT current_database() AS origdb \gset
+SET client_min_messages = warning;
+DROP DATABASE IF EXISTS rlock_events_utf8;
+CREATE DATABASE rlock_events_utf8 TEMPLATE template0 ENCODING 'UTF8' LOCALE 'C';
+RESET client_min_messages;
+\c rlock_events_utf8
+SET client_min_messages = warning;
+CREATE EXTENSION rlock;
+RESET client_min_messages;
+SELECT coalesce(max(seq), 0) AS last_seq FROM rlock_events \gset
+SELECT rlock_acquire('x' || repeat(U&'\00e9', 400), '60s');
+SELECT rlock_force_release('x' || repeat(U&'\00e9', 400)) AS deleted;
+SELECT event, octet_length(lock) AS lock_bytes,
+       lock = 'x' || repeat(U&'\00e9', 127) AS lock_cut_on_a_character,
+       octet_length(detail) AS detail_bytes,
+       detail = 'rlock: lock "x' || repeat(U&'\00e9', 248) AS detail_cut_on_a_character
+FROM rlock_events WHERE seq > :last_seq ORDER BY seq;
+\c :origdb
+DROP DATABASE rlock_events_utf8;
+
 -- the ring's size is fixed when the server starts
 SELECT context, min_val, max_val, boot_val FROM pg_settings
 WHERE name = 'rlock.events_max';

@@ -32,6 +32,7 @@
  */
 #include "postgres.h"
 
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
@@ -151,8 +152,9 @@ event_vrecord(RlockEventType ev, const char *kind, const char *lock,
 	RlockEventEntry e;
 	char		raw[RLOCK_EVENT_DETAIL_LEN];
 
-	/* (vsnprintf cuts; a cut mid-character is escaped by copy_text) */
-	vsnprintf(raw, sizeof(raw), fmt, args);
+	/* cut on a character's boundary (else copy_text would escape it all) */
+	if (vsnprintf(raw, sizeof(raw), fmt, args) >= (int) sizeof(raw))
+		raw[pg_mbcliplen(raw, (int) strlen(raw), (int) sizeof(raw) - 1)] = '\0';
 	/* (one line: a multi-line DETAIL's lines run on) */
 	for (char *p = raw; *p; p++)
 		if (*p == '\n')
