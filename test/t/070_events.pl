@@ -15,6 +15,8 @@
 #   - crash_cleanup: a backend holding a lock is SIGKILLed, the server
 #     restarts, the worker releases what the dead run held (last: the
 #     ring is shared memory, which a crash restart makes anew).
+# A third server behind Sentinel: its master killed, the failover is an
+# event too.
 # On a second server, with rlock.events_max = 10: 25 force releases leave
 # exactly the 10 newest, their sequence numbers contiguous; an owner
 # token's hold is masked (superuser: "<owner token>"; a plain role: not
@@ -319,6 +321,30 @@ is( $ring->safe_psql('postgres', q{
 	FROM (SELECT seq, lag(seq) OVER (ORDER BY seq) AS prev, lock FROM rlock_events) r}),
 	'10 10 true ' . join(',', map { "ev_ring_$_" } 16 .. 25),
 	'ring: rlock.events_max = 10 keeps exactly the 10 newest of 27 events, sequence numbers contiguous');
+
+# ---- failover: Sentinel names a new master ----
+my $sen = RlockTest::Sentinel->new(replicas => 1, sentinels => 3);
+my $fo = RlockTest::new_node('events_failover', undef, url => $sen->url);
+my $fs = $fo->background_psql('postgres', on_error_stop => 0);
+is(q1($fs, "SELECT rlock_try_acquire('ev_fo', '1 min')"), 't',
+	'failover: a session of a server behind Sentinel takes a lock');
+my $old_master = $sen->master;
+my $fo_offset = -s $fo->logfile;
+$sen->kill_master;
+my $fo_secs = $sen->wait_failover($old_master->port, 60);
+ok(defined $fo_secs, 'failover: the sentinels name a new master');
+my $new_master = $sen->master;
+# the next call asks the sentinels where the master is now
+RlockTest::wait_until(
+	sub { q1($fs, "SELECT rlock_try_acquire('ev_fo2', '1 min')") eq 't' }, 60);
+$e = await_event($fo, 'failover');
+ok($e, 'failover: recorded');
+my ($new_where, $old_where) = ($new_master->where, $old_master->where);
+like($e->{detail},
+	qr/^rlock: Redis master "\Q${\ $sen->master_name }\E" is now \Q$new_where\E \(was \Q$old_where\E\)$/,
+	'failover: the detail names the new master and the old one');
+ok(logged($fo, $fo_offset, $e->{detail}), 'failover: the LOG line says the same');
+$fs->quit;
 
 note sprintf('070 took %.1f s', time() - $t_start);
 done_testing();
