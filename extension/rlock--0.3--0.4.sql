@@ -104,6 +104,26 @@ AS 'MODULE_PATHNAME', 'rlock_blocking_pids'
 LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 COMMENT ON FUNCTION rlock_blocking_pids(integer) IS
   'Like pg_blocking_pids: the sessions of this server that block the session pid, through rlock locks or PostgreSQL''s locks. Granted to PUBLIC.';
+
+-- ---- 0.4, events ----
+-- The recent events of this server, kept in shared memory (SPEC 12):
+-- locks lost, renewals failing and recovering, force releases,
+-- deadlocks, stranded releases, reconnects, crash clean-ups, outages
+-- ridden out; each was also a line of the server log.
+CREATE FUNCTION rlock_events(OUT seq bigint, OUT at timestamptz,
+                             OUT pid integer, OUT database name,
+                             OUT event text, OUT lock text, OUT kind text,
+                             OUT holder text, OUT detail text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'rlock_events'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION rlock_events() IS
+  'The recent events of this server (the newest rlock.events_max, oldest first): locks lost, renewals failing and recovering, force releases, deadlocks, stranded releases, reconnects, crash clean-ups, outages ridden out; an owner token is masked. Granted to PUBLIC.';
+
+CREATE VIEW rlock_events AS SELECT * FROM rlock_events();
+GRANT SELECT ON rlock_events TO PUBLIC;
+COMMENT ON VIEW rlock_events IS
+  'One row per recent event of this server, newest last: its sequence number, time, pid, database, event, lock, kind, holder (an owner token is masked) and what the server log said.';
 -- ---- 0.4, stats histograms (SPEC 12) ----
 -- The wait and hold times of this server's lock calls, per lock kind, as
 -- cumulative buckets (Prometheus's "le"): a fixed set of rows, never one

@@ -4,7 +4,7 @@
  *	  Module entry point: _PG_init and the rlock.* settings.
  *
  * rlock works with or without shared_preload_libraries.  Preloaded, it
- * reserves its shared memory (registry.c, stats.c); loaded on demand by a backend,
+ * reserves its shared memory (registry.c, stats.c, events.c); loaded on demand by a backend,
  * locks with a fixed lease still work, and what needs shared memory says
  * so.
  *
@@ -321,6 +321,17 @@ _PG_init(void)
 								0,
 								NULL, NULL, NULL);
 
+	/* the ring of rlock_events: its size is fixed with shared memory */
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomIntVariable("rlock.events_max",
+								"Entries of the ring of this server's recent events (rlock_events).",
+								NULL,
+								&rlock_events_max,
+								1000, 10, 100000,
+								PGC_POSTMASTER,
+								0,
+								NULL, NULL, NULL);
+
 	if (process_shared_preload_libraries_in_progress)
 		DefineCustomStringVariable("rlock.server_name",
 								   "How this server is named to the others on its Redis.",
@@ -340,6 +351,7 @@ _PG_init(void)
 	{
 		registry_install_hooks();
 		stats_install_hooks();
+		events_install_hooks();
 		route_shmem_install();
 		waitqueue_install_hooks();
 		wait_graph_install_hooks();

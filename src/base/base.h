@@ -15,6 +15,7 @@
  *					wait and hold histograms (rlock_stats_histograms)
  *	  printable.c	text a server sent, made safe to show
  *	  wait_events.c	the wait events rlock's waits show (pg_stat_activity)
+ *	  events.c		the ring of this server's recent events (rlock_events)
  *	  compat.h		the differences between PostgreSQL 13 and 17
  *
  * rlock's layers, lowest first; a layer calls only those below it, through
@@ -370,6 +371,61 @@ rlock_wait_event_set(RlockWaitEvent which)
 }
 
 #define RLOCK_WAIT_EVENT	rlock_wait_event_info(rlock_wait_event_current)
+
+/*
+ * events: the ring of this server's recent events behind the rlock_events
+ * view (SPEC.md section 12), in shared memory when rlock is preloaded.
+ * Recording never ERRORs, never waits (a spinlock around a memcpy) and
+ * never allocates: transaction and exit callbacks record.
+ */
+typedef enum RlockEventType
+{
+	RLOCK_EVENT_LOST,			/* a hold found gone from Redis */
+	RLOCK_EVENT_RENEW_FAILING,	/* the watchdog's renewals fail (an outage) */
+	RLOCK_EVENT_RENEW_RECOVERED,	/* ... and Redis answers again */
+	RLOCK_EVENT_FORCE_RELEASE,	/* rlock_force_release deleted a lock */
+	RLOCK_EVENT_DEADLOCK,		/* a wait ended as a deadlock's victim */
+	RLOCK_EVENT_STRANDED_RELEASE,	/* a release could not reach Redis */
+	RLOCK_EVENT_STRANDED_SETTLED,	/* ... and the worker finished it */
+	RLOCK_EVENT_RECONNECT,		/* a connection made again after a failure */
+	RLOCK_EVENT_CRASH_CLEANUP,	/* a crashed run's holds released */
+	RLOCK_EVENT_OUTAGE_WAIT,	/* a wait pauses through a Redis outage */
+	RLOCK_EVENT_OUTAGE_RIDDEN_OUT,	/* ... and got what it waited for */
+	RLOCK_EVENT_FAILOVER,		/* Sentinel named a new master */
+	RLOCK_NUM_EVENTS
+} RlockEventType;
+
+#define RLOCK_EVENT_KIND_LEN	16
+#define RLOCK_EVENT_LOCK_LEN	256
+#define RLOCK_EVENT_HOLDER_LEN	128
+#define RLOCK_EVENT_DETAIL_LEN	512
+
+/* One event (lock, holder, detail: printable text, cut to fit). */
+typedef struct RlockEventEntry
+{
+	uint64		seq;			/* from 1, one more for each event */
+	TimestampTz at;
+	int			pid;
+	Oid			dboid;			/* InvalidOid: the worker's */
+	RlockEventType event;
+	char		kind[RLOCK_EVENT_KIND_LEN]; /* as rlock_locks names it */
+	char		lock[RLOCK_EVENT_LOCK_LEN];
+	char		holder[RLOCK_EVENT_HOLDER_LEN];	/* raw: masked when shown */
+	char		detail[RLOCK_EVENT_DETAIL_LEN]; /* the LOG line's words */
+} RlockEventEntry;
+
+extern int	rlock_events_max;	/* rlock.events_max: the ring's entries */
+
+extern void events_install_hooks(void);
+extern bool rlock_events_available(void);
+extern const char *rlock_event_name(RlockEventType ev);
+extern const char *rlock_event_record(RlockEventType ev, const char *kind,
+									  const char *lock, const char *holder,
+									  const char *fmt,...) pg_attribute_printf(5, 6);
+extern void rlock_event(int elevel, RlockEventType ev, const char *kind,
+						const char *lock, const char *holder,
+						const char *fmt,...) pg_attribute_printf(6, 7);
+extern int	rlock_events_read(RlockEventEntry *out);
 
 /* The fixed part of an owner token's holder field: "rlock-owner:<digest>". */
 #define RLOCK_OWNER_FIELD_PREFIX	"rlock-owner:"

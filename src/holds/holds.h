@@ -13,11 +13,11 @@
  *
  *	  Its files, lowest first (each calls only those above it in the list):
  *	  lockname.c		lock names, rlock.key_prefix, Redisson's derived keys
+ *	  holds_kinds.c		the table of lock kinds and their operations
  *	  registry_cancel.c	rlock.cancel_on_lost's cancel names the lost lock
  *	  registry.c		shared memory: instance identity, registry of holds
  *	  registry_read.c	rlock_locks' snapshot, the watchdog's side of it
  *	  registry_strand.c	releases left to the worker (stranded entries)
- *	  holds_kinds.c		the table of lock kinds and their operations
  *	  holds_cleanup.c	clean-ups an ERROR left; the callbacks' hook
  *	  holds_lost.c		the transaction-level losses COMMIT must refuse
  *	  holds_table.c		the session's table of holds (no Redis I/O)

@@ -69,12 +69,16 @@ holds_strand(HeldLock *h)
 
 	if (left_ms > 0)
 	{
+		const char *msg;
+
+		msg = rlock_event_record(RLOCK_EVENT_STRANDED_RELEASE,
+								 rlock_kind_name(h->kind), h->key,
+								 rlock_backend_holder(),
+								 "rlock: release of %s \"%s\" held by %s could not reach Redis; the background worker will finish it",
+								 sem ? "the permits of semaphore" : "lock",
+								 h->key, rlock_backend_holder());
 		ereport(LOG_SERVER_ONLY,
-				(sem ?
-				 errmsg("rlock: release of the permits of semaphore \"%s\" held by %s could not reach Redis; the background worker will finish it",
-						h->key, rlock_backend_holder()) :
-				 errmsg("rlock: release of lock \"%s\" held by %s could not reach Redis; the background worker will finish it",
-						h->key, rlock_backend_holder()),
+				(errmsg_internal("%s", msg),
 				 errdetail("It stays in Redis for at most %lld ms (the rest of its lease) unless the worker releases it sooner.",
 						   (long long) left_ms)));
 		if (!proc_exit_inprogress)

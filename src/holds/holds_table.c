@@ -297,17 +297,17 @@ holds_forget_and_reconcile(HeldLock *h)
 void
 holds_report_lost(RlockKind kind, const char *name, const char *detail)
 {
-	if (kind == RLOCK_KIND_SEMAPHORE)
-		ereport(WARNING,
-				(errmsg("permits of semaphore \"%s\" were lost before this session gave them back",
-						name),
-				 errdetail("%s", detail)));
-	else
-		ereport(WARNING,
-				(errmsg("%slock \"%s\" was lost before this session released it",
-						kind == RLOCK_KIND_READ ? "read " :
-						kind == RLOCK_KIND_WRITE ? "write " : "", name),
-				 errdetail("%s", detail)));
+	char		msg[RLOCK_MAX_KEY_LEN + 128];
+
+	/* (the ring's detail: the WARNING's message and its detail) */
+	snprintf(msg, sizeof(msg), kind == RLOCK_KIND_SEMAPHORE ?
+			 "permits of semaphore \"%s%s\" were lost before this session gave them back" :
+			 "%slock \"%s\" was lost before this session released it",
+			 kind == RLOCK_KIND_READ ? "read " :
+			 kind == RLOCK_KIND_WRITE ? "write " : "", name);
+	(void) rlock_event_record(RLOCK_EVENT_LOST, rlock_kind_name(kind), name,
+							  rlock_backend_holder(), "%s: %s", msg, detail);
+	ereport(WARNING, (errmsg_internal("%s", msg), errdetail("%s", detail)));
 }
 
 /* Take back the hold holds_count_hold just counted (scope as given). */

@@ -229,16 +229,28 @@ registry_renewed(RenewItem *items, const RenewOutcome *outcome,
 
 	for (int i = 0; i < n; i++)
 	{
+		char		msg[RLOCK_MAX_KEY_LEN + 256];
+		char		holder[RLOCK_EVENT_HOLDER_LEN];
+
 		if (!report[i])
 			continue;
+		snprintf(holder, sizeof(holder), "%s:%d", rlock_shared->instance_uuid,
+				 items[i].pid);
+		if (items[i].kind == RLOCK_KIND_SEMAPHORE)
+			snprintf(msg, sizeof(msg),
+					 "rlock watchdog: permits of semaphore \"%s\" held by %s (pid %d) were lost",
+					 items[i].key, holder, items[i].pid);
+		else
+			snprintf(msg, sizeof(msg),
+					 "rlock watchdog: lock \"%s\" held by %s (pid %d) was lost",
+					 items[i].key, holder, items[i].pid);
+		/* the ring's detail: the LOG line's message and its detail */
+		(void) rlock_event_record(RLOCK_EVENT_LOST,
+								  rlock_kind_name(items[i].kind),
+								  items[i].key, holder, "%s: %s", msg,
+								  lost_detail(outcome[i]));
 		ereport(LOG,
-				(items[i].kind == RLOCK_KIND_SEMAPHORE ?
-				 errmsg("rlock watchdog: permits of semaphore \"%s\" held by %s:%d (pid %d) were lost",
-						items[i].key, rlock_shared->instance_uuid,
-						items[i].pid, items[i].pid) :
-				 errmsg("rlock watchdog: lock \"%s\" held by %s:%d (pid %d) was lost",
-						items[i].key, rlock_shared->instance_uuid,
-						items[i].pid, items[i].pid),
+				(errmsg_internal("%s", msg),
 				 errdetail("%s", lost_detail(outcome[i])),
 				 cancel_on_lost ?
 				 errhint("The session's running statement is cancelled (rlock.cancel_on_lost).") : 0));

@@ -408,12 +408,15 @@ deadlock_check(const WaitGraphSlot *self)
 	if (detail != NULL)
 	{
 		char	   *d = pstrdup(detail);
+
 		MemoryContextDelete(cxt);
+		(void) rlock_event_record(RLOCK_EVENT_DEADLOCK, self->kind,
+								  self->nkeys > 0 ? self->keys[0] : NULL, me,
+								  "deadlock detected: %s", d);
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_DEADLOCK_DETECTED),
 				 errmsg("deadlock detected"),
 				 errdetail_internal("%s", d)));
 	}
 	MemoryContextDelete(cxt);
-	(void) self;
 }

@@ -64,6 +64,7 @@ event_loop(RedisConn *sub, const LockName *ln, const char *channel,
 		if (look && check_fn(arg, message))
 		{
 			happened = true;
+			wait_outage_answered(); /* (an outage ridden out) */
 			break;
 		}
 		if (look)
@@ -132,7 +133,7 @@ event_wait(const LockName *ln, const char *what, const char *channel,
 	end = deadline;
 	if (honour_lock_timeout && LockTimeout > 0)
 		end = Min(end, TimestampTzPlusMilliseconds(start, LockTimeout));
-	wait_outage_begin(context);
+	wait_outage_begin(context, ln->key);
 	wait_graph_next("latch", ln, 1);
 	wait_graph_begin(ln, false);
 	round_cxt = AllocSetContextCreate(oldcxt, "rlock wait outage round",

@@ -290,6 +290,26 @@ exclusive_token(const LockName *ln, int64 *token)
 	return true;
 }
 
+/*
+ * The event (and LOG line) of a force release that deleted a lock: the
+ * first holder it took the lock from (shown masked when it is an owner
+ * token's: not in the words of the LOG line).
+ */
+static void
+force_release_event(const LockName *ln, const char *first, size_t len,
+					int64 nholders)
+{
+	char		holder[RLOCK_EVENT_HOLDER_LEN];
+
+	/* (a write hold's field is its holder's, ":write" added) */
+	if (len > 6 && strncmp(first + len - 6, ":write", 6) == 0)
+		len -= 6;
+	rlock_printable_into(holder, sizeof(holder), first, len);
+	rlock_event(LOG, RLOCK_EVENT_FORCE_RELEASE, NULL, ln->key, holder,
+				"rlock: lock \"%s\" was force-released by pid %d, taken from %lld holder(s)",
+				ln->key, MyProcPid, (long long) nholders);
+}
+
 bool
 exclusive_force_release(const LockName *ln)
 {
@@ -318,7 +338,14 @@ exclusive_force_release(const LockName *ln)
 				 errdetail("It is a hash without an expiry time; every lock has one.") :
 				 errdetail("It is a hash with a field that is not a holder's hold count."),
 				 errhint("rlock_force_release deletes only locks; the key was left as it was.")));
-	if (r->type != RREPLY_INTEGER)
+	/* 1 or 0; or, when it deleted a lock, {1, first holder, holders} */
+	if (r->type == RREPLY_ARRAY && r->elements == 3 &&
+		r->element[0]->type == RREPLY_INTEGER && r->element[0]->integer == 1 &&
+		r->element[1]->type == RREPLY_STRING &&
+		r->element[2]->type == RREPLY_INTEGER)
+		force_release_event(ln, r->element[1]->str, r->element[1]->len,
+							r->element[2]->integer);
+	else if (r->type != RREPLY_INTEGER)
 		rconn_unexpected_reply(r, ln->name);
 	route_defer_del(conn, latch);
 
@@ -331,7 +358,7 @@ exclusive_force_release(const LockName *ln)
 		if (h != NULL)
 			holds_forget(h);
 	}
-	return r->integer == 1;
+	return r->type == RREPLY_ARRAY || r->integer == 1;
 }
 
 /* exclusive_acquire, its wait counted in the histogram of its kind */

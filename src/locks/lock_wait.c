@@ -287,6 +287,7 @@ wait_loop(RedisConn *sub, bool foreign, const LockName *ln,
 			if (try_fn(arg, &pttl))
 			{
 				acquired = true;
+				wait_outage_answered(); /* (an outage ridden out) */
 				break;
 			}
 			wait_outage_answered();	/* (a subscription alone is not: a
@@ -480,7 +481,7 @@ wait_on(RedisConn *sub, bool foreign, const LockName *ln, const char *channel,
 	end = deadline;
 	if (honour_lock_timeout && LockTimeout > 0)
 		end = Min(end, TimestampTzPlusMilliseconds(start, LockTimeout));
-	wait_outage_begin(errcb.arg);
+	wait_outage_begin(errcb.arg, ln->key);
 	wait_graph_begin(ln, true);
 	/* what a round an outage interrupted left allocated goes with it */
 	round_cxt = AllocSetContextCreate(oldcxt, "rlock wait outage round",

@@ -116,7 +116,7 @@ typedef enum WaitOutageAction
 	WAIT_OUTAGE_UNREACHABLE		/* the wait's end came during an outage */
 } WaitOutageAction;
 
-extern void wait_outage_begin(const char *what);
+extern void wait_outage_begin(const char *what, const char *key);
 extern void wait_outage_end(void);
 extern void wait_outage_answered(void);
 extern bool wait_outage_ongoing(void);

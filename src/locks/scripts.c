@@ -171,7 +171,9 @@ REFUSE_RW_KEYS1
  * channel and the fair queue's head.  A read/write lock's read holds'
  * timeout keys ({N}:<holder>:rwlock_timeout:<k>) go with it (up to a
  * count no rlock session reaches; any beyond expire with their lease).
- * Returns 1 when something was deleted.  Deletes only a lock: refuses (WRONGTYPE) a key that is not a
+ * Returns {1, its first holder's field, its number of holders} when it
+ * deleted a lock (a replay: 1), else 0.  Deletes only a lock: refuses
+ * (WRONGTYPE) a key that is not a
  * hash, and ("RLOCKNOTLOCK <why>") a hash without an expiry (every lock
  * has one) or with a field that is not a holder's hold count ("<id>:...",
  * a positive integer; "mode" aside): an application's hash in the lock
@@ -194,11 +196,15 @@ static const char force_release_body[] =
 "end\n"
 "if redis.call('pttl', KEYS[1]) < 0 then return redis.error_reply('RLOCKNOTLOCK expiry') end\n"
 "local f = redis.call('hgetall', KEYS[1])\n"
+"local first, n = '', 0\n"
 "for i = 1, #f, 2 do\n"
 "  if f[i] == 'mode' then\n"
 "    if f[i + 1] ~= 'read' and f[i + 1] ~= 'write' then return redis.error_reply('RLOCKNOTLOCK field') end\n"
 "  elseif not string.find(f[i], ':', 1, true) or not string.match(f[i + 1], '^[1-9]%d*$') then\n"
 "    return redis.error_reply('RLOCKNOTLOCK field')\n"
+"  else\n"
+"    n = n + 1\n"
+"    if n == 1 then first = f[i] end\n"
 "  end\n"
 "end\n"
 "redis.call('set', KEYS[5], 1, 'px', ARGV[2])\n"
@@ -219,7 +225,7 @@ RW_TIMEOUT_BASE
 "  local head = redis.call('lindex', KEYS[4], 0)\n"
 "  if head then redis.call('publish', KEYS[2] .. ':' .. head, ARGV[1]) end\n"
 "end\n"
-"return 1\n";
+"return {1, first, n}\n";
 
 /*
  * status: KEYS[1] lock, KEYS[2] its fair queue, KEYS[3] the permits out of

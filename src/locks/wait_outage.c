@@ -53,6 +53,7 @@
 static struct
 {
 	char	   *what;			/* 'lock "x"', for messages */
+	char	   *key;			/* its Redis key, for rlock_events */
 	TimestampTz since;			/* when Redis stopped answering; 0: it
 								 * answers */
 	int			backoff_ms;		/* the next pause */
@@ -72,12 +73,15 @@ set_detail(const char *message)
 
 /* Start a wait: Redis is taken to answer until it fails. */
 void
-wait_outage_begin(const char *what)
+wait_outage_begin(const char *what, const char *key)
 {
 	/* (kept where an ERROR's clean-up does not reach) */
 	if (outage.what != NULL)
 		pfree(outage.what);
 	outage.what = MemoryContextStrdup(TopMemoryContext, what);
+	if (outage.key != NULL)
+		pfree(outage.key);
+	outage.key = MemoryContextStrdup(TopMemoryContext, key);
 	set_detail(NULL);
 	outage.since = 0;
 	outage.backoff_ms = OUTAGE_BACKOFF_MIN_MS;
@@ -97,6 +101,12 @@ wait_outage_end(void)
 void
 wait_outage_answered(void)
 {
+	if (outage.since != 0)
+		rlock_event(LOG, RLOCK_EVENT_OUTAGE_RIDDEN_OUT, NULL, outage.key,
+					rlock_backend_holder(),
+					"rlock: waiting for %s: Redis answers again after %lld ms, the wait goes on",
+					outage.what ? outage.what : "a lock",
+					(long long) ((GetCurrentTimestamp() - outage.since) / 1000));
 	outage.since = 0;
 	outage.backoff_ms = OUTAGE_BACKOFF_MIN_MS;
 }
@@ -202,11 +212,18 @@ wait_outage_pause(TimestampTz end)
 
 	/* the first pause of an outage says so in the server log, once */
 	if (outage.backoff_ms == OUTAGE_BACKOFF_MIN_MS)
+	{
+		const char *msg;
+
+		msg = rlock_event_record(RLOCK_EVENT_OUTAGE_WAIT, NULL, outage.key,
+								 rlock_backend_holder(),
+								 "rlock: waiting for %s through a Redis outage",
+								 outage.what);
 		ereport(LOG,
-				(errmsg("rlock: waiting for %s through a Redis outage",
-						outage.what),
+				(errmsg_internal("%s", msg),
 				 outage.detail != NULL ?
 				 errdetail_internal("%s", outage.detail) : 0));
+	}
 	until = TimestampTzPlusMilliseconds(now, outage.backoff_ms);
 	if (until > end)
 		until = end;

@@ -422,6 +422,11 @@ rconn_handshake_done(RedisConn *conn)
 	conn->busy = false;
 	if (conn->connected_before)
 		stats_count(RLOCK_STAT_RECONNECTS);
+	/* (its last round trip or connect failed: not an idle one's return) */
+	if (conn->connected_before && conn->failure != RF_NONE)
+		rlock_event(LOG, RLOCK_EVENT_RECONNECT, NULL, NULL, NULL,
+					"rlock: connected again to Redis at %s after a failure",
+					conn->addr);
 	conn->connected_before = true;
 	conn->last_used = GetCurrentTimestamp();
 }

@@ -177,9 +177,9 @@ master_confirmed(const char *master_name, const char *addr)
 	if (changed)
 	{
 		stats_count(RLOCK_STAT_FAILOVERS);
-		ereport(LOG,
-				(errmsg("rlock: Redis master \"%s\" is now %s (was %s)",
-						master_name, addr, old)));
+		rlock_event(LOG, RLOCK_EVENT_FAILOVER, NULL, NULL, NULL,
+					"rlock: Redis master \"%s\" is now %s (was %s)",
+					master_name, addr, old);
 	}
 	return epoch_now();
 }

@@ -16,6 +16,8 @@
  *						announced on the Redis
  *	  histograms.c		rlock_stats_histograms: wait and hold times per
  *						kind, cumulative buckets
+ *	  events.c			rlock_events: this server's recent events, holders
+ *						masked
  *
  * Copyright (c) 2026, rlock developers
  *

@@ -67,6 +67,7 @@ static int	nreleased = 0,
 			nrefused = 0,
 			nnamed = 0;
 static StringInfo names = NULL;
+static const HoldsFileEntry *first_named = NULL;	/* names' first */
 static char previous_uuid[64] = "";
 
 static int64
@@ -173,17 +174,33 @@ crash_cleanup_load(void)
 static void
 report(void)
 {
+	char		msg[256];
+	char		holder[RLOCK_EVENT_HOLDER_LEN] = "";
+	const HoldsFileEntry *e = nnamed > 0 ? first_named : NULL;
+	const char *released = names->data[0] != '\0' ? names->data : "none";
+
+	/* one event for the run: the first lock released, its holder */
+	snprintf(msg, sizeof(msg),
+			 "rlock watchdog: crash clean-up released %d locks of instance %s",
+			 nreleased, pending.uuid);
+	if (e != NULL)
+		snprintf(holder, sizeof(holder), "%s:%d", pending.uuid, e->pid);
+	(void) rlock_event_record(RLOCK_EVENT_CRASH_CLEANUP,
+							  e ? rlock_kind_name(e->kind) : NULL,
+							  e ? e->key : NULL, e ? holder : pending.uuid,
+							  "%s: Released: %s.  Already gone: %d.  Taken by another kind since: %d.",
+							  msg, released, ngone, nrefused);
 	ereport(LOG,
-			(errmsg("rlock watchdog: crash clean-up released %d locks of instance %s",
-					nreleased, pending.uuid),
+			(errmsg_internal("%s", msg),
 			 errdetail("Released: %s.  Already gone: %d.  Taken by another kind since: %d.",
-					   names->data[0] != '\0' ? names->data : "none", ngone,
-					   nrefused)));
+					   released, ngone, nrefused)));
 }
 
 static void
 name_one(StringInfo list, int *named, const HoldsFileEntry *e)
 {
+	if (*named == 0)
+		first_named = e;
 	if (*named == LOG_NAMES_MAX)
 		appendStringInfoString(list, ", ...");
 	if (*named >= LOG_NAMES_MAX)

@@ -61,11 +61,20 @@ static MemoryContext stranded_cxt = NULL;
 static void
 log_settled(const StrandedItem *it, const char *how, const char *detail)
 {
+	char		holder[RLOCK_EVENT_HOLDER_LEN];
+	const char *msg;
+
+	snprintf(holder, sizeof(holder), "%s:%d", registry_instance_uuid(),
+			 it->pid);
+	msg = rlock_event_record(RLOCK_EVENT_STRANDED_SETTLED,
+							 rlock_kind_name(it->kind), it->key,
+							 holder,
+							 "rlock worker: stranded release of %s \"%s\" held by %s %s",
+							 it->kind == RLOCK_KIND_SEMAPHORE ? "the permits of semaphore" :
+							 psprintf("%s lock", rlock_kind_name(it->kind)),
+							 it->key, holder, how);
 	ereport(LOG,
-			(errmsg("rlock worker: stranded release of %s \"%s\" held by %s:%d %s",
-					it->kind == RLOCK_KIND_SEMAPHORE ? "the permits of semaphore" :
-					psprintf("%s lock", rlock_kind_name(it->kind)), it->key,
-					registry_instance_uuid(), it->pid, how),
+			(errmsg_internal("%s", msg),
 			 errdetail("%s It was stranded %lld ms ago.", detail,
 					   (long long) ((GetCurrentTimestamp() - it->stranded_at) / 1000))));
 }

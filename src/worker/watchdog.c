@@ -403,8 +403,8 @@ rlock_watchdog_main(Datum arg)
 			else if (ok)
 			{
 				if (failing)
-					ereport(LOG,
-							(errmsg("rlock watchdog: Redis answers again, renewals resumed")));
+					rlock_event(LOG, RLOCK_EVENT_RENEW_RECOVERED, NULL, NULL, NULL,
+								"rlock watchdog: Redis answers again, renewals resumed");
 				failing = false;
 				backoff_ms = BACKOFF_MIN_MS;
 				next_cycle = due;
@@ -412,6 +412,9 @@ rlock_watchdog_main(Datum arg)
 			else
 			{
 				/* retry sooner than due, backing off, never in a storm */
+				if (!failing)
+					rlock_event(LOG, RLOCK_EVENT_RENEW_FAILING, NULL, NULL, NULL,
+								"rlock watchdog: renewals failing: Redis could not be reached, retrying");
 				failing = true;
 				next_cycle = Min(due,
 								 TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
