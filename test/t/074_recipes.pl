@@ -1,0 +1,380 @@
+# Copyright (c) 2026, rlock developers
+#
+# The README's "Recipes for pg_cron", run as printed under a real pg_cron
+# (Debian's postgresql-15-cron) preloaded beside rlock on two servers, A
+# and B, sharing one Redis, and on a third, C, whose Redis is down (SPEC 12
+# "Scheduled jobs").  Each recipe is read from README.md by its name
+# (RlockTest::Docs), never copied; the only change made to it is its
+# schedule, set to every minute ('* * * * *'), and for recipe 1 and 2 the
+# name (job and lock: 'import' -> 'import-lost') where one server runs a
+# second case of it at the same minute.  cron.job_run_details must then
+# show what the README's tables say:
+#   1. no overlap: 'import' on A and B, one waits for the other, both run,
+#      their runs do not overlap; 'import-lost' (its key deleted from Redis
+#      mid-run): COMMIT refused; 'import-deadlock' (its run_import waits for
+#      a lock whose holder, a session on A, waits for it): 40P01;
+#   2. skip: skipped ("0 rows", a row in cron_skips) while a session on B
+#      holds 'report', ran ("1 row") on a free lock;
+#   3. semaphore: six heavy jobs (three per server), two permits: two at a
+#      time, never three, all run;
+#   4. latch: the report, started with the loads, waits until the third
+#      load counted down, then runs;
+#   5. hand-off: the lock taken by the coordinator job outlives its session
+#      and is released by the worker job on the other server;
+#   6. Java: the job waits while a Redisson client (RlockTest::Redisson)
+#      holds 'ledger', runs once it unlocks, and the client cannot take it
+#      meanwhile;
+#   and every recipe on C: failed, "could not connect to Redis".
+# The user procedures the recipes call are the test's: each waits for a
+# row in table gate (the test's cue), never for time to pass.  Every job
+# runs once (unscheduled once its first run ended); the latch's loads and
+# report are scheduled once its arming job ran, so everything takes two
+# minutes of pg_cron.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+use RlockTest;
+use RlockTest::Docs;
+
+my $pgconfig = $ENV{PG_CONFIG} // 'pg_config';
+my $pkglibdir = `$pgconfig --pkglibdir`;
+chomp $pkglibdir;
+plan skip_all => "pg_cron is not installed in $pkglibdir"
+  unless -f "$pkglibdir/pg_cron.so";
+
+# ---- the recipes, from the README ----
+
+# a recipe's block, its schedules set to every minute, 'from' names
+# replaced by 'to' (quoted names only: 'import' and 'import' || ...)
+sub recipe
+{
+	my ($name, %rename) = @_;
+	my $sql = RlockTest::Docs::block($name);
+	my $n = ($sql =~ s/'(?:[0-9*\/,-]+ ){4}[0-9*\/,-]+'/'* * * * *'/g) // 0;
+	foreach my $from (keys %rename)
+	{
+		my $to = $rename{$from};
+		my $count = ($sql =~ s/'\Q$from\E'/'$to'/g);
+		die "recipe $name does not name '$from'\n" unless $count;
+	}
+	return $sql;
+}
+
+my $redis = RlockTest::Redis->new;
+my $dead = RlockTest::Redis->new;    # C's Redis, stopped before the jobs run
+
+# the test's side of the recipes, in database etl: the procedures they
+# call, each waiting for its cue in table gate (and, for the deadlock case,
+# then taking the lock the gate names)
+my $setup = q{
+CREATE TABLE gate (name text PRIMARY KEY, then_lock text);
+CREATE TABLE job_log (proc text, arg text, started timestamptz, ended timestamptz);
+CREATE FUNCTION await_gate(key text) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE nxt text;
+BEGIN
+  LOOP
+    SELECT then_lock INTO nxt FROM gate WHERE name = key;
+    EXIT WHEN FOUND;
+    PERFORM pg_sleep(0.05);
+  END LOOP;
+  IF nxt IS NOT NULL THEN PERFORM rlock_xact_acquire(nxt); END IF;
+END $$;
+CREATE FUNCTION log_run(p text, a text, t timestamptz) RETURNS void LANGUAGE sql
+  AS $$ INSERT INTO job_log VALUES (p, a, t, clock_timestamp()) $$;
+-- the lock this job session holds (the name of its case)
+CREATE FUNCTION my_lock() RETURNS text LANGUAGE sql
+  AS $$ SELECT min(name) FROM rlock_locks WHERE pid = pg_backend_pid() $$;
+CREATE PROCEDURE run_import() LANGUAGE plpgsql AS $$
+DECLARE k text := my_lock(); t timestamptz := clock_timestamp();
+BEGIN PERFORM await_gate(k); PERFORM log_run('run_import', k, t); END $$;
+CREATE FUNCTION nightly_report() RETURNS void LANGUAGE sql
+  AS $$ SELECT log_run('nightly_report', my_lock(), clock_timestamp()) $$;
+CREATE PROCEDURE export_region(r text) LANGUAGE plpgsql AS $$
+DECLARE t timestamptz := clock_timestamp();
+BEGIN PERFORM await_gate('heavy'); PERFORM log_run('export_region', r, t); END $$;
+CREATE PROCEDURE load_partition(p text) LANGUAGE plpgsql AS $$
+DECLARE t timestamptz := clock_timestamp();
+BEGIN PERFORM await_gate('load'); PERFORM log_run('load_partition', p, t); END $$;
+CREATE PROCEDURE build_report() LANGUAGE sql
+  AS $$ SELECT log_run('build_report', NULL, clock_timestamp()) $$;
+CREATE PROCEDURE plan_export() LANGUAGE sql
+  AS $$ SELECT log_run('plan_export', NULL, clock_timestamp()) $$;
+CREATE PROCEDURE run_export() LANGUAGE plpgsql AS $$
+DECLARE t timestamptz := clock_timestamp();
+BEGIN PERFORM await_gate('export'); PERFORM log_run('run_export', NULL, t); END $$;
+CREATE PROCEDURE close_ledger() LANGUAGE plpgsql AS $$
+DECLARE t timestamptz := clock_timestamp();
+BEGIN PERFORM await_gate('ledger'); PERFORM log_run('close_ledger', NULL, t); END $$;
+};
+
+# a node with rlock and pg_cron (libpq mode, through the node's socket)
+sub cron_node
+{
+	my ($name, $r) = @_;
+	my $node = RlockTest::new_node($name, $r, dbs => [ 'postgres', 'etl' ]);
+	$node->append_conf('postgresql.conf',
+		"shared_preload_libraries = 'rlock,pg_cron'\n"
+		  . "cron.database_name = 'postgres'\n"
+		  . "cron.host = '" . $node->host . "'\n"
+		  . "max_connections = 60\n");
+	$node->restart;
+	$node->safe_psql('postgres', 'CREATE EXTENSION pg_cron');
+	$node->safe_psql('etl', $setup);
+	$node->safe_psql('etl', recipe('recipe-skip-table'));
+	return $node;
+}
+
+my $A = cron_node('cron_a', $redis);
+my $B = cron_node('cron_b', $redis);
+my $C = cron_node('cron_c', $dead);
+my %node = (A => $A, B => $B, C => $C);
+
+my $date = $A->safe_psql('etl', 'SELECT current_date');
+
+# the cases held before the jobs start: a session on B holds 'report', a
+# Java service holds 'ledger'
+my $report_holder = $B->background_psql('etl', on_error_stop => 0);
+$report_holder->query_safe("SELECT rlock_acquire('report')");
+my $java = 'a1b2c3d4-0000-4000-8000-0000000000aa:1';
+is(RlockTest::Redisson::try_lock($redis, 'ledger', 600000, $java), '',
+	'the Java service holds "ledger"');
+
+# ---- schedule (minute 1) ----
+$A->safe_psql('postgres', recipe('recipe-no-overlap'));
+$A->safe_psql('postgres', recipe('recipe-no-overlap', import => 'import-lost'));
+$B->safe_psql('postgres', recipe('recipe-no-overlap'));
+$B->safe_psql('postgres', recipe('recipe-no-overlap', import => 'import-deadlock'));
+$A->safe_psql('postgres', recipe('recipe-skip'));
+$B->safe_psql('postgres', recipe('recipe-skip', report => 'report-free'));
+$A->safe_psql('postgres', recipe('recipe-semaphore'));
+$B->safe_psql('postgres', recipe('recipe-semaphore'));
+$A->safe_psql('postgres', recipe('recipe-latch-arm'));
+$A->safe_psql('postgres', recipe('recipe-handoff'));
+$A->safe_psql('postgres', recipe('recipe-java'));
+$C->safe_psql('postgres', recipe($_))
+  foreach qw(recipe-no-overlap recipe-skip recipe-semaphore recipe-handoff
+  recipe-latch-report);
+# the hand-off's worker is B's: A runs the coordinator only
+$A->safe_psql('postgres', "SELECT cron.unschedule('export-run')");
+$B->safe_psql('postgres', recipe('recipe-handoff'));
+$B->safe_psql('postgres', "SELECT cron.unschedule('export-plan')");
+$C->safe_psql('postgres', "SELECT cron.unschedule('export-run')");
+$dead->stop;
+note 'jobs scheduled; pg_cron starts them at the next minute';
+
+# a job's first run on a server: (status, return_message), or () before
+# it ended; a job is unscheduled once its first run ended (unscheduling it
+# while it runs would cancel it)
+my (%unscheduled, %jobid);
+sub run_of
+{
+	my ($server, $job) = @_;
+	my $node = $node{$server};
+	$jobid{"$server $job"} //= $node->safe_psql('postgres',
+		"SELECT jobid FROM cron.job WHERE jobname = '$job'");
+	die "no job $job on $server\n" unless $jobid{"$server $job"};
+	my $row = $node->safe_psql('postgres',
+		"SELECT status || '|' || coalesce(return_message, '') "
+		  . "FROM cron.job_run_details WHERE jobid = " . $jobid{"$server $job"}
+		  . " ORDER BY runid LIMIT 1");
+	return () unless $row =~ /^(succeeded|failed)\|(.*)$/s;
+	my ($status, $msg) = ($1, $2);
+	$node->safe_psql('postgres', "SELECT cron.unschedule('$job')")
+	  unless $unscheduled{"$server $job"}++;
+	$msg =~ s/\s+$//;
+	return ($status, $msg);
+}
+
+sub ended
+{
+	my ($server, $job, $timeout) = @_;
+	my @r;
+	RlockTest::wait_until(sub { @r = run_of($server, $job); scalar @r },
+		$timeout // 180);
+	note "$server $job: " . (@r ? "$r[0]: $r[1]" : 'did not end');
+	return @r;
+}
+
+sub sql { my ($n, $q) = @_; return $n->safe_psql('etl', $q); }
+
+sub open_gate
+{
+	my ($n, $name, $then) = @_;
+	sql($n, "INSERT INTO gate VALUES ('$name', "
+		  . (defined $then ? "'$then'" : 'NULL') . ')');
+}
+
+# ---- 1. no overlap ----
+ok( RlockTest::wait_until(sub {
+		sql($A, "SELECT count(*) FROM rlock_waits WHERE name = 'import'") eq '1'
+		  && sql($A, "SELECT count(*) FROM rlock_locks WHERE name = 'import'")
+		  + sql($B, "SELECT count(*) FROM rlock_locks WHERE name = 'import'") == 1;
+	}, 180),
+	'recipe 1: one server\'s "import" runs, the other\'s waits for it');
+open_gate($_, 'import') foreach ($A, $B);
+my @runs;
+foreach my $s (qw(A B))
+{
+	my ($status, $msg) = ended($s, 'import');
+	is($status, 'succeeded', "recipe 1: \"import\" on $s succeeded");
+	is($msg, 'CALL', "recipe 1: return_message CALL on $s");
+	push @runs, [ split /\|/, sql($node{$s},
+		"SELECT extract(epoch FROM started), extract(epoch FROM ended) "
+		  . "FROM job_log WHERE proc = 'run_import' AND arg = 'import'") ];
+}
+ok(@{ $runs[0] } == 2 && @{ $runs[1] } == 2
+	  && ($runs[0][1] <= $runs[1][0] || $runs[1][1] <= $runs[0][0]),
+	'recipe 1: the two runs did not overlap');
+
+# lost: the key deleted while run_import waits for its cue
+ok(RlockTest::wait_until(sub { $redis->cli('EXISTS', 'import-lost') eq '1' }, 180),
+	'recipe 1 (lost): the job holds "import-lost"');
+$redis->cli('DEL', 'import-lost');
+ok( RlockTest::wait_until(sub {
+		sql($A, "SELECT state FROM rlock_locks WHERE name = 'import-lost'") eq 'lost' }, 60),
+	'recipe 1 (lost): the job\'s session knows it lost it');
+open_gate($A, 'import-lost');
+my ($status, $msg) = ended('A', 'import-lost');
+is($status, 'failed', 'recipe 1 (lost): failed');
+like($msg, qr/^ERROR:  cannot commit: lock "import-lost" held by this transaction was lost/,
+	'recipe 1 (lost): COMMIT refused, naming the lock');
+is(sql($A, "SELECT count(*) FROM job_log WHERE arg = 'import-lost'"), '0',
+	'recipe 1 (lost): its writes rolled back');
+
+# deadlock: a session on A holds "accounts" and waits for "import-deadlock",
+# then B's job (holding it) waits for "accounts"
+ok( RlockTest::wait_until(sub { $redis->cli('EXISTS', 'import-deadlock') eq '1' }, 180),
+	'recipe 1 (deadlock): the job holds "import-deadlock"');
+my $other = $A->background_psql('etl', on_error_stop => 0);
+$other->query_safe("SELECT rlock_acquire('accounts')");
+$other->query_until(qr/go/, "\\echo go\nSELECT rlock_acquire('import-deadlock');\n");
+ok( RlockTest::wait_until(sub {
+		sql($A, "SELECT count(*) FROM rlock_waits WHERE name = 'import-deadlock'") eq '1' }, 60),
+	'recipe 1 (deadlock): the session waits for the job\'s lock');
+open_gate($B, 'import-deadlock', 'accounts');
+($status, $msg) = ended('B', 'import-deadlock');
+is($status, 'failed', 'recipe 1 (deadlock): the job, the victim, failed');
+like($msg, qr/^ERROR:  deadlock detected/, 'recipe 1 (deadlock): deadlock detected');
+ok( RlockTest::wait_until(sub {
+		sql($A, "SELECT count(*) FROM rlock_locks WHERE name = 'import-deadlock'") eq '1' }, 60),
+	'recipe 1 (deadlock): the other session went on and got the lock');
+$other->quit;
+
+# ---- 2. skip ----
+($status, $msg) = ended('A', 'report');
+is($status, 'succeeded', 'recipe 2 (busy): succeeded');
+is($msg, '0 rows', 'recipe 2 (busy): return_message "0 rows"');
+is(sql($A, "SELECT count(*) FROM cron_skips WHERE job = 'report'"), '1',
+	'recipe 2 (busy): the skip is a row in cron_skips');
+is(sql($A, "SELECT count(*) FROM job_log WHERE proc = 'nightly_report'"), '0',
+	'recipe 2 (busy): no report');
+($status, $msg) = ended('B', 'report-free');
+is($status, 'succeeded', 'recipe 2 (free): succeeded');
+is($msg, '1 row', 'recipe 2 (free): return_message "1 row"');
+is(sql($B, "SELECT count(*) FROM cron_skips"), '0', 'recipe 2 (free): no skip row');
+is(sql($B, "SELECT arg FROM job_log WHERE proc = 'nightly_report'"), 'report-free',
+	'recipe 2 (free): the report ran under its lock');
+$report_holder->quit;
+
+# ---- 3. semaphore ----
+sub permits_out
+{
+	return sql($A, "SELECT coalesce(sum(hold_count), 0) FROM rlock_locks WHERE name = 'heavy-jobs'")
+	  + sql($B, "SELECT coalesce(sum(hold_count), 0) FROM rlock_locks WHERE name = 'heavy-jobs'");
+}
+ok( RlockTest::wait_until(sub {
+		permits_out() == 2
+		  && sql($A, "SELECT count(*) FROM rlock_waits WHERE name = 'heavy-jobs'") eq '4';
+	}, 180),
+	'recipe 3: of six heavy jobs, two hold permits and four wait');
+open_gate($_, 'heavy') foreach ($A, $B);
+my @iv;
+foreach my $s (qw(A B))
+{
+	foreach my $r (qw(eu us asia))
+	{
+		($status, $msg) = ended($s, "export-$r");
+		is("$status $msg", 'succeeded CALL', "recipe 3: export-$r on $s succeeded: CALL");
+	}
+	push @iv, map { [ split /\|/ ] } split /\n/, sql($node{$s},
+		"SELECT extract(epoch FROM started), extract(epoch FROM ended) "
+		  . "FROM job_log WHERE proc = 'export_region'");
+}
+my $most = 0;
+foreach my $i (@iv)
+{
+	my $n = grep { $_->[0] <= $i->[0] && $i->[0] < $_->[1] } @iv;
+	$most = $n if $n > $most;
+}
+is(scalar @iv, 6, 'recipe 3: six exports ran');
+cmp_ok($most, '<=', 2, 'recipe 3: never more than two at once');
+
+# ---- 5. hand-off ----
+($status, $msg) = ended('A', 'export-plan');
+is("$status $msg", 'succeeded CALL', 'recipe 5: the coordinator succeeded: CALL');
+is($redis->cli('EXISTS', "export:$date"), '1',
+	'recipe 5: the lock outlives the coordinator\'s session');
+open_gate($B, 'export');
+($status, $msg) = ended('B', 'export-run');
+is("$status $msg", 'succeeded 1 row', 'recipe 5: the worker succeeded: 1 row');
+is($redis->cli('EXISTS', "export:$date"), '0', 'recipe 5: and released the lock');
+
+# ---- 6. Java ----
+ok( RlockTest::wait_until(sub {
+		sql($A, "SELECT count(*) FROM rlock_waits WHERE name = 'ledger'") eq '1' }, 180),
+	'recipe 6: the job waits while the Java service holds "ledger"');
+is(RlockTest::Redisson::unlock($redis, 'ledger', $java), '1', 'recipe 6: Java unlocks');
+ok( RlockTest::wait_until(sub {
+		sql($A, "SELECT count(*) FROM rlock_locks WHERE name = 'ledger'") eq '1' }, 60),
+	'recipe 6: the job got the lock');
+like(RlockTest::Redisson::try_lock($redis, 'ledger', 600000, $java), qr/^\d+$/,
+	'recipe 6: the Java service cannot take it while the job holds it');
+open_gate($A, 'ledger');
+($status, $msg) = ended('A', 'close-ledger');
+is("$status $msg", 'succeeded CALL', 'recipe 6: the job succeeded: CALL');
+is(RlockTest::Redisson::try_lock($redis, 'ledger', 600000, $java), '',
+	'recipe 6: the Java service takes it after the job');
+RlockTest::Redisson::unlock($redis, 'ledger', $java);
+
+# ---- 4. latch (minute 2) ----
+($status, $msg) = ended('A', 'arm-loads');
+is("$status $msg", 'succeeded 1 row', 'recipe 4: the latch armed: 1 row');
+$B->safe_psql('postgres', recipe('recipe-latch-loads'));
+$A->safe_psql('postgres', recipe('recipe-latch-report'));
+ok( RlockTest::wait_until(sub {
+		sql($A, "SELECT count(*) FROM rlock_waits WHERE name = 'loads:$date'") eq '1'
+		  && sql($B, "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%load_partition%' "
+			  . "AND backend_type = 'client backend' AND pid <> pg_backend_pid()") eq '3';
+	}, 180),
+	'recipe 4: the report awaits the latch while the three loads run');
+open_gate($B, 'load');
+foreach my $p (qw(orders stock prices))
+{
+	($status, $msg) = ended('B', "load-$p");
+	is("$status $msg", 'succeeded 1 row', "recipe 4: load-$p succeeded: 1 row");
+}
+($status, $msg) = ended('A', 'daily-report');
+is("$status $msg", 'succeeded CALL', 'recipe 4: the report ran: CALL');
+my ($last_load, $report) = split /\|/, sql($B,
+	"SELECT extract(epoch FROM max(ended)) FROM job_log WHERE proc = 'load_partition'")
+  . '|' . sql($A, "SELECT extract(epoch FROM started) FROM job_log WHERE proc = 'build_report'");
+cmp_ok($report, '>=', $last_load, 'recipe 4: the report started after the last load');
+
+# ---- Redis down: every recipe on C ----
+foreach my $job (qw(import report export-eu export-us export-asia export-plan daily-report))
+{
+	($status, $msg) = ended('C', $job);
+	is($status, 'failed', "Redis down: $job failed");
+	like($msg, qr/^ERROR:  could not connect to Redis at 127\.0\.0\.1:\d+ for (lock|latch) "/,
+		"Redis down: $job says so");
+}
+
+$A->stop;
+$B->stop;
+$C->stop;
+$redis->stop;
+done_testing();
