@@ -5,9 +5,9 @@
 # and B, sharing one Redis, and on a third, C, whose Redis is down (SPEC 12
 # "Scheduled jobs").  Each recipe is read from README.md by its name
 # (RlockTest::Docs), never copied; the only change made to it is its
-# schedule, set to every minute ('* * * * *'), and for recipe 1 and 2 the
-# name (job and lock: 'import' -> 'import-lost') where one server runs a
-# second case of it at the same minute.  cron.job_run_details must then
+# schedule, set to every minute ('* * * * *'), and for recipes 1, 2 and 5
+# its quoted names (job and lock: 'import' -> 'import-lost') where a server
+# runs a second case of it at the same minute.  cron.job_run_details must then
 # show what the README's tables say:
 #   1. no overlap: 'import' on A and B, one waits for the other, both run,
 #      their runs do not overlap; 'import-lost' (its key deleted from Redis
@@ -20,7 +20,8 @@
 #   4. latch: the report, started with the loads, waits until the third
 #      load counted down, then runs;
 #   5. hand-off: the lock taken by the coordinator job outlives its session
-#      and is released by the worker job on the other server;
+#      and is released by the worker job on the other server ("1 row"); a
+#      worker whose lock was lost meanwhile (deleted from Redis): "0 rows";
 #   6. Java: the job waits while a Redisson client (RlockTest::Redisson)
 #      holds 'ledger', runs once it unlocks, and the client cannot take it
 #      meanwhile;
@@ -54,7 +55,9 @@ sub recipe
 {
 	my ($name, %rename) = @_;
 	my $sql = RlockTest::Docs::block($name);
-	my $n = ($sql =~ s/'(?:[0-9*\/,-]+ ){4}[0-9*\/,-]+'/'* * * * *'/g) // 0;
+	my $jobs = () = $sql =~ /cron\.schedule_in_database\(/g;
+	my $n = ($sql =~ s/'(?:[0-9*\/,-]+ ){4}[0-9*\/,-]+'/'* * * * *'/g) || 0;
+	die "recipe $name: $jobs jobs, $n schedules\n" unless $n == $jobs;
 	foreach my $from (keys %rename)
 	{
 		my $to = $rename{$from};
@@ -103,9 +106,11 @@ CREATE PROCEDURE build_report() LANGUAGE sql
   AS $$ SELECT log_run('build_report', NULL, clock_timestamp()) $$;
 CREATE PROCEDURE plan_export() LANGUAGE sql
   AS $$ SELECT log_run('plan_export', NULL, clock_timestamp()) $$;
+-- (the worker of the lost case waits for its own cue: its command names it)
 CREATE PROCEDURE run_export() LANGUAGE plpgsql AS $$
 DECLARE t timestamptz := clock_timestamp();
-BEGIN PERFORM await_gate('export'); PERFORM log_run('run_export', NULL, t); END $$;
+  k text := CASE WHEN current_query() LIKE '%export-lost:%' THEN 'export-lost' ELSE 'export' END;
+BEGIN PERFORM await_gate(k); PERFORM log_run('run_export', k, t); END $$;
 CREATE PROCEDURE close_ledger() LANGUAGE plpgsql AS $$
 DECLARE t timestamptz := clock_timestamp();
 BEGIN PERFORM await_gate('ledger'); PERFORM log_run('close_ledger', NULL, t); END $$;
@@ -157,11 +162,16 @@ $A->safe_psql('postgres', recipe('recipe-handoff'));
 $A->safe_psql('postgres', recipe('recipe-java'));
 $C->safe_psql('postgres', recipe($_))
   foreach qw(recipe-no-overlap recipe-skip recipe-semaphore recipe-handoff
-  recipe-latch-report);
-# the hand-off's worker is B's: A runs the coordinator only
-$A->safe_psql('postgres', "SELECT cron.unschedule('export-run')");
+  recipe-latch-report recipe-java);
+# the hand-off's worker is B's: A runs the coordinator only; and a second
+# hand-off whose lock is lost before the worker releases it
+my %lost = ('export:' => 'export-lost:', 'export-plan' => 'export-plan-lost',
+	'export-run' => 'export-run-lost');
+$A->safe_psql('postgres', recipe('recipe-handoff', %lost));
 $B->safe_psql('postgres', recipe('recipe-handoff'));
-$B->safe_psql('postgres', "SELECT cron.unschedule('export-plan')");
+$B->safe_psql('postgres', recipe('recipe-handoff', %lost));
+$A->safe_psql('postgres', "SELECT cron.unschedule('$_')") foreach qw(export-run export-run-lost);
+$B->safe_psql('postgres', "SELECT cron.unschedule('$_')") foreach qw(export-plan export-plan-lost);
 $C->safe_psql('postgres', "SELECT cron.unschedule('export-run')");
 $dead->stop;
 note 'jobs scheduled; pg_cron starts them at the next minute';
@@ -322,6 +332,14 @@ open_gate($B, 'export');
 ($status, $msg) = ended('B', 'export-run');
 is("$status $msg", 'succeeded 1 row', 'recipe 5: the worker succeeded: 1 row');
 is($redis->cli('EXISTS', "export:$date"), '0', 'recipe 5: and released the lock');
+# lost: the coordinator's lock gone from Redis (its lease ran out, or a
+# force release) before the worker releases it
+($status, $msg) = ended('A', 'export-plan-lost');
+is("$status $msg", 'succeeded CALL', 'recipe 5 (lost): the coordinator succeeded: CALL');
+is($redis->cli('DEL', "export-lost:$date"), '1', 'recipe 5 (lost): its lock is deleted');
+open_gate($B, 'export-lost');
+($status, $msg) = ended('B', 'export-run-lost');
+is("$status $msg", 'succeeded 0 rows', 'recipe 5 (lost): the worker says "0 rows"');
 
 # ---- 6. Java ----
 ok( RlockTest::wait_until(sub {
@@ -365,7 +383,8 @@ my ($last_load, $report) = split /\|/, sql($B,
 cmp_ok($report, '>=', $last_load, 'recipe 4: the report started after the last load');
 
 # ---- Redis down: every recipe on C ----
-foreach my $job (qw(import report export-eu export-us export-asia export-plan daily-report))
+foreach my $job (
+	qw(import report export-eu export-us export-asia export-plan daily-report close-ledger))
 {
 	($status, $msg) = ended('C', $job);
 	is($status, 'failed', "Redis down: $job failed");
