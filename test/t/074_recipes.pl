@@ -67,6 +67,11 @@ sub recipe
 	return $sql;
 }
 
+# how long a check waits: pg_cron's next minute, a loaded machine
+# (RLOCK_RECIPES_WAIT shortens it to see a broken recipe fail sooner)
+my $LONG = $ENV{RLOCK_RECIPES_WAIT} // 180;
+my $SHORT = $LONG < 60 ? $LONG : 60;
+
 my $redis = RlockTest::Redis->new;
 my $dead = RlockTest::Redis->new;    # C's Redis, stopped before the jobs run
 
@@ -204,7 +209,7 @@ sub ended
 	my ($server, $job, $timeout) = @_;
 	my @r;
 	RlockTest::wait_until(sub { @r = run_of($server, $job); scalar @r },
-		$timeout // 180);
+		$timeout // $LONG);
 	note "$server $job: " . (@r ? "$r[0]: $r[1]" : 'did not end');
 	return @r;
 }
@@ -223,7 +228,7 @@ ok( RlockTest::wait_until(sub {
 		sql($A, "SELECT count(*) FROM rlock_waits WHERE name = 'import'") eq '1'
 		  && sql($A, "SELECT count(*) FROM rlock_locks WHERE name = 'import'")
 		  + sql($B, "SELECT count(*) FROM rlock_locks WHERE name = 'import'") == 1;
-	}, 180),
+	}, $LONG),
 	'recipe 1: one server\'s "import" runs, the other\'s waits for it');
 open_gate($_, 'import') foreach ($A, $B);
 my @runs;
@@ -241,11 +246,11 @@ ok(@{ $runs[0] } == 2 && @{ $runs[1] } == 2
 	'recipe 1: the two runs did not overlap');
 
 # lost: the key deleted while run_import waits for its cue
-ok(RlockTest::wait_until(sub { $redis->cli('EXISTS', 'import-lost') eq '1' }, 180),
+ok(RlockTest::wait_until(sub { $redis->cli('EXISTS', 'import-lost') eq '1' }, $LONG),
 	'recipe 1 (lost): the job holds "import-lost"');
 $redis->cli('DEL', 'import-lost');
 ok( RlockTest::wait_until(sub {
-		sql($A, "SELECT state FROM rlock_locks WHERE name = 'import-lost'") eq 'lost' }, 60),
+		sql($A, "SELECT state FROM rlock_locks WHERE name = 'import-lost'") eq 'lost' }, $SHORT),
 	'recipe 1 (lost): the job\'s session knows it lost it');
 open_gate($A, 'import-lost');
 my ($status, $msg) = ended('A', 'import-lost');
@@ -257,20 +262,20 @@ is(sql($A, "SELECT count(*) FROM job_log WHERE arg = 'import-lost'"), '0',
 
 # deadlock: a session on A holds "accounts" and waits for "import-deadlock",
 # then B's job (holding it) waits for "accounts"
-ok( RlockTest::wait_until(sub { $redis->cli('EXISTS', 'import-deadlock') eq '1' }, 180),
+ok( RlockTest::wait_until(sub { $redis->cli('EXISTS', 'import-deadlock') eq '1' }, $LONG),
 	'recipe 1 (deadlock): the job holds "import-deadlock"');
 my $other = $A->background_psql('etl', on_error_stop => 0);
 $other->query_safe("SELECT rlock_acquire('accounts')");
 $other->query_until(qr/go/, "\\echo go\nSELECT rlock_acquire('import-deadlock');\n");
 ok( RlockTest::wait_until(sub {
-		sql($A, "SELECT count(*) FROM rlock_waits WHERE name = 'import-deadlock'") eq '1' }, 60),
+		sql($A, "SELECT count(*) FROM rlock_waits WHERE name = 'import-deadlock'") eq '1' }, $SHORT),
 	'recipe 1 (deadlock): the session waits for the job\'s lock');
 open_gate($B, 'import-deadlock', 'accounts');
 ($status, $msg) = ended('B', 'import-deadlock');
 is($status, 'failed', 'recipe 1 (deadlock): the job, the victim, failed');
 like($msg, qr/^ERROR:  deadlock detected/, 'recipe 1 (deadlock): deadlock detected');
 ok( RlockTest::wait_until(sub {
-		sql($A, "SELECT count(*) FROM rlock_locks WHERE name = 'import-deadlock'") eq '1' }, 60),
+		sql($A, "SELECT count(*) FROM rlock_locks WHERE name = 'import-deadlock'") eq '1' }, $SHORT),
 	'recipe 1 (deadlock): the other session went on and got the lock');
 $other->quit;
 
@@ -299,7 +304,7 @@ sub permits_out
 ok( RlockTest::wait_until(sub {
 		permits_out() == 2
 		  && sql($A, "SELECT count(*) FROM rlock_waits WHERE name = 'heavy-jobs'") eq '4';
-	}, 180),
+	}, $LONG),
 	'recipe 3: of six heavy jobs, two hold permits and four wait');
 open_gate($_, 'heavy') foreach ($A, $B);
 my @iv;
@@ -343,11 +348,11 @@ is("$status $msg", 'succeeded 0 rows', 'recipe 5 (lost): the worker says "0 rows
 
 # ---- 6. Java ----
 ok( RlockTest::wait_until(sub {
-		sql($A, "SELECT count(*) FROM rlock_waits WHERE name = 'ledger'") eq '1' }, 180),
+		sql($A, "SELECT count(*) FROM rlock_waits WHERE name = 'ledger'") eq '1' }, $LONG),
 	'recipe 6: the job waits while the Java service holds "ledger"');
 is(RlockTest::Redisson::unlock($redis, 'ledger', $java), '1', 'recipe 6: Java unlocks');
 ok( RlockTest::wait_until(sub {
-		sql($A, "SELECT count(*) FROM rlock_locks WHERE name = 'ledger'") eq '1' }, 60),
+		sql($A, "SELECT count(*) FROM rlock_locks WHERE name = 'ledger'") eq '1' }, $SHORT),
 	'recipe 6: the job got the lock');
 like(RlockTest::Redisson::try_lock($redis, 'ledger', 600000, $java), qr/^\d+$/,
 	'recipe 6: the Java service cannot take it while the job holds it');
@@ -367,7 +372,7 @@ ok( RlockTest::wait_until(sub {
 		sql($A, "SELECT count(*) FROM rlock_waits WHERE name = 'loads:$date'") eq '1'
 		  && sql($B, "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%load_partition%' "
 			  . "AND backend_type = 'client backend' AND pid <> pg_backend_pid()") eq '3';
-	}, 180),
+	}, $LONG),
 	'recipe 4: the report awaits the latch while the three loads run');
 open_gate($B, 'load');
 foreach my $p (qw(orders stock prices))
