@@ -5,8 +5,8 @@
 # and B, sharing one Redis, and on a third, C, whose Redis is down (SPEC 12
 # "Scheduled jobs").  Each recipe is read from README.md by its name
 # (RlockTest::Docs), never copied; the only change made to it is its
-# schedule, set to every minute ('* * * * *'), and for recipes 1, 2 and 5
-# its quoted names (job and lock: 'import' -> 'import-lost') where a server
+# schedule, set to the coming minute (matching once: '5 17 7 12 *'), and
+# for recipes 1, 2 and 5 its quoted names (job and lock: 'import' -> 'import-lost') where a server
 # runs a second case of it at the same minute.  cron.job_run_details must then
 # show what the README's tables say:
 #   1. no overlap: 'import' on A and B, one waits for the other, both run,
@@ -28,7 +28,7 @@
 #   and every recipe on C: failed, "could not connect to Redis".
 # The user procedures the recipes call are the test's: each waits for a
 # row in table gate (the test's cue), never for time to pass.  Every job
-# runs once (unscheduled once its first run ended); the latch's loads and
+# runs once (its schedule matches one minute); the latch's loads and
 # report are scheduled once its arming job ran, so everything takes two
 # minutes of pg_cron.
 use strict;
@@ -49,14 +49,31 @@ plan skip_all => "pg_cron is not installed in $pkglibdir"
 
 # ---- the recipes, from the README ----
 
-# a recipe's block, its schedules set to every minute, 'from' names
-# replaced by 'to' (quoted names only: 'import' and 'import' || ...)
+# the schedule the recipes get: one coming minute (pg_cron's clock is
+# GMT), at least 20 s ahead so that every job is in before it starts; a
+# schedule that matches once keeps pg_cron from queuing a second run while
+# the first still waits for the test's cue
+my $WHEN;
+sub next_minute
+{
+	my ($node) = @_;
+	$WHEN = $node->safe_psql('postgres', q{
+		SELECT to_char(date_trunc('minute', t) + interval '1 minute'
+		  * CASE WHEN extract(second FROM t) > 40 THEN 2 ELSE 1 END,
+		  'FMMI FMHH24 FMDD FMMM') || ' *'
+		FROM (SELECT clock_timestamp() AT TIME ZONE 'GMT' AS t) n});
+	note "the jobs are scheduled at '$WHEN' (GMT)";
+	return;
+}
+
+# a recipe's block, its schedules set to $WHEN, 'from' names replaced by
+# 'to' (quoted names only: 'import' and 'import' || ...)
 sub recipe
 {
 	my ($name, %rename) = @_;
 	my $sql = RlockTest::Docs::block($name);
 	my $jobs = () = $sql =~ /cron\.schedule_in_database\(/g;
-	my $n = ($sql =~ s/'(?:[0-9*\/,-]+ ){4}[0-9*\/,-]+'/'* * * * *'/g) || 0;
+	my $n = ($sql =~ s/'(?:[0-9*\/,-]+ ){4}[0-9*\/,-]+'/'$WHEN'/g) || 0;
 	die "recipe $name: $jobs jobs, $n schedules\n" unless $n == $jobs;
 	foreach my $from (keys %rename)
 	{
@@ -147,13 +164,15 @@ my $date = $A->safe_psql('etl', 'SELECT current_date');
 
 # the cases held before the jobs start: a session on B holds 'report', a
 # Java service holds 'ledger'
-my $report_holder = $B->background_psql('etl', on_error_stop => 0);
+# (its session outlives the 180 s a background psql is given by default)
+my $report_holder = $B->background_psql('etl', on_error_stop => 0, timeout => 900);
 $report_holder->query_safe("SELECT rlock_acquire('report')");
 my $java = 'a1b2c3d4-0000-4000-8000-0000000000aa:1';
 is(RlockTest::Redisson::try_lock($redis, 'ledger', 600000, $java), '',
 	'the Java service holds "ledger"');
 
 # ---- schedule (minute 1) ----
+next_minute($A);
 $A->safe_psql('postgres', recipe('recipe-no-overlap'));
 $A->safe_psql('postgres', recipe('recipe-no-overlap', import => 'import-lost'));
 $B->safe_psql('postgres', recipe('recipe-no-overlap'));
@@ -184,10 +203,9 @@ foreach my $r (qw(recipe-no-overlap recipe-skip recipe-semaphore
 }
 note 'jobs scheduled; pg_cron starts them at the next minute';
 
-# a job's first run on a server: (status, return_message), or () before
-# it ended; a job is unscheduled once its first run ended (unscheduling it
-# while it runs would cancel it)
-my (%unscheduled, %jobid);
+# a job's run on a server: (status, return_message), or () before it
+# ended
+my %jobid;
 sub run_of
 {
 	my ($server, $job) = @_;
@@ -201,8 +219,6 @@ sub run_of
 		  . " ORDER BY runid LIMIT 1");
 	return () unless $row =~ /^(succeeded|failed)\|(.*)$/s;
 	my ($status, $msg) = ($1, $2);
-	$node->safe_psql('postgres', "SELECT cron.unschedule('$job')")
-	  unless $unscheduled{"$server $job"}++;
 	$msg =~ s/\s+$//;
 	return ($status, $msg);
 }
@@ -267,7 +283,7 @@ is(sql($A, "SELECT count(*) FROM job_log WHERE arg = 'import-lost'"), '0',
 # then B's job (holding it) waits for "accounts"
 ok( RlockTest::wait_until(sub { $redis->cli('EXISTS', 'import-deadlock') eq '1' }, $LONG),
 	'recipe 1 (deadlock): the job holds "import-deadlock"');
-my $other = $A->background_psql('etl', on_error_stop => 0);
+my $other = $A->background_psql('etl', on_error_stop => 0, timeout => 900);
 $other->query_safe("SELECT rlock_acquire('accounts')");
 $other->query_until(qr/go/, "\\echo go\nSELECT rlock_acquire('import-deadlock');\n");
 ok( RlockTest::wait_until(sub {
@@ -370,6 +386,7 @@ RlockTest::Redisson::unlock($redis, 'ledger', $java);
 # ---- 4. latch (minute 2) ----
 ($status, $msg) = ended('A', 'arm-loads');
 is("$status $msg", 'succeeded 1 row', 'recipe 4: the latch armed: 1 row');
+next_minute($A);
 $B->safe_psql('postgres', recipe('recipe-latch-loads'));
 $A->safe_psql('postgres', recipe('recipe-latch-report'));
 ok( RlockTest::wait_until(sub {
