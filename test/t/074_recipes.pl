@@ -182,7 +182,6 @@ $B->safe_psql('postgres', recipe('recipe-skip', report => 'report-free'));
 $A->safe_psql('postgres', recipe('recipe-semaphore'));
 $B->safe_psql('postgres', recipe('recipe-semaphore'));
 $A->safe_psql('postgres', recipe('recipe-latch-arm'));
-$A->safe_psql('postgres', recipe('recipe-handoff'));
 $A->safe_psql('postgres', recipe('recipe-java'));
 # the hand-off: the coordinator on A, the worker on B; and a second one
 # whose lock is lost before the worker releases it
