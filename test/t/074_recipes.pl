@@ -185,12 +185,12 @@ $A->safe_psql('postgres', recipe('recipe-latch-arm'));
 $A->safe_psql('postgres', recipe('recipe-java'));
 # the hand-off: the coordinator on A, the worker on B; and a second one
 # whose lock is lost before the worker releases it
-my %lost = ('export:' => 'export-lost:', 'export-plan' => 'export-plan-lost',
-	'export-run' => 'export-run-lost');
 $A->safe_psql('postgres', recipe('recipe-handoff-coordinator'));
-$A->safe_psql('postgres', recipe('recipe-handoff-coordinator', %lost));
+$A->safe_psql('postgres', recipe('recipe-handoff-coordinator',
+	'export:' => 'export-lost:', 'export-plan' => 'export-plan-lost'));
 $B->safe_psql('postgres', recipe('recipe-handoff-worker'));
-$B->safe_psql('postgres', recipe('recipe-handoff-worker', %lost));
+$B->safe_psql('postgres', recipe('recipe-handoff-worker',
+	'export:' => 'export-lost:', 'export-run' => 'export-run-lost'));
 # C, Redis down from the start (its jobs must not run while it is up):
 # setting the permits fails there, the rest of the block schedules the jobs
 $dead->stop;
