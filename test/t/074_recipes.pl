@@ -6,9 +6,10 @@
 # "Scheduled jobs").  Each recipe is read from README.md by its name
 # (RlockTest::Docs), never copied; the only change made to it is its
 # schedule, set to the coming minute (matching once: '5 17 7 12 *'), and
-# for recipes 1, 2 and 5 its quoted names (job and lock: 'import' -> 'import-lost') where a server
-# runs a second case of it at the same minute.  cron.job_run_details must then
-# show what the README's tables say:
+# for recipes 1, 2 and 5 its quoted names (job and lock: 'import' ->
+# 'import-lost') where a server runs a second case of it at the same
+# minute.  cron.job_run_details must then show what the README's tables
+# say:
 #   1. no overlap: 'import' on A and B, one waits for the other, both run,
 #      their runs do not overlap; 'import-lost' (its key deleted from Redis
 #      mid-run): COMMIT refused; 'import-deadlock' (its run_import waits for
