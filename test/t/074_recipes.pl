@@ -47,6 +47,21 @@ my $pkglibdir = `$pgconfig --pkglibdir`;
 chomp $pkglibdir;
 plan skip_all => "pg_cron is not installed in $pkglibdir"
   unless -f "$pkglibdir/pg_cron.so";
+# the recipes call cron.schedule_in_database, new in pg_cron 1.4
+my $sharedir = `$pgconfig --sharedir`;
+chomp $sharedir;
+my $cron_version = '0';
+if (open my $control, '<', "$sharedir/extension/pg_cron.control")
+{
+	while (<$control>)
+	{
+		$cron_version = $1 if /^\s*default_version\s*=\s*'([\d.]+)/;
+	}
+	close $control;
+}
+my ($cmajor, $cminor) = split /\./, $cron_version;
+plan skip_all => "pg_cron $cron_version has no cron.schedule_in_database (1.4 and later)"
+  unless $cmajor > 1 || ($cmajor == 1 && ($cminor // 0) >= 4);
 
 # ---- the recipes, from the README ----
 
