@@ -19,7 +19,7 @@
 #   3. semaphore: six heavy jobs (three per server), two permits: two at a
 #      time, never three, all run;
 #   4. latch: the report, started with the loads, waits until the third
-#      load counted down, then runs;
+#      load counted down, then runs; one whose latch was never armed fails;
 #   5. hand-off: the lock taken by the coordinator job outlives its session
 #      and is released by the worker job on the other server ("1 row"); a
 #      worker whose lock was lost meanwhile (deleted from Redis): "0 rows";
@@ -404,6 +404,9 @@ is("$status $msg", 'succeeded 1 row', 'recipe 4: the latch armed: 1 row');
 next_minute($A);
 $B->safe_psql('postgres', recipe('recipe-latch-loads'));
 $A->safe_psql('postgres', recipe('recipe-latch-report'));
+# and a report whose latch was never armed
+$B->safe_psql('postgres', recipe('recipe-latch-report',
+	'loads:' => 'unarmed:', 'daily-report' => 'daily-report-unarmed'));
 ok( RlockTest::wait_until(sub {
 		sql($A, "SELECT count(*) FROM rlock_waits WHERE name = 'loads:$date'") eq '1'
 		  && sql($B, "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%load_partition%' "
@@ -422,6 +425,12 @@ my ($last_load, $report) = split /\|/, sql($B,
 	"SELECT extract(epoch FROM max(ended)) FROM job_log WHERE proc = 'load_partition'")
   . '|' . sql($A, "SELECT extract(epoch FROM started) FROM job_log WHERE proc = 'build_report'");
 cmp_ok($report, '>=', $last_load, 'recipe 4: the report started after the last load');
+($status, $msg) = ended('B', 'daily-report-unarmed');
+is($status, 'failed', 'recipe 4 (never armed): the report failed');
+like($msg, qr/^ERROR:  latch "unarmed:\Q$date\E" does not exist/,
+	'recipe 4 (never armed): naming the latch');
+is(sql($B, "SELECT count(*) FROM job_log WHERE proc = 'build_report'"), '0',
+	'recipe 4 (never armed): no report');
 
 # ---- Redis down: every recipe on C ----
 foreach my $job (
