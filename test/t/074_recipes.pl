@@ -17,7 +17,8 @@
 #   2. skip: skipped ("0 rows", a row in cron_skips) while a session on B
 #      holds 'report', ran ("1 row") on a free lock;
 #   3. semaphore: six heavy jobs (three per server), two permits: two at a
-#      time, never three, all run;
+#      time, never three, all run; three more on A with a semaphore of their
+#      own, one whose permit is deleted from Redis: that one fails at COMMIT;
 #   4. latch: the report, started with the loads, waits until the third
 #      load counted down, then runs; one whose latch was never armed fails;
 #   5. hand-off: the lock taken by the coordinator job outlives its session
@@ -134,9 +135,11 @@ DECLARE k text := my_lock(); t timestamptz := clock_timestamp();
 BEGIN PERFORM await_gate(k); PERFORM log_run('run_import', k, t); END $$;
 CREATE FUNCTION nightly_report() RETURNS void LANGUAGE sql
   AS $$ SELECT log_run('nightly_report', my_lock(), clock_timestamp()) $$;
+-- (the jobs of the lost permit's case wait for their own cue)
 CREATE PROCEDURE export_region(r text) LANGUAGE plpgsql AS $$
 DECLARE t timestamptz := clock_timestamp();
-BEGIN PERFORM await_gate('heavy'); PERFORM log_run('export_region', r, t); END $$;
+  k text := CASE WHEN current_query() LIKE '%heavy-lost%' THEN 'heavy-lost' ELSE 'heavy' END;
+BEGIN PERFORM await_gate(k); PERFORM log_run('export_region', k || ' ' || r, t); END $$;
 CREATE PROCEDURE load_partition(p text) LANGUAGE plpgsql AS $$
 DECLARE t timestamptz := clock_timestamp();
 BEGIN PERFORM await_gate('load'); PERFORM log_run('load_partition', p, t); END $$;
@@ -197,6 +200,8 @@ $A->safe_psql('postgres', recipe('recipe-skip'));
 $B->safe_psql('postgres', recipe('recipe-skip', report => 'report-free'));
 $A->safe_psql('postgres', recipe('recipe-semaphore'));
 $B->safe_psql('postgres', recipe('recipe-semaphore'));
+$A->safe_psql('postgres', recipe('recipe-semaphore',
+	'heavy-jobs' => 'heavy-lost', 'export-' => 'lost-'));
 $A->safe_psql('postgres', recipe('recipe-latch-arm'));
 $A->safe_psql('postgres', recipe('recipe-java'));
 # the hand-off: the coordinator on A, the worker on B; and a second one
@@ -351,7 +356,7 @@ foreach my $s (qw(A B))
 	}
 	push @iv, map { [ split /\|/ ] } split /\n/, sql($node{$s},
 		"SELECT extract(epoch FROM started), extract(epoch FROM ended) "
-		  . "FROM job_log WHERE proc = 'export_region'");
+		  . "FROM job_log WHERE proc = 'export_region' AND arg LIKE 'heavy %'");
 }
 my $most = 0;
 foreach my $i (@iv)
@@ -361,6 +366,39 @@ foreach my $i (@iv)
 }
 is(scalar @iv, 6, 'recipe 3: six exports ran');
 cmp_ok($most, '<=', 2, 'recipe 3: never more than two at once');
+
+# lost: of three jobs on A sharing a semaphore of two permits, a holder's
+# permit is deleted from Redis while it waits for its cue
+my $lost_pid;
+ok( RlockTest::wait_until(sub {
+		my $pids = sql($A, "SELECT string_agg(pid::text, ' ') FROM rlock_locks "
+			  . "WHERE name = 'heavy-lost' AND state = 'held'") // '';
+		($lost_pid) = split / /, $pids;
+		return split(/ /, $pids) == 2;
+	}, $LONG),
+	'recipe 3 (lost): two of three jobs hold permits');
+my ($member) = grep { /:$lost_pid:/ } split /\n/,
+  $redis->cli('ZRANGE', '{heavy-lost}:timeout', '0', '-1');
+ok(defined $member && $redis->cli('ZREM', '{heavy-lost}:timeout', $member) eq '1',
+	'recipe 3 (lost): one holder\'s permit deleted from Redis');
+ok( RlockTest::wait_until(sub {
+		sql($A, "SELECT state FROM rlock_locks WHERE name = 'heavy-lost' AND pid = $lost_pid")
+		  eq 'lost' }, $SHORT),
+	'recipe 3 (lost): its session knows it lost it');
+open_gate($A, 'heavy-lost');
+my %outcome;
+foreach my $r (qw(eu us asia))
+{
+	($status, $msg) = ended('A', "lost-$r");
+	$outcome{$status}++;
+	if ($status eq 'failed')
+	{
+		like($msg, qr/^ERROR:  cannot commit: .*"heavy-lost"/,
+			'recipe 3 (lost): the job that lost its permit failed at COMMIT, naming the semaphore');
+	}
+}
+is($outcome{failed}, 1, 'recipe 3 (lost): one job failed');
+is($outcome{succeeded}, 2, 'recipe 3 (lost): the other two (one once a permit came back) succeeded');
 
 # ---- 5. hand-off ----
 ($status, $msg) = ended('A', 'export-plan');
