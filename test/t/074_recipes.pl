@@ -480,6 +480,9 @@ foreach my $job (
 		"Redis down: $job says so");
 }
 
+is(sql($C, 'SELECT count(*) FROM cron_skips'), '0',
+	'Redis down: the skip recipe wrote no skip row (it failed, not skipped)');
+
 $A->stop;
 $B->stop;
 $C->stop;
