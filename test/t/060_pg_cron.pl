@@ -1,8 +1,10 @@
 # Copyright (c) 2026, rlock developers
 #
-# The README's batch-job recipes run under a real pg_cron (Debian's
-# postgresql-15-cron), and cron.job_run_details says what happened (SPEC 6
-# "A loss the caller can act on", SPEC 12 "Scheduled jobs"):
+# Lock losses under a real pg_cron (Debian's postgresql-15-cron), in the
+# forms the README's "Recipes for pg_cron" mention beside its recipes
+# (test/t/074_recipes.pl runs the recipes themselves, from the README):
+# cron.job_run_details says what happened (SPEC 6 "A loss the caller can
+# act on", SPEC 12 "Scheduled jobs"):
 #   - a job whose lock is lost mid-run and that checks it with
 #     rlock_assert_held before it ends: failed, the lock named in
 #     return_message, its writes rolled back (a fixed lease that ran out,
