@@ -252,6 +252,16 @@ my (undef, $view) = $node->psql('postgres',
 	'SELECT seq, at, pid, database, event, lock, kind, holder, detail FROM rlock_events ORDER BY seq',
 	extra_params => [ '-P', 'format=aligned', '-P', 'footer=off' ]);
 note "rlock_events:\n$view";
+# ... and the counters and the histograms' non-empty buckets after those
+# faults (the closing note's sample of rlock_stats)
+for my $q ('SELECT * FROM rlock_stats',
+	"SELECT kind, measure, le, count, round(sum::numeric, 3) AS sum FROM rlock_stats_histograms WHERE count > 0 AND le IN (0.001, 0.01, 0.1, 1, 5, 'Infinity') ORDER BY 1, 2, 3")
+{
+	my (undef, $out) = $node->psql('postgres', $q,
+		extra_params =>
+		  [ ($q =~ /histograms/ ? () : ('-x')), '-P', 'footer=off' ]);
+	note "$q:\n$out";
+}
 
 # ---- crash_cleanup: a backend holding a lock is SIGKILLed ----
 my $k = $node->background_psql('postgres', on_error_stop => 0);
