@@ -80,7 +80,10 @@ static const int64 hist_bounds_us[RLOCK_HIST_BUCKETS - 1] = {
 	INT64CONST(60000000), INT64CONST(300000000), INT64CONST(3600000000)
 };
 
-/* The histograms' kinds: RlockKind's names, then two that only wait. */
+/*
+ * The histograms' kinds: RlockKind's names (as rlock_locks shows them: the
+ * holds layer's rlock_kind_name reads them here), then two that only wait.
+ */
 static const char *const hist_kind_names[RLOCK_HIST_KINDS] = {
 	[RLOCK_KIND_EXCLUSIVE] = "exclusive",
 	[RLOCK_KIND_READ] = "read",

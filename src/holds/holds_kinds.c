@@ -27,16 +27,6 @@
 #include "holds/holds_int.h"
 #include "base/base.h"
 
-/* As rlock_locks shows them. */
-static const char *const kind_names[RLOCK_NUM_KINDS] = {
-	[RLOCK_KIND_EXCLUSIVE] = "exclusive",
-	[RLOCK_KIND_READ] = "read",
-	[RLOCK_KIND_WRITE] = "write",
-	[RLOCK_KIND_FAIR] = "fair",
-	[RLOCK_KIND_REDLOCK] = "redlock",
-	[RLOCK_KIND_SEMAPHORE] = "semaphore",
-};
-
 /* Filled in by the kinds (locks_init). */
 static const RlockKindOps *kind_table[RLOCK_NUM_KINDS];
 static HoldsRenewCallsFn renew_calls_fn = NULL;
@@ -57,16 +47,17 @@ holds_kind_ops(RlockKind kind)
 		elog(ERROR, "unknown rlock kind %d", (int) kind);
 	if (kind_table[kind] == NULL)
 		elog(ERROR, "rlock kind \"%s\" has no registered operations",
-			 kind_names[kind]);
+			 rlock_kind_name(kind));
 	return kind_table[kind];
 }
 
 const char *
 rlock_kind_name(RlockKind kind)
 {
+	/* as rlock_locks shows them: the words of the histograms' kinds */
 	if ((int) kind < 0 || kind >= RLOCK_NUM_KINDS)
 		return "unknown";
-	return kind_names[kind];
+	return stats_hist_kind_name((int) kind);
 }
 
 /*
