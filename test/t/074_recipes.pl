@@ -22,8 +22,9 @@
 #   4. latch: the report, started with the loads, waits until the third
 #      load counted down, then runs; one whose latch was never armed fails;
 #   5. hand-off: the lock taken by the coordinator job outlives its session
-#      and is released by the worker job on the other server ("1 row"); a
-#      worker whose lock was lost meanwhile (deleted from Redis): "0 rows";
+#      and is released by the worker job on the other server ("DO"); a
+#      worker whose lock was lost meanwhile (deleted from Redis): failed, its
+#      export rolled back;
 #   6. Java: the job waits while a Redisson client (RlockTest::Redisson)
 #      holds 'ledger', runs once it unlocks, and the client cannot take it
 #      meanwhile;
@@ -407,7 +408,7 @@ is($redis->cli('EXISTS', "export:$date"), '1',
 	'recipe 5: the lock outlives the coordinator\'s session');
 open_gate($B, 'export');
 ($status, $msg) = ended('B', 'export-run');
-is("$status $msg", 'succeeded 1 row', 'recipe 5: the worker succeeded: 1 row');
+is("$status $msg", 'succeeded DO', 'recipe 5: the worker succeeded: DO');
 is($redis->cli('EXISTS', "export:$date"), '0', 'recipe 5: and released the lock');
 # lost: the coordinator's lock gone from Redis (its lease ran out, or a
 # force release) before the worker releases it
@@ -416,7 +417,13 @@ is("$status $msg", 'succeeded CALL', 'recipe 5 (lost): the coordinator succeeded
 is($redis->cli('DEL', "export-lost:$date"), '1', 'recipe 5 (lost): its lock is deleted');
 open_gate($B, 'export-lost');
 ($status, $msg) = ended('B', 'export-run-lost');
-is("$status $msg", 'succeeded 0 rows', 'recipe 5 (lost): the worker says "0 rows"');
+is($status, 'failed', 'recipe 5 (lost): the worker failed');
+like($msg, qr/^ERROR:  lock "export-lost:\Q$date\E" was lost before the export ended/,
+	'recipe 5 (lost): naming the lock');
+is(sql($B, "SELECT count(*) FROM job_log WHERE proc = 'run_export' AND arg = 'export-lost'"), '0',
+	'recipe 5 (lost): the export\'s writes rolled back');
+is(sql($B, "SELECT count(*) FROM job_log WHERE proc = 'run_export' AND arg = 'export'"), '1',
+	'recipe 5: the export that kept its lock committed');
 
 # ---- 6. Java ----
 ok( RlockTest::wait_until(sub {
