@@ -78,9 +78,11 @@ wait_outage_begin(const char *what, const char *key)
 	/* (kept where an ERROR's clean-up does not reach) */
 	if (outage.what != NULL)
 		pfree(outage.what);
+	outage.what = NULL;			/* (never freed twice, were a strdup to fail) */
 	outage.what = MemoryContextStrdup(TopMemoryContext, what);
 	if (outage.key != NULL)
 		pfree(outage.key);
+	outage.key = NULL;
 	outage.key = MemoryContextStrdup(TopMemoryContext, key);
 	set_detail(NULL);
 	outage.since = 0;

@@ -187,7 +187,7 @@ report(void)
 		snprintf(holder, sizeof(holder), "%s:%d", pending.uuid, e->pid);
 	(void) rlock_event_record(RLOCK_EVENT_CRASH_CLEANUP,
 							  e ? rlock_kind_name(e->kind) : NULL,
-							  e ? e->key : NULL, e ? holder : pending.uuid,
+							  e ? e->key : NULL, e ? holder : NULL,
 							  "%s: Released: %s.  Already gone: %d.  Taken by another kind since: %d.",
 							  msg, released, ngone, nrefused);
 	ereport(LOG,
