@@ -145,6 +145,11 @@ copy_text(char *dst, size_t size, const char *s)
 	rlock_printable_into(dst, size, s, strlen(s));
 }
 
+static const char *event_vrecord(RlockEventType ev, const char *kind,
+								 const char *lock, const char *holder,
+								 const char *fmt, va_list args)
+			pg_attribute_printf(5, 0);
+
 static const char *
 event_vrecord(RlockEventType ev, const char *kind, const char *lock,
 			  const char *holder, const char *fmt, va_list args)
