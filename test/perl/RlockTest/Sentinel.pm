@@ -728,7 +728,8 @@ sub start_sentinel
 	  or croak "RlockTest::Sentinel: no sentinel $i";
 	croak "sentinel $st->{port} is running" if $st->{running};
 	unlink "$st->{dir}/sentinel.pid";
-	system_or_bail($RlockTest::Redis::SERVER, $st->{conf}, '--sentinel');
+	RlockTest::Redis::without_sanitizers(
+		sub { system_or_bail($RlockTest::Redis::SERVER, $st->{conf}, '--sentinel') });
 	$st->{running} = 1;
 	RlockTest::wait_until(sub { defined(($self->_master_addr($i))[1]) }, 30)
 	  or BAIL_OUT("sentinel $st->{port} did not answer"
