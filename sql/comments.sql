@@ -28,7 +28,7 @@ SELECT count(*) FILTER (WHERE classid = 'pg_proc'::regclass) > 60 AS many_functi
 SELECT member FROM rlock_members WHERE classid = 'pg_class'::regclass ORDER BY 1;
 
 -- a comment is one line of prose that ends with a full stop, not a
--- placeholder
+-- stand-in
 SELECT member AS oddly_commented FROM rlock_members
  WHERE description !~ '^[A-Z].*\.$' OR description ~ E'\n' OR length(description) < 30
  ORDER BY 1;
