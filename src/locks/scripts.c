@@ -240,7 +240,12 @@ RW_TIMEOUT_BASE
  * any other id (a Java client's: 16 raw bytes, or 32 hex digits before
  * Redisson 3.17) alone, in hex.  {-2, 3, 0} for a count (a latch, or a
  * semaphore with no permit out), {-2, 0, 0} when nothing is there;
- * WRONGTYPE for any other value.
+ * WRONGTYPE for any other value.  For a semaphore it reads the whole of
+ * {N}:timeout (O(permits out)), the one script that does: it is
+ * introspection (rlock_status lists every holder, which takes reading
+ * them all), asked by a user's call, never on the path of an acquisition,
+ * a release, a renewal or a COMMIT, whose scripts find a holder's permits
+ * by id (scripts_sync.c, SEM_MINE; renew below).
  */
 static const char status_body[] =
 "local t = redis.call('type', KEYS[1])['ok']\n"
@@ -300,7 +305,12 @@ static const char status_body[] =
  * {N}:timeout (declared, as every key a script touches must be; same slot
  * as N), 's' renew and 't' check the holder's permits, the members
  * "<field>:<k>" of {N}:timeout (scored by expiry, epoch ms, never
- * lowered), whose PTTL is the soonest of theirs;
+ * lowered), whose PTTL is the soonest of theirs: found by id, k = 1, 2,
+ * ... up to the first that is missing or expired (ZSCORE each, never a
+ * read of the whole set: O((held + 1) log n) however many permits are
+ * out), so the count is that of 1..k-1, which falls short of what the
+ * session holds when one of them is gone (a gap: lost, as the callers
+ * read a count below the session's);
  * ARGV[3i] the lease ms to renew with.  Returns, per key, the holder's
  * count (0: gone) and the key's PTTL afterwards.
  */
@@ -319,19 +329,17 @@ static const char renew_body[] =
 "    local z = KEYS[i]\n"
 "    local pre = field .. ':'\n"
 "    local n, least = 0, -2\n"
-"    local zs = redis.pcall('zrange', z, 0, -1, 'withscores')\n"
-"    if type(zs) == 'table' and not zs.err then\n"
-"      for j = 1, #zs, 2 do\n"
-"        local sc = tonumber(zs[j + 1])\n"
-"        if string.sub(zs[j], 1, #pre) == pre and sc > now then\n"
-"          if how == 's' and sc < now + tonumber(ARGV[3 * i]) then\n"
-"            sc = now + tonumber(ARGV[3 * i])\n"
-"            redis.call('zadd', z, 'xx', sc, zs[j])\n"
-"          end\n"
-"          n = n + 1\n"
-"          if least < 0 or sc - now < least then least = sc - now end\n"
-"        end\n"
+"    while true do\n"
+"      local id = pre .. (n + 1)\n"
+"      local sc = redis.pcall('zscore', z, id)\n"
+"      if type(sc) ~= 'string' or tonumber(sc) <= now then break end\n"
+"      sc = tonumber(sc)\n"
+"      if how == 's' and sc < now + tonumber(ARGV[3 * i]) then\n"
+"        sc = now + tonumber(ARGV[3 * i])\n"
+"        redis.call('zadd', z, 'xx', sc, id)\n"
 "      end\n"
+"      n = n + 1\n"
+"      if least < 0 or sc - now < least then least = sc - now end\n"
 "    end\n"
 "    r[2 * i - 1] = n\n"
 "    r[2 * i] = least\n"

@@ -48,6 +48,19 @@
  * "<holder>:<k>", k = 1, 2, ...: a session's permits are held like a
  * lock's holds, one hold per permit, and its k-th permit is its k-th hold.
  *
+ * Cost (SPEC.md 9, "Cost as work grows"): no script here reads the whole
+ * of {N}:timeout.  A holder's permits are found by id (SEM_MINE: ZSCORE
+ * of "<holder>:1", "<holder>:2", ...), kept contiguous from 1 by acquire
+ * (adds above the highest, with ZADD NX: an id that exists is skipped,
+ * never rescored, so that no permit leaves the total) and release (gives
+ * back the highest); expired permits are found by ZRANGEBYSCORE 0 now,
+ * the soonest expiry by ZRANGE 0 0, the count by ZCARD or ZCOUNT.  So a
+ * call costs O(log n) per permit it reads or changes, whatever the number
+ * n of permits out, and Redisson's clients read and write the same layout
+ * as before (no key of rlock's own).  A gap among a holder's ids (one
+ * taken away: Redisson's reclaim with LIMIT, a ZREM) reads as permits
+ * lost, as any permit gone does.
+ *
  * Copyright (c) 2026, rlock developers
  *
  *-------------------------------------------------------------------------
@@ -269,27 +282,41 @@ SEM_PRELUDE_AS(reclaim, "redis.error_reply('RLOCKKIND lock')", \
 
 /*
  * Lua: the permits "holder" (an ARGV) holds, "mine": their numbers k of
- * the ids "<holder>:<k>", ascending; "mine_exp" the latest expiry among
- * them (0: none).  (Redisson's ids are 16 raw bytes, or 32 hex digits,
- * never taken for ours.)
+ * the ids "<holder>:<k>", ascending, "mine_sc" their expiries (by index,
+ * as mine); "mine_exp" the latest expiry among them (0: none).  Found by
+ * id, never by reading the whole {N}:timeout: ZSCORE of "<holder>:1",
+ * "<holder>:2", ... while the id exists or k <= hint (the permits the
+ * session believes it holds), so O((held + 1) log n) whatever the number
+ * of permits out.  A holder's ids are kept contiguous, 1..m (acquire adds
+ * above the highest, a release gives back the highest, they share one
+ * expiry), so the probe sees them all; where something else made a gap
+ * (Redisson's reclaim with LIMIT took some of them, a hostile ZREM), one
+ * missing within 1..hint makes mine shorter than the session believes:
+ * read as permits lost, as before (fail closed).  Ids of the holder's
+ * beyond a gap above the hint are not seen: they expire with their lease.
+ * (Redisson's ids are 16 raw bytes, or 32 hex digits, never taken for
+ * ours.)
  */
-#define SEM_MINE(holder) \
+#define SEM_MINE(holder, hint) \
 "local mine = {}\n" \
+"local mine_sc = {}\n" \
 "local mine_exp = 0\n" \
 "do\n" \
 "  local pre = " holder " .. ':'\n" \
-"  local zs = redis.call('zrange', KEYS[2], 0, -1, 'withscores')\n" \
-"  for j = 1, #zs, 2 do\n" \
-"    local m = zs[j]\n" \
-"    if string.sub(m, 1, #pre) == pre then\n" \
-"      local k = tonumber(string.sub(m, #pre + 1))\n" \
-"      if k then\n" \
-"        table.insert(mine, k)\n" \
-"        mine_exp = math.max(mine_exp, tonumber(zs[j + 1]))\n" \
-"      end\n" \
+"  local hint = tonumber(" hint ")\n" \
+"  local k = 1\n" \
+"  while true do\n" \
+"    local sc = redis.call('zscore', KEYS[2], pre .. k)\n" \
+"    if sc then\n" \
+"      sc = tonumber(sc)\n" \
+"      table.insert(mine, k)\n" \
+"      table.insert(mine_sc, sc)\n" \
+"      mine_exp = math.max(mine_exp, sc)\n" \
+"    elseif k > hint then\n" \
+"      break\n" \
 "    end\n" \
+"    k = k + 1\n" \
 "  end\n" \
-"  table.sort(mine)\n" \
 "end\n"
 
 /*
@@ -305,6 +332,7 @@ PUBLISH_OR_REFUSE("KEYS[3]", "avail + gb") \
 "    for i = last, last - gb + 1, -1 do\n" \
 "      redis.call('zrem', KEYS[2], " holder " .. ':' .. mine[i])\n" \
 "      mine[i] = nil\n" \
+"      mine_sc[i] = nil\n" \
 "    end\n" \
 "    avail = redis.call('incrby', KEYS[1], gb)\n" \
 "  end\n" \
@@ -369,7 +397,7 @@ const char rlock_sem_acquire_body[] =
 SEM_REFUSE_LATCH("4", "{2, 'latch'}")
 SEM_PRELUDE_GUARDED("true", "{2, 'lock'}", "{2, 'value'}",
 					SEM_REFUSE_UNMARKED("5", "ARGV[5]", "{2, 'unmarked'}"))
-SEM_MINE("ARGV[3]")
+SEM_MINE("ARGV[3]", "ARGV[4]")
 "if #mine > 0 and tonumber(ARGV[4]) == 0 then\n"
 SEM_GIVE_BACK("ARGV[3]", "#mine")
 "  mine_exp = 0\n"
@@ -393,8 +421,9 @@ SEM_GIVE_BACK("ARGV[3]", "#mine")
 "for _, k in ipairs(mine) do\n"
 "  redis.call('zadd', KEYS[2], 'xx', exp, ARGV[3] .. ':' .. k)\n"
 "end\n"
+"local k = top\n"
 "for j = 1, want do\n"
-"  redis.call('zadd', KEYS[2], exp, ARGV[3] .. ':' .. (top + j))\n"
+"  repeat k = k + 1 until redis.call('zadd', KEYS[2], 'nx', exp, ARGV[3] .. ':' .. k) == 1\n"
 "end\n"
 "redis.call('set', KEYS[6], (#mine + want) .. ' ' .. avail, 'px', ARGV[6])\n"
 "return {1, #mine + want, avail}\n";
@@ -414,7 +443,8 @@ const char rlock_sem_release_body[] =
 "local lv = redis.call('get', KEYS[4])\n"
 "if lv then return tonumber(lv) end\n"
 SEM_PRELUDE("false")
-SEM_MINE("ARGV[1]")
+SEM_MINE("ARGV[1]",
+		 "(tonumber(ARGV[4]) >= 0 and tonumber(ARGV[4]) + tonumber(ARGV[2]) or tonumber(ARGV[2]))")
 "if #mine == 0 then return nil end\n"
 "local n = math.min(tonumber(ARGV[2]), #mine)\n"
 "local keep = tonumber(ARGV[4])\n"
@@ -428,10 +458,8 @@ SEM_GIVE_BACK("ARGV[1]", "#mine")
 SEM_GIVE_BACK("ARGV[1]", "n")
 "if tonumber(ARGV[5]) > 0 then\n"
 "  local exp = now + tonumber(ARGV[5])\n"
-"  for _, k in ipairs(mine) do\n"
-"    local id = ARGV[1] .. ':' .. k\n"
-"    local sc = tonumber(redis.call('zscore', KEYS[2], id))\n"
-"    if sc and sc < exp then redis.call('zadd', KEYS[2], 'xx', exp, id) end\n"
+"  for i, k in ipairs(mine) do\n"
+"    if mine_sc[i] < exp then redis.call('zadd', KEYS[2], 'xx', exp, ARGV[1] .. ':' .. k) end\n"
 "  end\n"
 "end\n"
 "local done = 0\n"
@@ -446,7 +474,7 @@ SEM_GIVE_BACK("ARGV[1]", "n")
  */
 const char rlock_sem_reconcile_body[] =
 SEM_PRELUDE("true")
-SEM_MINE("ARGV[1]")
+SEM_MINE("ARGV[1]", "math.max(tonumber(ARGV[2]), 0)")
 "if #mine == 0 then return -1 end\n"
 "local found = #mine\n"
 "local target = math.max(tonumber(ARGV[2]), 0)\n"
