@@ -236,6 +236,10 @@ typedef struct HeldLock
 	int64		lease_ms;		/* lease of the last acquisition */
 	TimestampTz expires_at;		/* earliest moment Redis may let it expire */
 	bool		uncertain;		/* Redis may disagree (interrupted call) */
+	int			high_count;		/* the most holds counted since the entry
+								 * was made: a semaphore's permit ids are
+								 * 1..this at most (its reconcile looks that
+								 * far, past a gap: scripts_sync.c) */
 	bool		settle_at_end;	/* reconcile it when the transaction ends
 								 * (tried once; then the next call does) */
 } HeldLock;

@@ -211,6 +211,7 @@ holds_enter(const char *key, RlockKind kind)
 		h->lease_ms = 0;
 		h->expires_at = 0;
 		h->uncertain = false;
+		h->high_count = 0;
 		h->settle_at_end = false;
 	}
 	return h;
@@ -405,6 +406,7 @@ holds_count_hold(HeldLock *h, const HoldRequest *req, int redis_count,
 	if (req->watchdog)
 		h->watchdog_lease_ms = req->lease_ms;
 	h->lease_ms = req->lease_ms;
+	h->high_count = Max(h->high_count, holds_total(h));
 
 	/*
 	 * The scripts never lower a held lock's TTL (scripts.c, RAISE_TTL): a

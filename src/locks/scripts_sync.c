@@ -469,12 +469,14 @@ SEM_GIVE_BACK("ARGV[1]", "n")
 
 /*
  * semaphore reconcile: KEYS as SEM_PRELUDE; ARGV[1] holder, ARGV[2] the
- * permits it should hold.  Gives back those beyond, or all of them when
- * Redis has fewer (they were lost); returns the number found (-1: none).
+ * permits it should hold, ARGV[3] the most it may have in Redis (the
+ * probe's hint, SEM_MINE: after a loss the target is 0 while ids past a
+ * gap remain).  Gives back those beyond, or all of them when Redis has
+ * fewer (they were lost); returns the number found (-1: none).
  */
 const char rlock_sem_reconcile_body[] =
 SEM_PRELUDE("true")
-SEM_MINE("ARGV[1]", "math.max(tonumber(ARGV[2]), 0)")
+SEM_MINE("ARGV[1]", "math.max(tonumber(ARGV[2]), tonumber(ARGV[3] or 0))")
 "if #mine == 0 then return -1 end\n"
 "local found = #mine\n"
 "local target = math.max(tonumber(ARGV[2]), 0)\n"

@@ -106,13 +106,21 @@ sem_build_release(RedisCmd *cmd, RlockKind kind, const char *key,
 	return latch;
 }
 
+/*
+ * The reconcile also says how far the holder's permit ids may reach (the
+ * most the table counted: after a loss the target is 0, and the ids left
+ * past a gap must still be found by id, scripts_sync.c).
+ */
 static void
 sem_build_reconcile(RedisCmd *cmd, RlockKind kind, const char *key,
 					const char *holder, int target)
 {
+	HeldLock   *h = holds_find(key, RLOCK_KIND_SEMAPHORE);
+
 	sem_script(cmd, RLOCK_SCRIPT_SEM_RECONCILE, 3, key);
 	rcmd_str(cmd, holder);
 	rcmd_int(cmd, target);
+	rcmd_int(cmd, Max(target, h != NULL ? h->high_count : 0));
 }
 
 const RlockKindOps semaphore_ops = {
