@@ -129,25 +129,49 @@ foreach my $name (qw(small big))
 # session a, caught with MONITOR: a script's commands follow its EVALSHA
 # line ("[db lua]"), nothing runs between them.  Returns (the lua commands
 # of a's scripts, their count, every lua line seen).
-sub pair_commands
+my $nmarks = 0;
+
+sub monitor_start
 {
-	my ($name) = @_;
 	my ($mon, $buf) = $redis->cli_bg('MONITOR');
 	RlockTest::wait_until(sub { $mon->pump_nb; $$buf =~ /OK/ }, 60)
 	  or die 'MONITOR did not start';
-	my ($out) = q1($a,
-		"SELECT rlock_semaphore_try_acquire('$name'), rlock_semaphore_release('$name')");
-	my $marker = "h1-pair-done-$name";
+	return [ $mon, $buf ];
+}
+
+# what MONITOR showed until now
+sub monitor_stop
+{
+	my ($m) = @_;
+	my ($mon, $buf) = @$m;
+	my $marker = 'monitor-mark-' . ++$nmarks;
 	$redis->cli('ECHO', $marker);
 	RlockTest::wait_until(sub { $mon->pump_nb; index($$buf, $marker) >= 0 }, 60)
 	  or die 'MONITOR did not show the marker';
 	$mon->kill_kill;
-	note "MONITOR for $name:\n$$buf" if $ENV{H1_DEBUG};
+	return $$buf;
+}
+
+# the commands scripts ran that read the whole of a {N}:timeout
+sub full_reads
+{
+	my ($buf) = @_;
+	return grep { /^\d+\.\d+ \[\d+ lua\] "zrange" "[^"]*:timeout" "0" "-1"/i }
+	  split /\n/, $buf;
+}
+
+sub pair_commands
+{
+	my ($name) = @_;
+	my $m = monitor_start();
+	my ($out) = q1($a,
+		"SELECT rlock_semaphore_try_acquire('$name'), rlock_semaphore_release('$name')");
+	my $buf = monitor_stop($m);
 
 	my (@mine, @lua);
 	my $ours = 0;
 	my $scripts = 0;
-	foreach my $line (split /\n/, $$buf)
+	foreach my $line (split /\n/, $buf)
 	{
 		next unless $line =~ /^\d+\.\d+ \[\d+ ([^\]]+)\] (.*)$/;
 		my ($who, $cmd) = ($1, $2);
@@ -163,7 +187,7 @@ sub pair_commands
 		}
 		$ours = ($cmd =~ /^"eval(sha)?"/i && index($cmd, "\"$ha\"") >= 0) ? 1 : 0;
 	}
-	return ($out, $scripts, \@mine, \@lua);
+	return ($out, $scripts, \@mine, $buf);
 }
 
 # (Redis has every script cached: none is sent as EVAL after a NOSCRIPT)
@@ -172,12 +196,12 @@ is(q1($a, "SELECT rlock_semaphore_set_permits('warm', 1), rlock_semaphore_try_ac
 my %pair;
 foreach my $name (qw(small big))
 {
-	my ($out, $scripts, $mine, $lua) = pair_commands($name);
+	my ($out, $scripts, $mine, $buf) = pair_commands($name);
 	is($out, 't|t', "$name: try_acquire + release");
 	is($scripts, 2, "$name: two scripts of the session's");
 	# a command's verb and how many arguments, not their values
 	$pair{$name} = join(',', map { my @w = /"((?:[^"\\]|\\.)*)"/g; lc($w[0]) . '/' . scalar(@w) } @$mine);
-	my @full = grep { /^"zrange" "[^"]*" "0" "-1"/i } @$lua;
+	my @full = full_reads($buf);
 	is(scalar(@full), 0, "$name: no script read the whole {N}:timeout (ZRANGE 0 -1)")
 	  or diag(join("\n", @full[ 0 .. ($#full < 3 ? $#full : 3) ]));
 	note "$name: " . scalar(@$mine) . " commands: $pair{$name}";
@@ -206,17 +230,27 @@ foreach my $name (qw(small big))
 		"$name: more than available: refused");
 	is(total($name), $size{$name}, "$name: available + out = size");
 
-	# transaction permits: the check before COMMIT
+	# transaction permits: the check before COMMIT (the renew script)
+	my $m = monitor_start();
 	($o, $e, $st) = RlockTest::run_sql($a,
 		"BEGIN; SELECT rlock_semaphore_xact_acquire('$name', 2, '1 hour'); COMMIT");
 	is($st, '00000', "$name: the check before COMMIT passes") or diag($e);
+	my $buf = monitor_stop($m);
+	like($buf, qr/\[\d+ lua\] "zscore" "\{$name\}:timeout" "\Q$ha\E:5"/,
+		"$name: the check before COMMIT looked for the session's permits by id");
+	is(scalar(full_reads($buf)), 0, "$name: ... not by reading them all");
 	is(ids_of($name, $ha, 7), '1 2 3', "$name: the transaction's permits given back at its end");
 
 	# the watchdog's renewal of c's permits (NULL lease)
+	$m = monitor_start();
 	my $before = $redis->cli('ZSCORE', "{$name}:timeout", "$hc:1");
 	ok( RlockTest::wait_until(
 			sub { $redis->cli('ZSCORE', "{$name}:timeout", "$hc:1") > $before }, 60),
 		"$name: the watchdog renews the other session's permits");
+	$buf = monitor_stop($m);
+	like($buf, qr/\[\d+ lua\] "zadd" "\{$name\}:timeout" "xx" "\d+" "\Q$hc\E:1"/,
+		"$name: (the renewal seen)");
+	is(scalar(full_reads($buf)), 0, "$name: the renewal read no whole {N}:timeout");
 	my $s1 = $redis->cli('ZSCORE', "{$name}:timeout", "$hc:1");
 	ok(RlockTest::wait_until(
 			sub {
