@@ -15,8 +15,13 @@
 # (1 to 3, session or transaction scope, NULL or a fixed lease, wait 0:
 # more than the total is an ERROR), given back (more than held: false and
 # a WARNING), counted; the Redisson client takes and gives back permits
-# (its tryAcquire and tryRelease scripts), and one of a session's permit
-# ids is taken away (its permits are lost); and count-down latches, set,
+# (its tryAcquire and tryRelease scripts; tryAcquire of 2 takes back at
+# most 2 expired permits, LIMIT 0 2, which may leave a gap among a
+# session's ids; hundreds of permits added and taken at once, so that
+# rlock's scripts find a session's ids by id among many), and one of a
+# session's permit ids is taken away (its permits are lost: a Redisson
+# tryRelease of it, or a hostile ZREM that gives nothing back and leaves
+# the semaphore one permit fewer); and count-down latches, set,
 # counted down (from SQL and by the Redisson client), read and awaited
 # (wait 0); and calls of another kind's functions on their names.  After
 # every step RlockTest::Model compares its reference model (what each
@@ -325,7 +330,11 @@ sub sync_step
 	if ($r < 0.83)    # the Redisson client
 	{
 		return { t => 'jsem_rel', name => $n } if $m->{sem}{J}{$n} && chance(0.5);
-		return { t => 'jsem_acq', name => $n, lease => pick(2000, 30000) } if $r < 0.80;
+		# (Java-side permits in bulk, hundreds: rlock finds its own by id)
+		return { t => 'jsem_bulk', name => $n, count => pick(100, 200, 400),
+			lease => pick(2000, 30000) } if $r < 0.755 && defined $total;
+		return { t => 'jsem_acq', name => $n, permits => pick(1, 1, 2),
+			lease => pick(2000, 30000) } if $r < 0.80;
 		my $l = pick(@L);
 		return { t => $m->latch_count($l) ? 'jlatch_down' : pick('jlatch_set', 'jlatch_down'),
 			name => $l, count => 1 + int(rand(3)) };
@@ -336,7 +345,8 @@ sub sync_step
 			my $f = $m->{sem}{$_}{$n};
 			$f && grep { !$_->{dead} } @{ $f->{ids} }
 		} 0 .. $NS - 1;
-		return @w ? { t => 'sem_drop', s => pick(@w), name => $n } : undef;
+		return @w ? { t => 'sem_drop', s => pick(@w), name => $n, how => pick('jrel', 'zrem') }
+		  : undef;
 	}
 	return if $in_xact;
 	if ($r < 0.92)    # a transaction (its steps: xact_step)
@@ -419,6 +429,17 @@ my @SHAPES = (
 			{ t => 'sem_acq', s => $s1, name => $a, permits => 1, lease => 300 },
 			{ t => 'sleep', ms => 500 },
 			{ t => 'sem_rel', s => $s1, name => $a, permits => 2 });
+	},
+	# a semaphore: Redisson's tryAcquire(2) takes back two of a session's
+	# three expired permits (LIMIT 0 2) and leaves the third: a gap among
+	# the session's ids, which its release reports lost
+	sub {
+		my ($a, $b, $s1) = @_;
+		return ([ sem => 1 ], sem_room($s1, $a, 3),
+			{ t => 'sem_acq', s => $s1, name => $a, permits => 3, lease => 300 },
+			{ t => 'sleep', ms => 500 },
+			{ t => 'jsem_acq', name => $a, permits => 2, lease => 30000 },
+			{ t => 'sem_rel', s => $s1, name => $a, permits => 3 });
 	},
 );
 

@@ -28,7 +28,10 @@ BEGIN
 # The Redisson client's side (RedissonPermitExpirableSemaphore's
 # tryAcquire and tryRelease, RedissonCountDownLatch's countDown and
 # trySetCount): KEYS the permits, {N}:timeout, redisson_sc:{N} (a latch:
-# the key and its channel).
+# the key and its channel).  tryAcquire(permits) takes back at most as
+# many expired permits as it asks for (LIMIT 0 permits, the lowest scored
+# first): of a session's expired permits it may take some and leave the
+# others, a gap among the session's ids; ARGV[4..] one id per permit.
 our $J_SEM_ACQUIRE = <<'LUA';
 local expired = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, ARGV[1])
 if #expired > 0 then
@@ -39,10 +42,17 @@ end
 local value = redis.call('get', KEYS[1])
 if value ~= false and tonumber(value) >= tonumber(ARGV[1]) then
   redis.call('decrby', KEYS[1], ARGV[1])
-  redis.call('zadd', KEYS[2], ARGV[2], ARGV[4])
+  for i = 4, #ARGV do redis.call('zadd', KEYS[2], ARGV[2], ARGV[i]) end
   return 1
 end
 return 0
+LUA
+# addPermits(n) and then tryAcquire(n) of those (n ids, ARGV[2..], scored
+# ARGV[1]), as one script: Java-side permits out in bulk (hundreds), their
+# ids among rlock's in {N}:timeout's order; the permits available stay.
+our $J_SEM_BULK = <<'LUA';
+for i = 2, #ARGV do redis.call('zadd', KEYS[2], ARGV[1], ARGV[i]) end
+return #ARGV - 1
 LUA
 our $J_SEM_RELEASE = <<'LUA';
 local removed = redis.call('zrem', KEYS[2], ARGV[1])
@@ -76,10 +86,14 @@ sub _ms { return int(time() * 1000); }
 
 Steps (s: a session index): sem_acq {s, name, permits, lease, xact};
 sem_rel {s, name, permits}; sem_add {s, name, permits}; sem_set {s, name,
-permits}; sem_avail {s, name}; sem_drop {s, name} (one of the session's
-permit ids taken away in Redis, as a Redisson tryRelease of it);
+permits}; sem_avail {s, name}; sem_drop {s, name, how} (one of the
+session's permit ids taken away in Redis: how 'jrel' (default), as a
+Redisson tryRelease of it; 'zrem', a hostile ZREM that gives nothing back,
+so the semaphore's total is one fewer); jsem_bulk {name, count, lease}
+(count Java-side permits added and taken at once);
 latch_set {s, name, count}; latch_down, latch_count, latch_await {s, name}
-(await with wait '0'); jsem_acq {name, lease}; jsem_rel {name};
+(await with wait '0'); jsem_acq {name, lease, permits (default 1)};
+jsem_rel {name};
 jlatch_down {name}; jlatch_set {name, count}; probe {s, fn, name}: a
 call of another kind's function on the name (fn: lock, held, force,
 release, sem, latch).
@@ -253,8 +267,12 @@ sub _op_sem_drop
 		return 0;
 	}
 	my $id = $mine[ int(rand(@mine)) ];
-	my ($r) = $self->{r}->request('EVAL', $J_SEM_RELEASE, 3, _sem_keys($n), $id);
-	$self->trail("drop permit $id of $n (S$i) -> '" . ($r // '') . "'");
+	my $how = $op->{how} // 'jrel';
+	my ($r) = $how eq 'zrem' ? $self->{r}->request('ZREM', "{$n}:timeout", $id)
+	  : $self->{r}->request('EVAL', $J_SEM_RELEASE, 3, _sem_keys($n), $id);
+	$self->trail("drop ($how) permit $id of $n (S$i) -> '" . ($r // '') . "'");
+	# (a hostile ZREM gave nothing back: one permit fewer in all)
+	$self->{sem_total}{$n}-- if $r && $how eq 'zrem';
 	my ($k) = $id =~ /:(\d+)$/;
 	my $e = $self->{sem}{$i}{$n};
 	if ($r && $e)
@@ -320,12 +338,13 @@ sub _op_jsem_acq
 {
 	my ($self, $op) = @_;
 	my ($n, $lease) = @$op{qw(name lease)};
-	my $id = join('', map { sprintf('%x', int(rand(16))) } 1 .. 32);
+	my $p = $op->{permits} // 1;
+	my @id = map { join('', map { sprintf('%x', int(rand(16))) } 1 .. 32) } 1 .. $p;
 	my $t0 = time();
-	my ($r, $rerr) = $self->{r}->request('EVAL', $J_SEM_ACQUIRE, 3, _sem_keys($n), 1,
-		_ms() + $lease, _ms(), $id);
+	my ($r, $rerr) = $self->{r}->request('EVAL', $J_SEM_ACQUIRE, 3, _sem_keys($n), $p,
+		_ms() + $lease, _ms(), @id);
 	my $t1 = time();
-	$self->trail("J tryAcquire($n, $lease) -> '" . ($r // $rerr // '') . "'");
+	$self->trail("J tryAcquire($n, $p, $lease) -> '" . ($r // $rerr // '') . "'");
 	my $total = $self->sem_total($n) // 0;
 	if (!$r)
 	{
@@ -333,14 +352,35 @@ sub _op_jsem_acq
 		my $out = sum0(map { scalar grep { !$_->{dead} } @{ $_->{ids} } }
 			  grep { defined } map { $self->{sem}{$_}{$n} } $self->whos);
 		my $avail_min = $total - $out;
-		$self->violation('permits', "J: $n: a permit refused, but at least $avail_min are available")
-		  if $avail_min >= 1;
+		$self->violation('permits', "J: $n: $p permits refused, but at least $avail_min are available")
+		  if $avail_min >= $p;
 		return 0;
 	}
 	my $live = $self->_sem_live_out($n, $t1);
-	$self->violation('exclusion', "$n: J got a permit while $live were promised beyond it; "
-		  . "the total is $total") if $live + 1 > $total;
-	push @{ $self->sem_entry('J', $n)->{ids} }, { id => $id, lease => $lease, t0 => $t0, t1 => $t1 };
+	$self->violation('exclusion', "$n: J got $p permits while $live were promised beyond them; "
+		  . "the total is $total") if $live + $p > $total;
+	push @{ $self->sem_entry('J', $n)->{ids} },
+	  map { { id => $_, lease => $lease, t0 => $t0, t1 => $t1 } } @id;
+	return 1;
+}
+
+# Java-side permits in bulk: addPermits(count) and tryAcquire(count) of
+# them at once (a semaphore that was set): count more in all, as many out.
+sub _op_jsem_bulk
+{
+	my ($self, $op) = @_;
+	my ($n, $c, $lease) = @$op{qw(name count lease)};
+	return 0 unless defined $self->sem_total($n);
+	my @id = map { join('', map { sprintf('%x', int(rand(16))) } 1 .. 32) } 1 .. $c;
+	my $t0 = time();
+	my ($r, $rerr) = $self->{r}->request('EVAL', $J_SEM_BULK, 3, _sem_keys($n),
+		_ms() + $lease, @id);
+	my $t1 = time();
+	$self->trail("J addPermits + tryAcquire($n, $c, $lease) -> '" . ($r // $rerr // '') . "'");
+	return 0 unless ($r // '') eq $c;
+	$self->{sem_total}{$n} += $c;
+	push @{ $self->sem_entry('J', $n)->{ids} },
+	  map { { id => $_, lease => $lease, t0 => $t0, t1 => $t1 } } @id;
 	return 1;
 }
 
