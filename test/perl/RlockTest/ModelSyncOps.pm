@@ -108,10 +108,16 @@ sub run_sync_op
 	return $m->($self, $op);
 }
 
-# A statement of session $i that failed: the transaction is aborted.
+# A statement of session $i that failed: the transaction is aborted.  In
+# a savepoint only the subtransaction is, and rlock gives its holds back in
+# Redis at the next rlock call or the transaction's end, not at once
+# (holds_xact.c): until then Redis may have more (pending, as
+# RlockTest::Model's _failed says of a lock's call).
 sub _sync_failed
 {
 	my ($self, $i, $st, $err, $what, $expected) = @_;
+	my $s = $self->session($i);
+	$self->{pending}{$i} = 1 if $s->{in_xact} && $s->{depth} > 0 && !$s->{aborted};
 	$self->abort_xact($i);
 	$self->violation('errors', "S$i: $what: $st $err") unless $expected || $st eq '25P02';
 	return 0;
