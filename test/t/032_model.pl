@@ -332,7 +332,7 @@ sub sync_step
 		return { t => 'jsem_rel', name => $n } if $m->{sem}{J}{$n} && chance(0.5);
 		# (Java-side permits in bulk, hundreds: rlock finds its own by id)
 		return { t => 'jsem_bulk', name => $n, count => pick(100, 200, 400),
-			lease => pick(2000, 30000) } if $r < 0.755 && defined $total;
+			lease => pick(2000, 30000) } if $r < 0.77 && defined $total;
 		return { t => 'jsem_acq', name => $n, permits => pick(1, 1, 2),
 			lease => pick(2000, 30000) } if $r < 0.80;
 		my $l = pick(@L);
