@@ -218,7 +218,7 @@ typedef struct HeldLock
 {
 	char		key[RLOCK_MAX_KEY_LEN + 1]; /* the lock's Redis key */
 	RlockKind	kind;
-	/* end of the hash key */
+	/* end of the hash key (holds_enter zeroes every field below) */
 	int			session_count;	/* session-level holds */
 	int			session_renewed;	/* of those, taken without a lease (at
 									 * most; a release ends fixed ones

@@ -198,22 +198,10 @@ holds_enter(const char *key, RlockKind kind)
 		create_table();
 	make_tag(&tag, key, kind);
 	h = hash_search(holds_table, &tag, HASH_ENTER, &found);
+	/* a new entry: everything after its key zero (no holds, NULL, false) */
 	if (!found)
-	{
-		h->session_count = 0;
-		h->session_renewed = 0;
-		h->xact_count = 0;
-		h->nxact = 0;
-		h->maxxact = 0;
-		h->xact = NULL;
-		h->renew_lease_ms = 0;
-		h->watchdog_lease_ms = 0;
-		h->lease_ms = 0;
-		h->expires_at = 0;
-		h->uncertain = false;
-		h->high_count = 0;
-		h->settle_at_end = false;
-	}
+		memset(&h->session_count, 0,
+			   sizeof(HeldLock) - offsetof(HeldLock, session_count));
 	return h;
 }
 
