@@ -34,7 +34,9 @@ use RlockTest;
 my $redis = RlockTest::Redis->new;
 # (through a proxy that can hold Redis's replies: the interrupted call)
 my $proxy = RlockTest::Proxy->new($redis);
-my $node = RlockTest::new_node('semscale', $proxy, watchdog_timeout => '2s');
+# (a watchdog timeout long enough that no renewal is missed for good
+# while the proxy holds every reply, the watchdog's too, for a moment)
+my $node = RlockTest::new_node('semscale', $proxy, watchdog_timeout => '10s');
 
 my $a = $node->background_psql('postgres', on_error_stop => 0);
 my $b = $node->background_psql('postgres', on_error_stop => 0);
@@ -281,6 +283,8 @@ foreach my $name (qw(small big))
 
 	# the reconcile after an interrupted call: the acquisition runs in
 	# Redis, its reply is held (the proxy), the statement is cancelled
+	# (the session waits for the reply until it is cancelled)
+	RlockTest::run_sql($a, "SET rlock.command_timeout = '1min'");
 	$proxy->stall_replies;
 	$a->{stderr} = '';
 	$a->query_until(qr/asking\n/,
@@ -296,6 +300,7 @@ foreach my $name (qw(small big))
 			60),
 		"$name: the session stops waiting for the reply (cancelled)");
 	$proxy->resume;
+	RlockTest::run_sql($a, 'RESET rlock.command_timeout');
 	is(q1($a, "SELECT rlock_semaphore_available('$name')"), $SPARE - 3,
 		"$name: the next call reconciles: the two given back");
 	is(ids_of($name, $ha, 7), '1 2 3', "$name: Redis has the session's 3");
