@@ -15,7 +15,8 @@
 # one EVAL; some by other rlock sessions, one of them renewed by the
 # watchdog): try_acquire, acquire, reentrant counts, release, the check
 # before COMMIT, the watchdog's renewal, the reconcile after an
-# interrupted call; Java's permits untouched and counted right; expired
+# interrupted call (its reply held by a proxy, the call cancelled, the
+# next call gives back what it took); Java's permits untouched and counted right; expired
 # permits (Java's and a dead rlock holder's) reclaimed; a permit of the
 # session's deleted in Redis reported lost (the same WARNING, and the same
 # refused COMMIT, SQLSTATE 40000); a gap made by Redisson's reclaim with
