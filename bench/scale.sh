@@ -170,7 +170,13 @@ scale_semaphore() {
         sem_n=${MIXED_N[scale_sem]}
         usec=$(scale_usec 2 $(scale_extra "$W/scale_sem_$p/monitor.txt"))
         lat=${MIXED_LAT[scale_sem]} s1=${MIXED_LAT[select1]}
-        replay "$SCALE_REPLAYS" "$W/scale_sem_$p" "$REDIS_PORT"
+        # (for SCALE_SECS, whatever P: with P permits out a pair may take
+        # milliseconds)
+        read -r _ RACQ RREL _ _ < <("$REPLAY" -T "$SCALE_SECS" "$W/scale_sem_$p/acquire.txt" \
+            "$W/scale_sem_$p/release.txt" "$REDIS_PORT") \
+            || die "scale: bench/replay.c of the semaphore's calls with $p permits out failed"
+        [[ "$RACQ" =~ ^[0-9.]+$ && "$RREL" =~ ^[0-9.]+$ ]] \
+            || die "scale: bench/replay.c of the semaphore's calls with $p permits out said '$RACQ $RREL'"
         floor=$(awk -v s="$s1" -v a="$RACQ" -v r="$RREL" 'BEGIN { printf "%.1f", (s + a + r) * 1000 }')
         lat=$(awk -v l="$lat" 'BEGIN { printf "%.1f", l * 1000 }')
         [ -n "$base" ] || base=$lat
@@ -227,8 +233,8 @@ scale_redisson_check() {
 }
 
 scale_kinds() {
-    local kind i=0 name stmts acq rel r_us j_us left n
-    scale_header kinds kind rlock_us redisson_us target_us
+    local kind i=0 name stmts acq rel r_us x_us j_us left n
+    scale_header kinds kind rlock_us rlock_replayed_us redisson_us target_us
     for kind in $SCALE_KINDS; do
         i=$((i + 1))
         name="bench-scale-$kind"
@@ -248,15 +254,21 @@ scale_kinds() {
         done
         r_us=$(scale_usec "$(( ${NCALLS% *} + ${NCALLS#* } ))" $(scale_extra "$W/scale_kind_$kind/monitor.txt"))
         scale_redis info commandstats >"$W/scale_kind_$kind/rlock.commandstats"
+        # rlock's caught calls replayed as Redisson's are (bench/replay.c):
+        # the scripts' own cost, apart from how pgbench's pairs reach Redis
+        scale_redis config resetstat >/dev/null
+        replay "$SCALE_PAIRS" "$W/scale_kind_$kind" "$REDIS_PORT"
+        x_us=$(scale_usec "$(( ${NCALLS% *} + ${NCALLS#* } ))" $(scale_extra "$W/scale_kind_$kind/monitor.txt"))
         # Redisson's scripts, on a name of their own
         [ "$kind" = semaphore ] && scale_redis set "$name-java" 1 >/dev/null
         j_us=$(scale_redisson "$kind" "$name-java" "$SCALE_PAIRS")
         scale_redis info commandstats >"$W/scale_kind_$kind/redisson.commandstats"
         left=$(scale_redisson_check "$kind" "$name-java")
         [ "${left:-0}" = 0 ] || log "WARNING: Redisson's $kind pairs left $left key(s) held"
-        scale_row kinds "$kind" "$r_us" "$j_us" "$(awk -v j="$j_us" 'BEGIN { printf "%.3f", 1.2 * j }')"
-        log "$(printf 'scale, kinds, %-9s: Redis %s µs per acquire+release for rlock, %s for Redisson (%s); %s pairs each%s' \
-            "$kind" "$r_us" "$j_us" "$(awk -v r="$r_us" -v j="$j_us" 'BEGIN { printf "%.2fx", r / j }')" "$SCALE_PAIRS" \
+        scale_row kinds "$kind" "$r_us" "$x_us" "$j_us" "$(awk -v j="$j_us" 'BEGIN { printf "%.3f", 1.2 * j }')"
+        log "$(printf 'scale, kinds, %-9s: Redis %s µs per acquire+release for rlock (%s), %s for its calls replayed (%s), %s for Redisson; %s pairs each%s' \
+            "$kind" "$r_us" "$(awk -v r="$r_us" -v j="$j_us" 'BEGIN { printf "%.2fx", r / j }')" \
+            "$x_us" "$(awk -v r="$x_us" -v j="$j_us" 'BEGIN { printf "%.2fx", r / j }')" "$j_us" "$SCALE_PAIRS" \
             "$(x=$(scale_extra "$W/scale_kind_$kind/monitor.txt"); [ -z "$x" ] || echo "; rlock's top-level commands besides its scripts: $x")")"
     done
     scale_plot kinds "Redis time per acquire+release, rlock against Redisson's scripts" \
