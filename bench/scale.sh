@@ -27,14 +27,18 @@
 #              CONFIG RESETSTAT, K pairs, then INFO commandstats: the usec
 #              of the top-level commands (the script calls, whose usec holds
 #              their inner calls', and any other command a pair sends at the
-#              top level, from a MONITOR of one pair) / K.  rlock's pairs by
-#              pgbench (1 client, -t K), Redisson's by redis-cli --pipe of
-#              EVALSHA commands (fresh unlock-latch and permit ids per pair,
-#              as Redisson makes them).  Kinds: exclusive lock (RLock, its
-#              unlock latch), fair lock, read and write of a read/write lock,
-#              semaphore (RPermitExpirableSemaphore tryAcquire + release),
-#              count-down latch (trySetCount 1 + countDown).  Target: 1.2 x
-#              Redisson's.
+#              top level, from a MONITOR of one pair) over the pairs (script
+#              calls / 2).  rlock's pairs by pgbench (1 client, -t K);
+#              Redisson's by bench/replay.c (1 client, one call after the
+#              other, as a Java client with one thread; a fresh unlock-latch
+#              id per release); and rlock's own calls (caught with MONITOR)
+#              replayed the same way, rlock_replayed_us: the scripts' cost
+#              under the same delivery as Redisson's (pgbench's pairs reach
+#              a Redis whose caches the backend's work between them cooled).
+#              Kinds: exclusive lock (RLock, its unlock latch), fair lock,
+#              read and write of a read/write lock, semaphore
+#              (RPermitExpirableSemaphore tryAcquire + release), count-down
+#              latch (trySetCount 1 + countDown).  Target: 1.2 x Redisson's.
 #   contended  S sessions on one name (bench/pgbench/rlock_contended.sql),
 #              S = 2, 4, 8, 16, 32, 64 (ci: 2, 8), acquisitions per second
 #              with deadlock detection on (the default) and off
@@ -271,7 +275,7 @@ scale_kinds() {
             "$x_us" "$(awk -v r="$x_us" -v j="$j_us" 'BEGIN { printf "%.2fx", r / j }')" "$j_us" "$SCALE_PAIRS" \
             "$(x=$(scale_extra "$W/scale_kind_$kind/monitor.txt"); [ -z "$x" ] || echo "; rlock's top-level commands besides its scripts: $x")")"
     done
-    scale_plot kinds "Redis time per acquire+release, rlock against Redisson's scripts" \
+    scale_plot kinds "Redis time per acquire+release, rlock against the scripts of Redisson" \
         "kind" "Redis µs per acquire+release (INFO commandstats)" 0 0
 }
 

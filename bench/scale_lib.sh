@@ -90,7 +90,7 @@ scale_plot() {
         plots+="${plots:+, }'$tsv' using $xusing:$i$xtic with linespoints dt $dt lw 2 pt 7 ps 0.6 title '${col//\'/}'"
     done
     gnuplot <<GP || die "gnuplot failed on $tsv"
-set terminal svg size 720,420 dynamic font 'sans,12' background '#ffffff'
+set terminal svg size 720,420 dynamic noenhanced font 'sans,12' background '#ffffff'
 set output '$svg'
 set datafile separator '\t'
 set datafile missing 'NaN'
