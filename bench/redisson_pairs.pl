@@ -15,7 +15,8 @@
 # other, as a Java client with one thread would: a release's unlock latch
 # (redisson_unlock_latch:{NAME}:<hex>) gets a fresh id each time there.
 # KIND: lock (RLock; each unlock with a fresh unlock-latch key, as 3.2x
-# does), fair (RedissonFairLock), read and write (RReadWriteLock),
+# does), fenced (RFencedLock: the lock with its token counter),
+# fair (RedissonFairLock), read and write (RReadWriteLock),
 # semaphore (RPermitExpirableSemaphore tryAcquire(1, 30 s) with a fresh
 # permit id, then release; NAME must hold 1 available permit), latch
 # (RCountDownLatch trySetCount(1), then countDown).  Leases 30 s.
@@ -43,6 +44,7 @@ my $latch_chan = RlockTest::Redisson::latch_channel($name);
 
 my %scripts = (
 	lock => [ $RlockTest::Redisson::acquire, $RlockTest::Redisson::release ],
+	fenced => [ $RlockTest::Redisson::fenced_acquire, $RlockTest::Redisson::release ],
 	fair => [ $RlockTest::Redisson::fair_acquire, $RlockTest::Redisson::fair_release ],
 	read => [ $RlockTest::Redisson::rw_read_acquire, $RlockTest::Redisson::rw_read_release ],
 	write => [ $RlockTest::Redisson::rw_write_acquire, $RlockTest::Redisson::rw_write_release ],
@@ -77,6 +79,7 @@ if ($mode eq 'check')
 {
 	my %held = (
 		lock => [$name],
+		fenced => [$name],
 		fair => [ $name, $queue, $deadlines ],
 		read => [ $name, "$rwtimeout:1" ],
 		write => [$name],
@@ -92,6 +95,12 @@ my ($a, $r);
 if ($kind eq 'lock')
 {
 	$a = evalsha($acq, [$name], $lease, $id);
+	$r = evalsha($rel, [ $name, $chan, "redisson_unlock_latch:{$name}:" . hex32() ],
+		'0', $lease, $id, 'publish', 13500);
+}
+elsif ($kind eq 'fenced')
+{
+	$a = evalsha($acq, [ $name, "redisson_lock_token:{$name}" ], $lease, $id);
 	$r = evalsha($rel, [ $name, $chan, "redisson_unlock_latch:{$name}:" . hex32() ],
 		'0', $lease, $id, 'publish', 13500);
 }

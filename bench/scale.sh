@@ -35,7 +35,8 @@
 #              replayed the same way, rlock_replayed_us: the scripts' cost
 #              under the same delivery as Redisson's (pgbench's pairs reach
 #              a Redis whose caches the backend's work between them cooled).
-#              Kinds: exclusive lock (RLock, its unlock latch), fair lock,
+#              Kinds: exclusive lock (RLock, its unlock latch), fenced lock
+#              (RFencedLock: its token counter INCRed), fair lock,
 #              read and write of a read/write lock, semaphore
 #              (RPermitExpirableSemaphore tryAcquire + release), count-down
 #              latch (trySetCount 1 + countDown).  Target: 1.2 x Redisson's.
@@ -72,7 +73,7 @@ else
     SCALE_ROUNDS=2
     SCALE_REPLAYS=5000
 fi
-SCALE_KINDS="lock fair read write semaphore latch"
+SCALE_KINDS="lock fenced fair read write semaphore latch"
 
 # scale_max_sessions: the most sessions an axis opens at once (bench/run
 # sizes max_connections to fit).
@@ -203,6 +204,7 @@ scale_kind_sql() {
     local n=$2
     case $1 in
         lock) echo "SELECT rlock_try_acquire('$n')|SELECT rlock_release('$n')" ;;
+        fenced) echo "SELECT rlock_fenced_try_acquire('$n') IS NOT NULL|SELECT rlock_release('$n')" ;;
         fair) echo "SELECT rlock_fair_try_acquire('$n')|SELECT rlock_fair_release('$n')" ;;
         read) echo "SELECT rlock_read_try_acquire('$n')|SELECT rlock_read_release('$n')" ;;
         write) echo "SELECT rlock_write_try_acquire('$n')|SELECT rlock_write_release('$n')" ;;

@@ -108,6 +108,21 @@ redis.call('set', KEYS[3], 1, 'px', ARGV[5])
 return 1
 LUA
 
+# Its RFencedLock's acquire (PROTOCOL.md): the exclusive acquire, and on
+# success the token counter INCRed in the same script.  KEYS: lock, token
+# counter (redisson_lock_token:{N}); ARGV: lease ms, holder.  Returns
+# {0, token} when acquired, {pttl} when not (Redisson's reply shape aside,
+# the same calls); its release is $release.
+our $fenced_acquire = <<'LUA';
+if (redis.call('exists', KEYS[1]) == 0) or
+   (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
+  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return {0, redis.call('incr', KEYS[2])}
+end
+return {redis.call('pttl', KEYS[1])}
+LUA
+
 my $unlock_request = 0;
 
 # EVAL $script on $target: an RlockTest::Redis, or an RlockTest::Cluster
