@@ -93,11 +93,13 @@ scale_pgbench_file() {
 # (not from a script: MONITOR marks those "lua"), other than the
 # EVAL/EVALSHA calls, one name a line, lower case: those of the connection
 # that sent the script calls (not the background worker's nor catch_calls'
-# ECHO).
+# ECHO), and not those a connection sends now and then rather than per
+# pair (ROLE, PING, CLIENT, HELLO, INFO, SCRIPT: a connection's checks).
 scale_toplevel() {
     perl -ne 'next unless /^[0-9.]+ \[\d+ ([^\]]*)\] "([^"]+)"/;
               my ($from, $c) = ($1, lc $2);
               next if $from =~ /lua/;
+              next if $c =~ /^(role|ping|client|hello|info|script|select|auth|readonly)$/;
               push @l, [$from, $c];
               $script{$from} = 1 if $c =~ /^(eval|evalsha|eval_ro|evalsha_ro)$/;
               END { for (@l) { print "$_->[1]\n" if $script{$_->[0]} && $_->[1] !~ /^(eval|evalsha|eval_ro|evalsha_ro)$/ } }' \
