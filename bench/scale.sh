@@ -75,10 +75,13 @@ else
 fi
 SCALE_KINDS="lock fenced fair read write semaphore latch"
 
-# scale_max_sessions: the most sessions an axis opens at once (bench/run
-# sizes max_connections to fit).
+# scale_max_sessions: the most sessions an axis opens at once on the
+# bench's PostgreSQL (bench/run sizes max_connections to fit): the
+# contended axis's, and SCALE_MORE_SESSIONS, which bench/scale_big.sh may
+# set to its axes' counts.
 scale_max_sessions() {
-    printf '%s\n' $SCALE_SESSIONS | sort -n | tail -n 1
+    # shellcheck disable=SC2086
+    printf '%s\n' $SCALE_SESSIONS ${SCALE_MORE_SESSIONS:-} | sort -n | tail -n 1
 }
 
 scale_redis() { "$REDIS_CLI_BIN" -h 127.0.0.1 -p "$REDIS_PORT" "$@"; }
