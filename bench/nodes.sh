@@ -53,7 +53,9 @@ attempts() {
 }
 
 # catch_calls PORT DIR ACQUIRE RELEASE: while MONITOR watches the Redis on
-# PORT, run the statement ACQUIRE, then RELEASE (a session that already
+# PORT (polled until its output holds an ECHO sent before ACQUIRE, and
+# then one sent after RELEASE: no fixed sleep to outlast a loaded
+# machine), run the statement ACQUIRE, then RELEASE (a session that already
 # ran both, so that no connection nor script load shows); write the script
 # calls (EVALSHA) of each, one command a paragraph, one argument a line, to
 # DIR/acquire.txt and DIR/release.txt.  Sets NCALLS to "acquire release"
@@ -65,11 +67,11 @@ catch_calls() {
     out=$(sql -At 2>&1 <<SQL
 $3;
 $4;
-\! $REDIS_CLI_BIN -h 127.0.0.1 -p $port monitor </dev/null >$mon 2>&1 & echo \$! >$mon.pid; sleep 0.3
+\! $REDIS_CLI_BIN -h 127.0.0.1 -p $port monitor </dev/null >$mon 2>&1 & echo \$! >$mon.pid; for i in \$(seq 600); do $REDIS_CLI_BIN -h 127.0.0.1 -p $port echo bench:start >/dev/null; grep -q bench:start $mon && break; sleep 0.05; done
 SELECT 'acquire', ($3) IS TRUE;
 \! $REDIS_CLI_BIN -h 127.0.0.1 -p $port echo bench:between >/dev/null
 SELECT 'release', ($4) IS TRUE;
-\! sleep 0.3
+\! $REDIS_CLI_BIN -h 127.0.0.1 -p $port echo bench:end >/dev/null; for i in \$(seq 600); do grep -q bench:end $mon && break; sleep 0.05; done
 SQL
 ) || { echo "$out" >&2; die "catch_calls: the statements failed"; }
     pid=$(cat "$mon.pid")

@@ -26,10 +26,10 @@
  * clients are spread over THREADS threads (default 1), each waiting in
  * poll() for all of its clients' sockets.
  *
- * As rlock does, a release's unlock latch key (redisson_unlock_latch:...:
- * <hex id>) is new each time, and the latches of one release are deleted
- * (one DEL) in front of the next acquire, those of the last release at the
- * end.  The ids start with this process's id and start time and the
+ * As rlock does, an unlock latch key (redisson_unlock_latch:...:<hex id>:
+ * a release's, or the request latch of an acquire that has one) is new
+ * each time, and the latches of one pair are deleted (one DEL) in front of
+ * the next acquire, those of the last pair at the end.  The ids start with this process's id and start time and the
  * client's number: a later replay of the same calls must not find a latch
  * of this one (its release would answer from the latch and leave the lock
  * held).  With -k NAME, every occurrence of NAME in an argument becomes
@@ -422,6 +422,44 @@ add_del(Client *c)
 }
 
 /* Begin the next phase of c at time t: build it and send it to all nodes. */
+/*
+ * Append cmd to c's pipeline with each unlock latch in it (a release's, or
+ * the request latch of an acquire that has one: a fenced lock's, a
+ * semaphore's, a latch's) made new, and remembered, to be deleted in front
+ * of the next acquire: a replayed acquire must not find the latch of the
+ * one it copies and answer from it without doing the work.
+ */
+static void
+add_cmd(Client *c, const Cmd *cmd)
+{
+	Arg		   *args = xmalloc(cmd->argc * sizeof(Arg));
+
+	for (int a = 0; a < cmd->argc; a++)
+	{
+		size_t		stem;
+
+		args[a] = cmd->argv[a];
+		if (is_latch(&cmd->argv[a], &stem))
+		{
+			Buf			b = {0};
+
+			buf_add(&b, cmd->argv[a].s, stem);
+			buf_fmt(&b, "%s%04x%012llx", run_id, c->id & 0xffff,
+					++c->seq & 0xffffffffffffULL);
+			buf_add(&b, "", 1);
+			c->latches = realloc(c->latches,
+								 (c->nlatches + 1) * sizeof(char *));
+			if (c->latches == NULL)
+				die("out of memory");
+			c->latches[c->nlatches++] = b.data;
+			args[a].s = b.data;
+			args[a].len = b.len - 1;
+		}
+	}
+	resp(&c->out, cmd->argc, args);
+	free(args);
+}
+
 static void
 start_phase(Client *c, enum Phase ph, double t)
 {
@@ -444,41 +482,13 @@ start_phase(Client *c, enum Phase ph, double t)
 	{
 		c->ncmds += add_del(c);
 		for (int i = 0; i < nacq; i++)
-			resp(&c->out, c->acq[i].argc, c->acq[i].argv);
+			add_cmd(c, &c->acq[i]);
 		c->ncmds += nacq;
 	}
 	else
 	{
 		for (int i = 0; i < nrel; i++)
-		{
-			Cmd		   *cmd = &c->rel[i];
-			Arg		   *args = xmalloc(cmd->argc * sizeof(Arg));
-
-			for (int a = 0; a < cmd->argc; a++)
-			{
-				size_t		stem;
-
-				args[a] = cmd->argv[a];
-				if (is_latch(&cmd->argv[a], &stem))
-				{
-					Buf			b = {0};
-
-					buf_add(&b, cmd->argv[a].s, stem);
-					buf_fmt(&b, "%s%04x%012llx", run_id, c->id & 0xffff,
-							++c->seq & 0xffffffffffffULL);
-					buf_add(&b, "", 1);
-					c->latches = realloc(c->latches,
-										 (c->nlatches + 1) * sizeof(char *));
-					if (c->latches == NULL)
-						die("out of memory");
-					c->latches[c->nlatches++] = b.data;
-					args[a].s = b.data;
-					args[a].len = b.len - 1;
-				}
-			}
-			resp(&c->out, cmd->argc, args);
-			free(args);
-		}
+			add_cmd(c, &c->rel[i]);
 		c->ncmds = nrel;
 	}
 	for (int i = 0; i < nports; i++)

@@ -13,7 +13,10 @@
 # which draws every series of NAME.tsv against column 1 into
 # $SCALE_DIR/NAME.svg: a series whose name starts with "floor" or "target"
 # dashed (the floor and the target on the same axes as what they bound),
-# LOGX/LOGY 1 for a logarithmic axis.  And, for what the CI-sized run must
+# LOGX/LOGY 1 for a logarithmic axis.  Column 1 may instead hold text
+# labels (every cell of it not a number: e.g. the kinds of lock): the rows
+# are then drawn at x = 0, 1, 2, ... with the labels as the x axis' ticks,
+# and LOGX is ignored.  And, for what the CI-sized run must
 # show (the axis ran, its figures are numbers, its plot was drawn):
 #
 #   scale_check "what was checked" COMMAND...
@@ -72,17 +75,22 @@ scale_header() {
 
 scale_plot() {
     local name=$1 title=$2 xlabel=$3 ylabel=$4 logx=${5:-0} logy=${6:-0}
-    local tsv="$SCALE_DIR/$name.tsv" svg="$SCALE_DIR/$name.svg" ncol i col plots="" dt
+    local tsv="$SCALE_DIR/$name.tsv" svg="$SCALE_DIR/$name.svg" ncol i col plots="" dt xusing xtic
     [ -s "$tsv" ] || die "scale_plot $name: no data in $tsv"
     ncol=$(head -n 1 "$tsv" | awk -F'\t' '{ print NF }')
+    if scale_labels "$tsv"; then
+        xusing="0" xtic=":xtic(1)" logx=0
+    else
+        xusing="1" xtic=""
+    fi
     for ((i = 2; i <= ncol; i++)); do
         col=$(head -n 1 "$tsv" | awk -F'\t' -v i="$i" '{ print $i }')
         dt=1
         case "$col" in floor* | target*) dt=2 ;; esac
-        plots+="${plots:+, }'$tsv' using 1:$i with linespoints dt $dt lw 2 pt 7 ps 0.6 title '${col//\'/}'"
+        plots+="${plots:+, }'$tsv' using $xusing:$i$xtic with linespoints dt $dt lw 2 pt 7 ps 0.6 title '${col//\'/}'"
     done
     gnuplot <<GP || die "gnuplot failed on $tsv"
-set terminal svg size 720,420 dynamic font 'sans,12' background '#ffffff'
+set terminal svg size 720,420 dynamic noenhanced font 'sans,12' background '#ffffff'
 set output '$svg'
 set datafile separator '\t'
 set datafile missing 'NaN'
@@ -113,11 +121,22 @@ scale_check() {
     fi
 }
 
-# scale_numbers NAME: every cell of NAME.tsv past the header is a number
-# (or NaN), and it has at least one row.
-scale_numbers() {
+# scale_labels TSV: is column 1 of TSV's rows text labels (no cell of it a
+# number, none empty)?
+scale_labels() {
     awk -F'\t' 'NR == 1 { next }
-        { rows++; for (i = 1; i <= NF; i++) if ($i != "NaN" && $i !~ /^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$/) bad++ }
+        { rows++; if ($1 == "" || $1 ~ /^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$/) num++ }
+        END { exit !(rows > 0 && num == 0) }' "$1"
+}
+
+# scale_numbers NAME: every cell of NAME.tsv past the header is a number
+# (or NaN; column 1 may be text labels instead, see scale_plot), and it has
+# at least one row.
+scale_numbers() {
+    local first=1
+    scale_labels "$SCALE_DIR/$1.tsv" && first=2
+    awk -F'\t' -v first="$first" 'NR == 1 { next }
+        { rows++; for (i = first; i <= NF; i++) if ($i != "NaN" && $i !~ /^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$/) bad++ }
         END { exit !(rows > 0 && bad == 0) }' "$SCALE_DIR/$1.tsv"
 }
 

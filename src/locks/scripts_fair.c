@@ -16,15 +16,17 @@
 /*
  * Lua: drop queue heads whose deadline (ZSET KEYS[3]) is before ARGV[now],
  * but never "self", the waiter running the script: it is alive, and
- * refreshes its deadline instead.
+ * refreshes its deadline instead.  Leaves the queue's head then in
+ * "qhead" (false: nobody queues), so that the script does not ask again.
  */
 #define FAIR_DROP_STALE_HEADS(now, self) \
+"local qhead\n" \
 "while true do\n" \
-"  local h = redis.call('lindex', KEYS[2], 0)\n" \
-"  if h == false or h == " self " then break end\n" \
-"  local d = tonumber(redis.call('zscore', KEYS[3], h))\n" \
+"  qhead = redis.call('lindex', KEYS[2], 0)\n" \
+"  if qhead == false or qhead == " self " then break end\n" \
+"  local d = tonumber(redis.call('zscore', KEYS[3], qhead))\n" \
 "  if d ~= nil and d > tonumber(" now ") then break end\n" \
-"  redis.call('zrem', KEYS[3], h)\n" \
+"  redis.call('zrem', KEYS[3], qhead)\n" \
 "  redis.call('lpop', KEYS[2])\n" \
 "end\n"
 
@@ -57,7 +59,7 @@ FAIR_DROP_STALE_HEADS("ARGV[4]", "ARGV[2]")
 "  return {2, redis.call('hget', KEYS[1], 'mode')}\n"
 "end\n"
 "if redis.call('exists', KEYS[1]) == 0 then\n"
-"  local head = redis.call('lindex', KEYS[2], 0)\n"
+"  local head = qhead\n"
 "  if head ~= false and head ~= ARGV[2] then\n"
 "    local cap = tonumber(ARGV[4]) + tonumber(ARGV[3])\n"
 "    if tonumber(redis.call('zscore', KEYS[3], head)) > cap then\n"
@@ -123,9 +125,11 @@ REQUEST_LATCH_END("ARGV[7]");
 const char rlock_fair_release_body[] =
 "local v = redis.call('get', KEYS[4])\n"
 "if v then return tonumber(v) end\n"
-REFUSE_RW_KEYS1
+/* REFUSE_RW_KEYS1, and this holder's count in the same call */
+"local f = redis.call('hmget', KEYS[1], 'mode', ARGV[1])\n"
+"if f[1] then return redis.error_reply('RLOCKKIND ' .. f[1]) end\n"
 FAIR_DROP_STALE_HEADS("ARGV[5]", "false")
-"local c = redis.call('hget', KEYS[1], ARGV[1])\n"
+"local c = f[2]\n"
 "if not c then return nil end\n"
 "local n = tonumber(c) - tonumber(ARGV[2])\n"
 "if n > 0 then\n"
@@ -136,7 +140,7 @@ RAISE_TTL("KEYS[1]", "ARGV[3]")
 "  end\n"
 "  return 0\n"
 "end\n"
-"local head = redis.call('lindex', KEYS[2], 0)\n"
+"local head = qhead\n"
 "local ch = ARGV[6]\n"
 "if head then ch = ARGV[6] .. ':' .. head end\n"
 PUBLISH_OR_REFUSE("ch", "'0'")

@@ -101,18 +101,23 @@ FAIR_QUEUE_OF_KEYS1
 "  local cap = tonumber(ARGV[4] or '0') or 0\n"
 "  if cap > 0 and owned >= cap then return {4, owned} end\n"
 "end\n"
+"local n\n"
 "if mode == false then\n"
 "  if redis.call('exists', KEYS[1]) == 1 or redis.call('exists', fairq) == 1 then\n"
 "    return {2, redis.call('exists', fairq) == 1 and 'fair' or 'exclusive'}\n"
 "  end\n"
-"  redis.call('hset', KEYS[1], 'mode', 'read')\n"
+/* a new lock: its mode and this first hold in one call */
+"  redis.call('hset', KEYS[1], 'mode', 'read', ARGV[2], 1)\n"
+"  n = 1\n"
 "elseif mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 0 then\n"
 "  return {0, redis.call('pttl', KEYS[1])}\n"
+"else\n"
+"  n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
 "end\n"
-"local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
 RW_TIMEOUT_BASE
 "redis.call('set', base .. ':' .. ARGV[2] .. ':rwlock_timeout:' .. n, 1, 'px', ARGV[1])\n"
-"if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then\n"
+/* a new lock has no TTL yet: no need to ask */
+"if mode == false or redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then\n"
 "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
 "end\n"
 "return {1, n}\n"
@@ -151,12 +156,14 @@ FAIR_QUEUE_OF_KEYS1
 REQUEST_LATCH_END("ARGV[4]");
 
 /*
- * Lua: a read/write release or reconcile refuses a lock that is not a
- * read/write lock ("RLOCKKIND exclusive"); returns nil when there is no
- * such lock.  Sets "mode".
+ * Lua: a read/write release refuses a lock that is not a read/write lock
+ * ("RLOCKKIND exclusive"); returns nil when there is no such lock.  Sets
+ * "mode", and "c" to the field's count (false: none), read in the same
+ * call.
  */
-#define REFUSE_NON_RW_KEYS1 \
-"local mode = redis.call('hget', KEYS[1], 'mode')\n" \
+#define REFUSE_NON_RW_KEYS1(field) \
+"local mf = redis.call('hmget', KEYS[1], 'mode', " field ")\n" \
+"local mode, c = mf[1], mf[2]\n" \
 "if mode == false then\n" \
 "  if redis.call('exists', KEYS[1]) == 1 then\n" \
 "    return redis.error_reply('RLOCKKIND exclusive')\n" \
@@ -176,8 +183,7 @@ REQUEST_LATCH_END("ARGV[4]");
 const char rlock_read_release_body[] =
 "local v = redis.call('get', KEYS[3])\n"
 "if v then return tonumber(v) end\n"
-REFUSE_NON_RW_KEYS1
-"local c = redis.call('hget', KEYS[1], ARGV[1])\n"
+REFUSE_NON_RW_KEYS1("ARGV[1]")
 "if c == false then return nil end\n"
 "c = tonumber(c)\n"
 "local n = c - tonumber(ARGV[2])\n"
@@ -229,9 +235,8 @@ RAISE_TTL("KEYS[1]", "maxttl")
 const char rlock_write_release_body[] =
 "local v = redis.call('get', KEYS[3])\n"
 "if v then return tonumber(v) end\n"
-REFUSE_NON_RW_KEYS1
+REFUSE_NON_RW_KEYS1("ARGV[1]")
 "if mode ~= 'write' then return nil end\n"
-"local c = redis.call('hget', KEYS[1], ARGV[1])\n"
 "if c == false then return nil end\n"
 "local n = tonumber(c) - tonumber(ARGV[2])\n"
 "if n > 0 then\n"

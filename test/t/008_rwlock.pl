@@ -54,95 +54,11 @@ sub finish
 	return $out;
 }
 
-# Redisson's RReadWriteLock scripts, written from PROTOCOL.md.
-my $java_write_acquire = <<'LUA';
-local mode = redis.call('hget', KEYS[1], 'mode')
-if mode == false then
-  redis.call('hset', KEYS[1], 'mode', 'write')
-  redis.call('hset', KEYS[1], ARGV[2], 1)
-  redis.call('pexpire', KEYS[1], ARGV[1])
-  return nil
-end
-if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-  redis.call('hincrby', KEYS[1], ARGV[2], 1)
-  redis.call('pexpire', KEYS[1], redis.call('pttl', KEYS[1]) + ARGV[1])
-  return nil
-end
-return redis.call('pttl', KEYS[1])
-LUA
-my $java_write_release = <<'LUA';
-local mode = redis.call('hget', KEYS[1], 'mode')
-if mode == false then
-  redis.call('publish', KEYS[2], ARGV[1])
-  return 1
-end
-if mode == 'write' then
-  if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then return nil end
-  if redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
-    redis.call('pexpire', KEYS[1], ARGV[2])
-    return 0
-  end
-  redis.call('hdel', KEYS[1], ARGV[3])
-  if redis.call('hlen', KEYS[1]) == 1 then
-    redis.call('del', KEYS[1])
-    redis.call('publish', KEYS[2], ARGV[1])
-  else
-    redis.call('hset', KEYS[1], 'mode', 'read')
-  end
-  return 1
-end
-return nil
-LUA
-my $java_read_acquire = <<'LUA';
-local mode = redis.call('hget', KEYS[1], 'mode')
-if mode == false then
-  redis.call('hset', KEYS[1], 'mode', 'read')
-  redis.call('hset', KEYS[1], ARGV[2], 1)
-  redis.call('set', KEYS[2] .. ':1', 1)
-  redis.call('pexpire', KEYS[2] .. ':1', ARGV[1])
-  redis.call('pexpire', KEYS[1], ARGV[1])
-  return nil
-end
-if mode == 'read' or (mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 1) then
-  local ind = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-  redis.call('set', KEYS[2] .. ':' .. ind, 1)
-  redis.call('pexpire', KEYS[2] .. ':' .. ind, ARGV[1])
-  redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), ARGV[1]))
-  return nil
-end
-return redis.call('pttl', KEYS[1])
-LUA
-my $java_read_release = <<'LUA';
-local mode = redis.call('hget', KEYS[1], 'mode')
-if mode == false then
-  redis.call('publish', KEYS[2], ARGV[1])
-  return 1
-end
-if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return nil end
-local counter = redis.call('hincrby', KEYS[1], ARGV[2], -1)
-if counter == 0 then redis.call('hdel', KEYS[1], ARGV[2]) end
-redis.call('del', KEYS[3] .. ':' .. (counter + 1))
-if redis.call('hlen', KEYS[1]) > 1 then
-  local maxRemainTime = -3
-  for n, key in ipairs(redis.call('hkeys', KEYS[1])) do
-    counter = tonumber(redis.call('hget', KEYS[1], key))
-    if type(counter) == 'number' then
-      for i = counter, 1, -1 do
-        maxRemainTime = math.max(maxRemainTime,
-          redis.call('pttl', KEYS[4] .. ':' .. key .. ':rwlock_timeout:' .. i))
-      end
-    end
-  end
-  if maxRemainTime > 0 then
-    redis.call('pexpire', KEYS[1], maxRemainTime)
-    return 0
-  end
-  if mode == 'write' then return 0 end
-end
-redis.call('del', KEYS[1])
-redis.call('publish', KEYS[2], ARGV[1])
-return 1
-LUA
+# Redisson's RReadWriteLock scripts (written from PROTOCOL.md): RlockTest::Redisson's.
+my $java_write_acquire = $RlockTest::Redisson::rw_write_acquire;
+my $java_write_release = $RlockTest::Redisson::rw_write_release;
+my $java_read_acquire = $RlockTest::Redisson::rw_read_acquire;
+my $java_read_release = $RlockTest::Redisson::rw_read_release;
 
 my $java = '3c9d2e1f-7a6b-4c5d-9e8f-0a1b2c3d4e5f:12';
 

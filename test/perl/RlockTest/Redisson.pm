@@ -108,6 +108,21 @@ redis.call('set', KEYS[3], 1, 'px', ARGV[5])
 return 1
 LUA
 
+# Its RFencedLock's acquire (PROTOCOL.md): the exclusive acquire, and on
+# success the token counter INCRed in the same script.  KEYS: lock, token
+# counter (redisson_lock_token:{N}); ARGV: lease ms, holder.  Returns
+# {0, token} when acquired, {pttl} when not (Redisson's reply shape aside,
+# the same calls); its release is $release.
+our $fenced_acquire = <<'LUA';
+if (redis.call('exists', KEYS[1]) == 0) or
+   (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
+  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return {0, redis.call('incr', KEYS[2])}
+end
+return {redis.call('pttl', KEYS[1])}
+LUA
+
 my $unlock_request = 0;
 
 # EVAL $script on $target: an RlockTest::Redis, or an RlockTest::Cluster
@@ -433,6 +448,106 @@ local next = redis.call('lindex', KEYS[2], 0)
 if next ~= false then
   redis.call('publish', KEYS[4] .. ':' .. next, ARGV[1])
 end
+return 1
+LUA
+
+# ---- RReadWriteLock ----
+#
+# Its scripts, written from PROTOCOL.md (a hash N with field "mode" and one
+# field per holder; read holds' timeout keys "{N}:<id>:rwlock_timeout:<k>";
+# channel "redisson_rwlock:{N}").  For Redisson id "<uuid>:<thread>":
+#   write acquire  KEYS: N;  ARGV: lease ms, "<id>:write"
+#   write release  KEYS: N, channel;  ARGV: message, lease ms, "<id>:write"
+#   read acquire   KEYS: N, "{N}:<id>:rwlock_timeout";  ARGV: lease ms, id, "<id>:write"
+#   read release   KEYS: N, channel, "{N}:<id>:rwlock_timeout", "{N}";  ARGV: message, id
+# (test/t/008_rwlock.pl, bench/redisson_pairs.pl).
+
+our $rw_write_acquire = <<'LUA';
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false then
+  redis.call('hset', KEYS[1], 'mode', 'write')
+  redis.call('hset', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return nil
+end
+if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], redis.call('pttl', KEYS[1]) + ARGV[1])
+  return nil
+end
+return redis.call('pttl', KEYS[1])
+LUA
+our $rw_write_release = <<'LUA';
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false then
+  redis.call('publish', KEYS[2], ARGV[1])
+  return 1
+end
+if mode == 'write' then
+  if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then return nil end
+  if redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    return 0
+  end
+  redis.call('hdel', KEYS[1], ARGV[3])
+  if redis.call('hlen', KEYS[1]) == 1 then
+    redis.call('del', KEYS[1])
+    redis.call('publish', KEYS[2], ARGV[1])
+  else
+    redis.call('hset', KEYS[1], 'mode', 'read')
+  end
+  return 1
+end
+return nil
+LUA
+our $rw_read_acquire = <<'LUA';
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false then
+  redis.call('hset', KEYS[1], 'mode', 'read')
+  redis.call('hset', KEYS[1], ARGV[2], 1)
+  redis.call('set', KEYS[2] .. ':1', 1)
+  redis.call('pexpire', KEYS[2] .. ':1', ARGV[1])
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return nil
+end
+if mode == 'read' or (mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 1) then
+  local ind = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('set', KEYS[2] .. ':' .. ind, 1)
+  redis.call('pexpire', KEYS[2] .. ':' .. ind, ARGV[1])
+  redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), ARGV[1]))
+  return nil
+end
+return redis.call('pttl', KEYS[1])
+LUA
+our $rw_read_release = <<'LUA';
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false then
+  redis.call('publish', KEYS[2], ARGV[1])
+  return 1
+end
+if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return nil end
+local counter = redis.call('hincrby', KEYS[1], ARGV[2], -1)
+if counter == 0 then redis.call('hdel', KEYS[1], ARGV[2]) end
+redis.call('del', KEYS[3] .. ':' .. (counter + 1))
+if redis.call('hlen', KEYS[1]) > 1 then
+  local maxRemainTime = -3
+  for n, key in ipairs(redis.call('hkeys', KEYS[1])) do
+    counter = tonumber(redis.call('hget', KEYS[1], key))
+    if type(counter) == 'number' then
+      for i = counter, 1, -1 do
+        maxRemainTime = math.max(maxRemainTime,
+          redis.call('pttl', KEYS[4] .. ':' .. key .. ':rwlock_timeout:' .. i))
+      end
+    end
+  end
+  if maxRemainTime > 0 then
+    redis.call('pexpire', KEYS[1], maxRemainTime)
+    return 0
+  end
+  if mode == 'write' then return 0 end
+end
+redis.call('del', KEYS[1])
+redis.call('publish', KEYS[2], ARGV[1])
 return 1
 LUA
 
