@@ -87,7 +87,15 @@ scale_plot() {
         col=$(head -n 1 "$tsv" | awk -F'\t' -v i="$i" '{ print $i }')
         dt=1
         case "$col" in floor* | target*) dt=2 ;; esac
-        plots+="${plots:+, }'$tsv' using $xusing:$i$xtic with linespoints dt $dt lw 2 pt 7 ps 0.6 title '${col//\'/}'"
+        if [ -n "$xtic" ] && [ "$dt" = 1 ]; then
+            # a kind per cluster of bars: one bar per measured series
+            plots+="${plots:+, }'$tsv' using $i$xtic with histograms title '${col//\'/}'"
+        elif [ -n "$xtic" ]; then
+            # a floor or target: a dashed mark across its cluster
+            plots+="${plots:+, }'$tsv' using 0:$i:(0.45) with xerrorbars pt 0 lw 2 dt 2 lc rgb '#000000' title '${col//\'/}'"
+        else
+            plots+="${plots:+, }'$tsv' using $xusing:$i with linespoints dt $dt lw 2 pt 7 ps 0.6 title '${col//\'/}'"
+        fi
     done
     gnuplot <<GP || die "gnuplot failed on $tsv"
 set terminal svg size 720,420 dynamic noenhanced font 'sans,12' background '#ffffff'
@@ -95,8 +103,9 @@ set output '$svg'
 set datafile separator '\t'
 set datafile missing 'NaN'
 set key autotitle columnheader
-set key top left
+set key below
 set grid
+$([ -n "$xtic" ] && printf '%s\n' 'set style histogram clustered gap 1' 'set style fill solid 0.7 border -1' 'set boxwidth 0.9' 'set xrange [-0.6:*]')
 set title '${title//\'/}'
 set xlabel '${xlabel//\'/}'
 set ylabel '${ylabel//\'/}'
