@@ -48,6 +48,9 @@
 #                               ci 40)
 #   RLOCK_BENCH_SCALE_LOCKS     the watchdog axis's N (default above)
 #   RLOCK_BENCH_SCALE_CYCLES    renewal cycles watched per N (6; ci 2)
+#   RLOCK_BENCH_SCALE_PGCONF    more postgresql.conf lines for the servers
+#                               started here (e.g. "rlock.deadlock_timeout
+#                               = 0", to see what deadlock checks cost)
 
 # shellcheck shell=bash
 
@@ -92,6 +95,7 @@ shared_preload_libraries = 'rlock'
 rlock.redis_url = '$REDIS_URL'
 rlock.watchdog_timeout = $WATCHDOG_MS
 rlock.max_locks = $locks
+${RLOCK_BENCH_SCALE_PGCONF:-}
 CONF
     as_pg "$BIN/pg_ctl" -D "$data" -l "$SB_DIR/$name.log" -w start >/dev/null \
         || { tail -n 20 "$SB_DIR/$name.log" >&2; die "scale: PostgreSQL $name did not start"; }
@@ -211,10 +215,12 @@ scale_handoff() {
             FROM scale_handoff_ms WHERE waiters = $w")
         read -r _ p50 p99 <<<"$row"
         scale_row handoff "$w" "${p50:-NaN}" "${p99:-NaN}" "$floor" 1 3
-        log "$(sql_value "SELECT format('scale handoff, %s sessions (%s rounds each): %s hand-offs counted, p50 %s ms, p99 %s ms, max %s ms; floor %s ms; %s crossed servers',
+        log "$(sql_value "SELECT format('scale handoff, %s sessions (%s rounds each): %s hand-offs counted, p50 %s ms, p99 %s ms, max %s ms; floor %s ms; %s crossed servers; the release''s return -> the acquisition: p50 %s ms, p99 %s ms',
                 $w, $rounds, count(*), round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::numeric, 3),
                 round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms)::numeric, 3), round(max(ms)::numeric, 3),
-                $floor, count(*) FILTER (WHERE crossed))
+                $floor, count(*) FILTER (WHERE crossed),
+                round(percentile_cont(0.5) WITHIN GROUP (ORDER BY after_ms)::numeric, 3),
+                round(percentile_cont(0.99) WITHIN GROUP (ORDER BY after_ms)::numeric, 3))
             FROM scale_handoff_ms WHERE waiters = $w")"
         log "$(sql_value "SELECT format('scale handoff, %s sessions: per acquisition %s script calls, %s SUBSCRIBEs, %s Redis round trips; %s context switches (machine) per acquisition',
                 waiters, round(script_calls::numeric / acquisitions, 2), round(subscribes::numeric / acquisitions, 2),
@@ -361,7 +367,7 @@ sb_wait_holder() {
     local i
     for ((i = 0; i < 18000; i++)); do
         if [[ "$1" == *"|" ]]; then
-            grep -q "^${1//|/\\|}" "$SB_DIR/holder.out" && return 0
+            awk -v p="$1" 'index($0, p) == 1 { f = 1 } END { exit !f }' "$SB_DIR/holder.out" && return 0
         else
             grep -qxF "$1" "$SB_DIR/holder.out" && return 0
         fi

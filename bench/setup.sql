@@ -392,14 +392,15 @@ BEGIN
 END $$;
 
 -- One of the W sessions: rounds times take the name (waiting), note the
--- time, hold it 0.2 ms, note the time, release it; the times are written
--- once at the end (no write between the rounds).
+-- time, hold it 0.2 ms, note the time, release it, note the time; the
+-- times are written once at the end (no write between the rounds).
 CREATE PROCEDURE bench_scale_handoff(waiters int, who int, rounds int)
 LANGUAGE plpgsql AS $$
 DECLARE
   server text := current_setting('port');
   acquired timestamptz[] := '{}';
   releasing timestamptz[] := '{}';
+  released timestamptz[] := '{}';
 BEGIN
   PERFORM set_config('application_name', 'scale_handoff', false);
   FOR i IN 1..rounds LOOP
@@ -408,32 +409,40 @@ BEGIN
     PERFORM pg_sleep(0.0002);
     releasing := releasing || clock_timestamp();
     PERFORM rlock_release('bench:scale:handoff');
+    released := released || clock_timestamp();
   END LOOP;
   PERFORM set_config('application_name', 'scale_handoff_done', false);
   INSERT INTO scale_handoff_event
-    SELECT waiters, server, who, s, 'acquired', acquired[s]
-    FROM generate_subscripts(acquired, 1) s
-    UNION ALL
-    SELECT waiters, server, who, s, 'releasing', releasing[s]
-    FROM generate_subscripts(releasing, 1) s;
+    SELECT waiters, server, who, s, e.event, e.at
+    FROM generate_subscripts(acquired, 1) s,
+         LATERAL (VALUES ('acquired', acquired[s]), ('releasing', releasing[s]),
+                         ('released', released[s])) e(event, at);
 END $$;
 
--- The hand-offs: each acquisition whose previous event (of the point, both
--- servers' sessions by one clock) was another session's release; counted
--- while at least 90 % of the W sessions had rounds left (the last rounds
--- drain the queue); crossed: the two sessions were on different servers.
+-- The hand-offs: each acquisition whose previous acquisition or release
+-- start (of the point, both servers' sessions by one clock) was another
+-- session's release start; counted while at least 90 % of the W sessions
+-- had rounds left (the last rounds drain the queue); crossed: the two
+-- sessions were on different servers; after_ms: from the return of that
+-- release (NULL for the gate's) to the acquisition.
 CREATE VIEW scale_handoff_ms AS
   WITH e AS (
     SELECT *, lag(event) OVER w AS prev_event, lag(server) OVER w AS prev_server,
-           lag(who) OVER w AS prev_who, lag(at) OVER w AS prev_at
+           lag(who) OVER w AS prev_who, lag(seq) OVER w AS prev_seq,
+           lag(at) OVER w AS prev_at
     FROM scale_handoff_event
+    WHERE event <> 'released'
     WINDOW w AS (PARTITION BY waiters ORDER BY at, event DESC)),
   done AS (
     SELECT waiters, server, who, max(at) AS finished
     FROM scale_handoff_event WHERE who > 0 GROUP BY 1, 2, 3)
   SELECT e.waiters, extract(epoch FROM e.at - e.prev_at) * 1000 AS ms,
-         e.server <> e.prev_server AS crossed
+         e.server <> e.prev_server AS crossed,
+         extract(epoch FROM e.at - r.at) * 1000 AS after_ms
   FROM e
+  LEFT JOIN scale_handoff_event r
+    ON r.waiters = e.waiters AND r.server = e.prev_server AND r.who = e.prev_who
+   AND r.seq = e.prev_seq AND r.event = 'released'
   WHERE e.event = 'acquired' AND e.prev_event = 'releasing'
     AND (e.server, e.who) <> (e.prev_server, e.prev_who)
     AND (SELECT count(*) FROM done d
