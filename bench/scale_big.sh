@@ -47,7 +47,13 @@
 #   RLOCK_BENCH_SCALE_HANDOFFS  hand-offs wanted per point, about (240;
 #                               ci 40)
 #   RLOCK_BENCH_SCALE_LOCKS     the watchdog axis's N (default above)
-#   RLOCK_BENCH_SCALE_CYCLES    renewal cycles watched per N (6; ci 2)
+#   RLOCK_BENCH_SCALE_CYCLES    renewal cycles watched per N (4; ci 2)
+#   RLOCK_BENCH_SCALE_WATCHDOG_MS
+#                               the watchdog axis's rlock.watchdog_timeout
+#                               (30000, the default, Redisson's: at the
+#                               bench's 3000 a cycle of 1 000 000 locks,
+#                               ~5 s on 2 CPUs, outlasts the lease and every
+#                               lock is lost; ci: bench/run's 3000)
 #   RLOCK_BENCH_SCALE_PGCONF    more postgresql.conf lines for the servers
 #                               started here (e.g. "rlock.deadlock_timeout
 #                               = 0", to see what deadlock checks cost)
@@ -67,12 +73,12 @@ sb_pg() { as_pg "$BIN/$2" -h "$W" -p "$1" "${@:3}"; }
 sb_sql() { sb_pg "$1" psql -X -q -v ON_ERROR_STOP=1 -d bench "${@:2}"; }
 sb_value() { sb_sql "$1" -At -c "$2"; }
 
-# sb_start NAME MAX_CONNECTIONS MAX_LOCKS: start a PostgreSQL with rlock in
+# sb_start NAME MAX_CONNECTIONS MAX_LOCKS [WATCHDOG_MS]: start a PostgreSQL with rlock in
 # $SB_DIR/NAME (a copy of a data directory initdb made once), as bench/run's
 # start_servers does, its database bench made with bench/setup.sql; sets
 # SB_PORT.
 sb_start() {
-    local name=$1 conns=$2 locks=$3 data
+    local name=$1 conns=$2 locks=$3 wd=${4:-$WATCHDOG_MS} data
     SB_DIR="$W/scale_big"
     mkdir -p "$SB_DIR"
     chown postgres: "$SB_DIR"
@@ -93,7 +99,7 @@ fsync = off
 synchronous_commit = off
 shared_preload_libraries = 'rlock'
 rlock.redis_url = '$REDIS_URL'
-rlock.watchdog_timeout = $WATCHDOG_MS
+rlock.watchdog_timeout = $wd
 rlock.max_locks = $locks
 ${RLOCK_BENCH_SCALE_PGCONF:-}
 CONF
@@ -140,8 +146,7 @@ sb_handoff_point() {
     for p in "$pa" "$pb"; do
         sb_sql "$p" -c "TRUNCATE scale_handoff_event, scale_gate"
     done
-    rt0=$(( $(sb_value "$pa" "SELECT redis_round_trips FROM rlock_stats") + $(sb_value "$pb" "SELECT redis_round_trips FROM rlock_stats") ))
-    calls0=$(redis_cmdstat evalsha eval) subs0=$(redis_cmdstat subscribe) c0=$(ctxt) t0=$SECONDS
+    t0=$SECONDS
     # the gate: holds the name until every session waits
     sb_sql "$pa" -c "SET statement_timeout = '20min'" -c "CALL bench_scale_gate($w)" &
     gate=$!
@@ -150,6 +155,8 @@ sb_handoff_point() {
         kill -0 "$gate" 2>/dev/null || die "scale handoff: the gate session ended before taking $SB_NAME"
         sleep 0.01
     done
+    [ "$(sb_value "$pa" "SELECT rlock_is_locked('$SB_NAME')")" = t ] \
+        || die "scale handoff: the gate session did not take $SB_NAME"
     printf '%s\n' "SET statement_timeout = '20min';" \
         "CALL bench_scale_handoff(:w, :client_id + 1, :rounds);" >"$SB_DIR/handoff.sql"
     chown postgres: "$SB_DIR/handoff.sql"
@@ -170,6 +177,9 @@ sb_handoff_point() {
     [ "$na" = "$half" ] && [ "$nb" = $((w - half)) ] \
         || die "scale handoff: $na + $nb sessions waiting after 20 min, not $half + $((w - half))"
     log "scale handoff, $w sessions: all waiting ($na + $nb) after $((SECONDS - t0)) s; the gate opens"
+    # what the hand-offs cost, from the gate's opening on
+    rt0=$(( $(sb_value "$pa" "SELECT redis_round_trips FROM rlock_stats") + $(sb_value "$pb" "SELECT redis_round_trips FROM rlock_stats") ))
+    calls0=$(redis_cmdstat evalsha eval) subs0=$(redis_cmdstat subscribe) c0=$(ctxt)
     sb_sql "$pa" -c "INSERT INTO scale_gate VALUES ($w)"
     wait "$gate" || die "scale handoff: the gate session failed"
     wait "$pga" || { cat "$SB_DIR/pgbench-a.log" >&2; die "scale handoff: the sessions of server a failed"; }
@@ -192,7 +202,7 @@ scale_handoff() {
     else
         list=${RLOCK_BENCH_SCALE_WAITERS:-"8 32 125 250 500"} want=${RLOCK_BENCH_SCALE_HANDOFFS:-240} pairs=3000
     fi
-    maxw=$(printf '%s\n' $list | sort -n | tail -n 1)
+    maxw=$(tr ' ' '\n' <<<"$list" | sort -n | tail -n 1)
     sb_start handoff_a $((maxw / 2 + 20)) 10000
     pa=$SB_PORT
     sb_start handoff_b $((maxw - maxw / 2 + 20)) 10000
@@ -222,10 +232,12 @@ scale_handoff() {
                 round(percentile_cont(0.5) WITHIN GROUP (ORDER BY after_ms)::numeric, 3),
                 round(percentile_cont(0.99) WITHIN GROUP (ORDER BY after_ms)::numeric, 3))
             FROM scale_handoff_ms WHERE waiters = $w")"
-        log "$(sql_value "SELECT format('scale handoff, %s sessions: per acquisition %s script calls, %s SUBSCRIBEs, %s Redis round trips; %s context switches (machine) per acquisition',
-                waiters, round(script_calls::numeric / acquisitions, 2), round(subscribes::numeric / acquisitions, 2),
+        log "$(sql_value "SELECT format('scale handoff, %s sessions: %s acquisitions in %s s; per acquisition %s script calls, %s SUBSCRIBEs, %s Redis round trips (both servers), %s context switches (machine)',
+                waiters, acquisitions, (SELECT round(extract(epoch FROM max(at) - min(at))::numeric, 2)
+                                        FROM scale_handoff_event e WHERE e.waiters = c.waiters),
+                round(script_calls::numeric / acquisitions, 2), round(subscribes::numeric / acquisitions, 2),
                 round(round_trips::numeric / acquisitions, 2), round(switches::numeric / acquisitions, 1))
-            FROM scale_handoff_cost WHERE waiters = $w")"
+            FROM scale_handoff_cost c WHERE waiters = $w")"
     done
     scale_big_stop
     scale_plot handoff "Hand-off with W sessions waiting on one name, two servers" \
@@ -238,10 +250,10 @@ scale_handoff() {
         test "$(sql_value "SELECT count(*) FROM (SELECT waiters, server, who, count(*) AS n
                 FROM scale_handoff_event WHERE event = 'acquired' AND who > 0
                 GROUP BY 1, 2, 3) s JOIN scale_handoff_rounds r USING (waiters)
-                WHERE s.n = r.rounds")" = "$(printf '%s\n' $list | awk '{ s += $1 } END { print s }')"
-    scale_check "handoff: both servers' sessions took the name from each other" \
-        test "$(sql_value "SELECT bool_and(crossed) FROM (SELECT waiters, bool_or(crossed) AS crossed
-                FROM scale_handoff_ms GROUP BY waiters) s")" = t
+                WHERE s.n = r.rounds")" = "$(awk '{ for (i = 1; i <= NF; i++) s += $i } END { print s }' <<<"$list")"
+    scale_check "handoff: at every point the name went from one server's sessions to the other's" \
+        test "$(sql_value "SELECT count(*) FILTER (WHERE crossed) FROM (SELECT waiters, bool_or(crossed) AS crossed
+                FROM scale_handoff_all GROUP BY waiters) s")" = "$(wc -w <<<"$list")"
 }
 
 # --------------------------------------------------------------- watchdog --
@@ -257,26 +269,33 @@ redis_script_usec() {
         awk -F'[:=,]' '$1 == "cmdstat_evalsha" || $1 == "cmdstat_eval" { n += $5 } END { print n + 0 }'
 }
 
-# sb_cycles_after PORT N: wait (poll) until the worker has ended its N-th
-# renewal cycle; print rlock_stats' worker counters then.
+# sb_cycles_after PORT N: wait (poll, at most SB_CYCLE_WAIT seconds) until
+# the worker has ended N more renewal cycles; print rlock_stats' worker
+# counters then.
 sb_cycles_after() {
-    sb_sql "$1" -At -c "SET statement_timeout = '20min'" -c "CALL bench_scale_cycles($2)" \
+    sb_sql "$1" -At -c "SET statement_timeout = '20min'" -c "CALL bench_scale_cycles($2, $SB_CYCLE_WAIT)" \
         -c "SELECT concat_ws(' ', renewal_cycles, renewals, renewal_batches, renewal_round_trips,
                               renewal_time, renewal_failures, locks_lost) FROM rlock_stats"
 }
 
 scale_watchdog() {
     local list cycles port n held t0 took s0 s1 cpu0 cpu1 us0 us1 hz first=""
-    local c0 r0 b0 rt0 ms0 c1 r1 b1 rt1 ms1 f1 l1 dc cyc_ms cpu_ms scr_ms rt_cyc base_cyc base_cpu
+    local c0 r0 b0 rt0 ms0 f0 l0 c1 r1 b1 rt1 ms1 f1 l1 dc wd cyc_ms cpu_ms scr_ms rt_cyc base_cyc base_cpu
     local shm shm_main maxl_main named marginal
     if [ "$SCALE" = ci ]; then
         list=${RLOCK_BENCH_SCALE_LOCKS:-"1000 10000"} cycles=${RLOCK_BENCH_SCALE_CYCLES:-2}
+        wd=${RLOCK_BENCH_SCALE_WATCHDOG_MS:-$WATCHDOG_MS}
     else
-        list=${RLOCK_BENCH_SCALE_LOCKS:-"10000 100000 1000000"} cycles=${RLOCK_BENCH_SCALE_CYCLES:-6}
+        list=${RLOCK_BENCH_SCALE_LOCKS:-"10000 100000 1000000"} cycles=${RLOCK_BENCH_SCALE_CYCLES:-4}
+        wd=${RLOCK_BENCH_SCALE_WATCHDOG_MS:-30000}
     fi
+    # (a cycle every third of the lease: give each wait three times what
+    # its cycles should take, and 2 min)
+    SB_CYCLE_WAIT=$(( (cycles + 1) * wd / 1000 + 120 ))
     hz=$(getconf CLK_TCK)
-    sb_start watchdog "$(sql_value "SHOW max_connections")" 1000000
+    sb_start watchdog "$(sql_value "SHOW max_connections")" 1000000 "$wd"
     port=$SB_PORT
+    log "scale watchdog: rlock.watchdog_timeout = $wd ms (a renewal cycle every $((wd / 3)) ms)"
     # The registry's entries are the elements of a shared hash table, which
     # pg_shmem_allocations shows as <anonymous>, not under rlock's names:
     # per lock is the difference of all shared memory allocated between
@@ -311,11 +330,16 @@ scale_watchdog() {
         # from the end of a cycle to the end of the cycles-th after it
         s0=$(sb_cycles_after "$port" 1)
         cpu0=$(redis_cpu_ticks) us0=$(redis_script_usec)
-        read -r c0 r0 b0 rt0 ms0 _ _ <<<"$s0"
+        read -r c0 r0 b0 rt0 ms0 f0 l0 <<<"$s0"
         s1=$(sb_cycles_after "$port" "$cycles")
         cpu1=$(redis_cpu_ticks) us1=$(redis_script_usec)
         read -r c1 r1 b1 rt1 ms1 f1 l1 <<<"$s1"
         dc=$((c1 - c0))
+        if [ "$dc" -lt "$cycles" ]; then
+            log "WARNING: scale watchdog, $n locks: $dc renewal cycle(s) ended within $SB_CYCLE_WAIT s, not $cycles;" \
+                "$((l1 - l0)) locks lost, $((f1 - f0)) renewal failures meanwhile"
+            [ "$dc" -gt 0 ] || dc=1
+        fi
         cyc_ms=$(awk -v a="$ms0" -v b="$ms1" -v c="$dc" 'BEGIN { printf "%.3f", (b - a) / c }')
         cpu_ms=$(awk -v a="$cpu0" -v b="$cpu1" -v c="$dc" -v hz="$hz" 'BEGIN { printf "%.3f", (b - a) * 1000 / hz / c }')
         scr_ms=$(awk -v a="$us0" -v b="$us1" -v c="$dc" 'BEGIN { printf "%.3f", (b - a) / 1000 / c }')
@@ -329,11 +353,11 @@ scale_watchdog() {
         scale_row watchdog_rt "$n" "$rt_cyc" \
             "$(awk -v n="$n" 'BEGIN { printf "%d", int((n + 99999) / 100000) }')"
         sql -c "INSERT INTO scale_watchdog_run VALUES ($n, $held, $dc, $((r1 - r0)), $((b1 - b0)), $((rt1 - rt0)),
-                $ms1 - $ms0, $(((cpu1 - cpu0) * 1000 / hz)), $(((us1 - us0) / 1000)), $((f1)), $((l1)), $took)"
-        log "$(printf 'scale watchdog, %d locks: %s ms per cycle, Redis CPU %s ms per cycle (scripts %s ms, INFO commandstats), %s round trip(s) and %s renew script calls per cycle, %s renewals per cycle (%d cycles)' \
+                $ms1 - $ms0, $(((cpu1 - cpu0) * 1000 / hz)), $(((us1 - us0) / 1000)), $((f1 - f0)), $((l1 - l0)), $took)"
+        log "$(printf 'scale watchdog, %d locks: %s ms per cycle, Redis CPU %s ms per cycle (scripts %s ms, INFO commandstats), %s round trip(s) and %s renew script calls per cycle, %s renewals per cycle (%d cycles), %d locks lost' \
             "$n" "$cyc_ms" "$cpu_ms" "$scr_ms" "$rt_cyc" \
             "$(awk -v a="$b0" -v b="$b1" -v c="$dc" 'BEGIN { printf "%.1f", (b - a) / c }')" \
-            "$(awk -v a="$r0" -v b="$r1" -v c="$dc" 'BEGIN { printf "%.1f", (b - a) / c }')" "$dc")"
+            "$(awk -v a="$r0" -v b="$r1" -v c="$dc" 'BEGIN { printf "%.1f", (b - a) / c }')" "$dc" "$((l1 - l0))")"
     done
     t0=$(date +%s.%N)
     echo "SELECT 'released', rlock_release_all();" >&"$SB_HOLDER_FD"
