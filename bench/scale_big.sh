@@ -23,9 +23,11 @@
 #             p50 and p99 per W; floor: the release + acquire script round
 #             trip (the very calls rlock sends, replayed by bench/replay.c
 #             right after each point); targets 1 ms (p50) and 3 ms (p99).
-#             Logged beside them: hand-offs that crossed servers, script
-#             calls, SUBSCRIBEs and Redis round trips (rlock_stats of both
-#             servers) per acquisition, and context switches per hand-off.
+#             Logged beside them: hand-offs that crossed servers, the
+#             release's return -> the acquisition (p50, p99), and per
+#             acquisition from the gate's opening on: script calls and
+#             SUBSCRIBEs (INFO commandstats), Redis round trips
+#             (rlock_stats of both servers), the machine's context switches.
 #   watchdog  one session holds N locks (N = 10 000, 100 000, 1 000 000;
 #             ci: 1 000, 10 000; taken 1 000 names per multi-lock call,
 #             without a lease, on a server of rlock.max_locks = 1 000 000)
@@ -131,6 +133,14 @@ sb_waiting() {
           AND wait_event IN ('RlockLock', 'RlockRedis', 'Extension')"
 }
 
+# sb_pgbench_ok PID LOG CLIENTS: the pgbench run of PID ended well (its
+# status, or when bash lost it, its log: every client's transaction done).
+sb_pgbench_ok() {
+    wait "$1" && return 0
+    grep -q "^number of transactions actually processed: $3/$3\$" "$2" &&
+        grep -q "^number of failed transactions: 0 " "$2"
+}
+
 # redis_cmdstat NAME...: the calls Redis counted of these commands so far
 # (INFO commandstats).
 redis_cmdstat() {
@@ -182,8 +192,10 @@ sb_handoff_point() {
     calls0=$(redis_cmdstat evalsha eval) subs0=$(redis_cmdstat subscribe) c0=$(ctxt)
     sb_sql "$pa" -c "INSERT INTO scale_gate VALUES ($w)"
     wait "$gate" || die "scale handoff: the gate session failed"
-    wait "$pga" || { cat "$SB_DIR/pgbench-a.log" >&2; die "scale handoff: the sessions of server a failed"; }
-    wait "$pgb" || { cat "$SB_DIR/pgbench-b.log" >&2; die "scale handoff: the sessions of server b failed"; }
+    sb_pgbench_ok "$pga" "$SB_DIR/pgbench-a.log" "$half" \
+        || { cat "$SB_DIR/pgbench-a.log" >&2; die "scale handoff: the sessions of server a failed"; }
+    sb_pgbench_ok "$pgb" "$SB_DIR/pgbench-b.log" $((w - half)) \
+        || { cat "$SB_DIR/pgbench-b.log" >&2; die "scale handoff: the sessions of server b failed"; }
     c1=$(ctxt) calls1=$(redis_cmdstat evalsha eval) subs1=$(redis_cmdstat subscribe)
     rt1=$(( $(sb_value "$pa" "SELECT redis_round_trips FROM rlock_stats") + $(sb_value "$pb" "SELECT redis_round_trips FROM rlock_stats") ))
     for p in "$pa" "$pb"; do
@@ -310,8 +322,9 @@ scale_watchdog() {
         "$shm bytes at max_locks = 1000000, $shm_main at $maxl_main, otherwise the same settings);" \
         "rlock's named allocations: $named bytes (the registry's entries are <anonymous>)"
     sql -c "INSERT INTO scale_shmem VALUES (1000000, $shm, $maxl_main, $shm_main, $named, $marginal)"
-    scale_header watchdog locks cycle_ms redis_cpu_ms redis_script_ms "target cycle (linear)" "target Redis CPU (linear)"
-    scale_header watchdog_rt locks round_trips "target round trips (1 per 100 000)"
+    scale_header watchdog locks "renewal cycle" "Redis CPU (/proc)" "Redis in scripts (INFO commandstats)" \
+        "target cycle (linear)" "target Redis CPU (linear)"
+    scale_header watchdog_rt locks "Redis round trips" "target (1 per 100 000 locks)"
     # the holder: one psql session fed through a FIFO, kept open over the
     # axis (its locks are its session's)
     mkfifo "$SB_DIR/holder.in"
@@ -354,10 +367,11 @@ scale_watchdog() {
             "$(awk -v n="$n" 'BEGIN { printf "%d", int((n + 99999) / 100000) }')"
         sql -c "INSERT INTO scale_watchdog_run VALUES ($n, $held, $dc, $((r1 - r0)), $((b1 - b0)), $((rt1 - rt0)),
                 $ms1 - $ms0, $(((cpu1 - cpu0) * 1000 / hz)), $(((us1 - us0) / 1000)), $((f1 - f0)), $((l1 - l0)), $took)"
-        log "$(printf 'scale watchdog, %d locks: %s ms per cycle, Redis CPU %s ms per cycle (scripts %s ms, INFO commandstats), %s round trip(s) and %s renew script calls per cycle, %s renewals per cycle (%d cycles), %d locks lost' \
+        log "$(printf 'scale watchdog, %d locks: %s ms per cycle, Redis CPU %s ms per cycle (scripts %s ms, INFO commandstats), %s round trip(s) and %s renew script calls per cycle, %s renewals per cycle (%d cycles), %d locks lost; Redis busy %s ms per renew script call' \
             "$n" "$cyc_ms" "$cpu_ms" "$scr_ms" "$rt_cyc" \
             "$(awk -v a="$b0" -v b="$b1" -v c="$dc" 'BEGIN { printf "%.1f", (b - a) / c }')" \
-            "$(awk -v a="$r0" -v b="$r1" -v c="$dc" 'BEGIN { printf "%.1f", (b - a) / c }')" "$dc" "$((l1 - l0))")"
+            "$(awk -v a="$r0" -v b="$r1" -v c="$dc" 'BEGIN { printf "%.1f", (b - a) / c }')" "$dc" "$((l1 - l0))" \
+            "$(awk -v a="$us0" -v b="$us1" -v c="$b0" -v d="$b1" 'BEGIN { printf "%.2f", (b - a) / 1000 / ((d - c) > 0 ? d - c : 1) }')")"
     done
     t0=$(date +%s.%N)
     echo "SELECT 'released', rlock_release_all();" >&"$SB_HOLDER_FD"
