@@ -116,7 +116,10 @@ CONF
 # it too).
 scale_big_stop() {
     local d
-    for d in "$SB_DIR"/*/postmaster.pid; do
+    # ($W's, not SB_DIR: an axis runs in a subshell of bench/scale.sh's
+    # driver, and one that died there set SB_DIR in it only)
+    [ -n "$W" ] || return 0
+    for d in "$W"/scale_big/*/postmaster.pid; do
         [ -f "$d" ] || continue
         as_pg "$BIN/pg_ctl" -D "$(dirname "$d")" -m immediate -w stop >/dev/null 2>&1 || true
     done
@@ -124,6 +127,27 @@ scale_big_stop() {
 }
 
 # ---------------------------------------------------------------- hand-off --
+
+# sb_check WHAT COMMAND...: a structural fact of an axis (every session
+# got the name, every lock was renewed...), logged as "ok" or "FAILED".
+# bench/scale.sh's driver runs each axis in a subshell and checks that it
+# ran, that its figures are numbers and that its plot was drawn (TAP
+# lines, test/run's bench suite); sb_checks_done AXIS makes the axis fail
+# (exit 1: "scale AXIS ran" is then "not ok") when a fact of it did not
+# hold, the log naming it.
+SB_FAILED=0
+sb_check() {
+    if "${@:2}" >/dev/null 2>&1; then
+        log "scale: ok - $1"
+    else
+        log "scale: FAILED - $1"
+        SB_FAILED=$((SB_FAILED + 1))
+    fi
+}
+
+sb_checks_done() {
+    [ "$SB_FAILED" = 0 ] || die "scale $1: $SB_FAILED of its checks failed (the FAILED lines above)"
+}
 
 # sb_waiting PORT: the sessions of that server blocked in
 # bench_scale_handoff (a wait shows as 'Extension' before PostgreSQL 17).
@@ -254,18 +278,18 @@ scale_handoff() {
     scale_big_stop
     scale_plot handoff "Hand-off with W sessions waiting on one name, two servers" \
         "sessions waiting (W)" "release start -> next acquire returns (ms)" 1
-    scale_check "handoff: the axis ran (a row per point)" \
+    SB_FAILED=0
+    sb_check "handoff: a row per point" \
         test "$(($(wc -l <"$SCALE_DIR/handoff.tsv") - 1))" = "$(wc -w <<<"$list")"
-    scale_check "handoff: its figures are numbers" scale_numbers handoff
-    scale_check "handoff: its plot was drawn" scale_svg handoff
-    scale_check "handoff: every session of every point got the name (all its rounds)" \
+    sb_check "handoff: every session of every point got the name (all its rounds)" \
         test "$(sql_value "SELECT count(*) FROM (SELECT waiters, server, who, count(*) AS n
                 FROM scale_handoff_event WHERE event = 'acquired' AND who > 0
                 GROUP BY 1, 2, 3) s JOIN scale_handoff_rounds r USING (waiters)
                 WHERE s.n = r.rounds")" = "$(awk '{ for (i = 1; i <= NF; i++) s += $i } END { print s }' <<<"$list")"
-    scale_check "handoff: at every point the name went from one server's sessions to the other's" \
+    sb_check "handoff: at every point the name went from one server's sessions to the other's" \
         test "$(sql_value "SELECT count(*) FILTER (WHERE crossed) FROM (SELECT waiters, bool_or(crossed) AS crossed
                 FROM scale_handoff_all GROUP BY waiters) s")" = "$(wc -w <<<"$list")"
+    sb_checks_done handoff
 }
 
 # --------------------------------------------------------------- watchdog --
@@ -327,6 +351,7 @@ scale_watchdog() {
     scale_header watchdog_rt locks "Redis round trips" "target (1 per 100 000 locks)"
     # the holder: one psql session fed through a FIFO, kept open over the
     # axis (its locks are its session's)
+    rm -f "$SB_DIR/holder.in"
     mkfifo "$SB_DIR/holder.in"
     chown postgres: "$SB_DIR/holder.in"
     sb_sql "$port" -At -f "$SB_DIR/holder.in" >"$SB_DIR/holder.out" 2>&1 &
@@ -385,18 +410,19 @@ scale_watchdog() {
         "locks held (N)" "per renewal cycle (ms)" 1 1
     scale_plot watchdog_rt "Watchdog: Redis round trips per renewal cycle" \
         "locks held (N)" "per renewal cycle (n)" 1
-    scale_check "watchdog: the axis ran (a row per point)" \
+    SB_FAILED=0
+    sb_check "watchdog: a row per point" \
         test "$(($(wc -l <"$SCALE_DIR/watchdog.tsv") - 1))" = "$(wc -w <<<"$list")"
-    scale_check "watchdog: its figures are numbers" scale_numbers watchdog
-    scale_check "watchdog: its round trips are numbers" scale_numbers watchdog_rt
-    scale_check "watchdog: its plots were drawn" sh -c "grep -q '<path' '$SCALE_DIR/watchdog.svg' && grep -q '<path' '$SCALE_DIR/watchdog_rt.svg'"
-    scale_check "watchdog: every held lock renewed in every cycle, none lost nor failed" \
+    sb_check "watchdog: its round trips are numbers" scale_numbers watchdog_rt
+    sb_check "watchdog: its round trips' plot was drawn" scale_svg watchdog_rt
+    sb_check "watchdog: every held lock renewed in every cycle, none lost nor failed" \
         test "$(sql_value "SELECT count(*) FROM scale_watchdog_run
                 WHERE held = locks AND renewals = locks * cycles AND failures = 0 AND lost = 0")" \
         = "$(wc -w <<<"$list")"
-    scale_check "watchdog: at most one round trip per 100 000 locks per cycle" \
+    sb_check "watchdog: at most one round trip per 100 000 locks per cycle" \
         test "$(sql_value "SELECT count(*) FROM scale_watchdog_run
                 WHERE round_trips <= cycles * ceil(locks / 100000.0)")" = "$(wc -w <<<"$list")"
+    sb_checks_done watchdog
 }
 
 # sb_wait_holder LINE: wait (poll, up to 30 min) until the holder session
