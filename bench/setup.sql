@@ -352,3 +352,145 @@ CREATE VIEW latch_ms AS
 
 -- The deadlock section (bench/deadlock.sh).
 \ir deadlock_setup.sql
+
+-- ---- The scale section's hand-off and watchdog axes (bench/scale_big.sh) ----
+-- Their sessions run on servers of their own (each with this file), their
+-- figures are gathered here.
+
+-- Hand-off with W sessions waiting on one name across two servers: each
+-- session's acquisitions (the time its acquire returned) and releases (the
+-- time before it released), server its server's port, who 0 the gate; the gate's opening; the
+-- rounds each session made; what each point cost (Redis's INFO commandstats,
+-- rlock_stats of both servers, the machine's context switches); its floor.
+CREATE TABLE scale_handoff_event (waiters int, server text, who int, seq int,
+                                  event text, at timestamptz);
+CREATE TABLE scale_gate (waiters int);
+CREATE TABLE scale_handoff_rounds (waiters int, rounds int);
+CREATE TABLE scale_handoff_cost (waiters int, acquisitions bigint,
+                                 script_calls bigint, subscribes bigint,
+                                 round_trips bigint, switches bigint);
+CREATE TABLE scale_handoff_floor (waiters int, acquire_ms float8,
+                                  release_ms float8);
+
+-- The gate: take the name, wait until the driver says every session waits
+-- (a row in scale_gate), note the time, release it.
+CREATE PROCEDURE bench_scale_gate(waiters int)
+LANGUAGE plpgsql AS $$
+DECLARE
+  released timestamptz;
+BEGIN
+  PERFORM rlock_acquire('bench:scale:handoff');
+  COMMIT;
+  LOOP
+    EXIT WHEN EXISTS (SELECT 1 FROM scale_gate g WHERE g.waiters = bench_scale_gate.waiters);
+    PERFORM pg_sleep(0.01);
+  END LOOP;
+  released := clock_timestamp();
+  PERFORM rlock_release('bench:scale:handoff');
+  INSERT INTO scale_handoff_event
+    VALUES (waiters, current_setting('port'), 0, 1, 'releasing', released);
+END $$;
+
+-- One of the W sessions: rounds times take the name (waiting), note the
+-- time, hold it 0.2 ms, note the time, release it, note the time; the
+-- times are written once at the end (no write between the rounds).
+CREATE PROCEDURE bench_scale_handoff(waiters int, who int, rounds int)
+LANGUAGE plpgsql AS $$
+DECLARE
+  server text := current_setting('port');
+  acquired timestamptz[] := '{}';
+  releasing timestamptz[] := '{}';
+  released timestamptz[] := '{}';
+BEGIN
+  PERFORM set_config('application_name', 'scale_handoff', false);
+  FOR i IN 1..rounds LOOP
+    PERFORM rlock_acquire('bench:scale:handoff');
+    acquired := acquired || clock_timestamp();
+    PERFORM pg_sleep(0.0002);
+    releasing := releasing || clock_timestamp();
+    PERFORM rlock_release('bench:scale:handoff');
+    released := released || clock_timestamp();
+  END LOOP;
+  PERFORM set_config('application_name', 'scale_handoff_done', false);
+  INSERT INTO scale_handoff_event
+    SELECT waiters, server, who, s, e.event, e.at
+    FROM generate_subscripts(acquired, 1) s,
+         LATERAL (VALUES ('acquired', acquired[s]), ('releasing', releasing[s]),
+                         ('released', released[s])) e(event, at);
+END $$;
+
+-- The hand-offs: each acquisition whose previous acquisition or release
+-- start (of the point, both servers' sessions by one clock) was another
+-- session's release start; crossed: the two sessions were on different
+-- servers; after_ms: from the return of that release (NULL for the gate's)
+-- to the acquisition; counted: at least 90 % of the W sessions had rounds
+-- left (the last rounds drain the queue).  scale_handoff_ms: those counted.
+CREATE VIEW scale_handoff_all AS
+  WITH e AS (
+    SELECT *, lag(event) OVER w AS prev_event, lag(server) OVER w AS prev_server,
+           lag(who) OVER w AS prev_who, lag(seq) OVER w AS prev_seq,
+           lag(at) OVER w AS prev_at
+    FROM scale_handoff_event
+    WHERE event <> 'released'
+    WINDOW w AS (PARTITION BY waiters ORDER BY at, event DESC)),
+  done AS (
+    SELECT waiters, server, who, max(at) AS finished
+    FROM scale_handoff_event WHERE who > 0 GROUP BY 1, 2, 3)
+  SELECT e.waiters, extract(epoch FROM e.at - e.prev_at) * 1000 AS ms,
+         e.server <> e.prev_server AS crossed,
+         extract(epoch FROM e.at - r.at) * 1000 AS after_ms,
+         (SELECT count(*) FROM done d
+          WHERE d.waiters = e.waiters AND d.finished < e.at) <= e.waiters / 10
+           AS counted
+  FROM e
+  LEFT JOIN scale_handoff_event r
+    ON r.waiters = e.waiters AND r.server = e.prev_server AND r.who = e.prev_who
+   AND r.seq = e.prev_seq AND r.event = 'released'
+  WHERE e.event = 'acquired' AND e.prev_event = 'releasing'
+    AND (e.server, e.who) <> (e.prev_server, e.prev_who);
+CREATE VIEW scale_handoff_ms AS
+  SELECT waiters, ms, crossed, after_ms FROM scale_handoff_all WHERE counted;
+
+-- Watchdog: hold n locks (bench:swd:1..n) in this session, without a lease,
+-- taken 1000 names per multi-lock call (its largest).
+CREATE PROCEDURE bench_scale_hold(n int) LANGUAGE plpgsql AS $$
+DECLARE
+  held int := (SELECT count(*) FROM rlock_locks WHERE pid = pg_backend_pid());
+  k int;
+BEGIN
+  WHILE held < n LOOP
+    k := least(1000, n - held);
+    PERFORM rlock_multi_acquire(ARRAY(SELECT 'bench:swd:' || i
+                                      FROM generate_series(held + 1, held + k) i));
+    held := held + k;
+  END LOOP;
+END $$;
+
+-- Wait (poll) until the worker has ended n more renewal cycles, or for
+-- timeout_s seconds at most.
+CREATE PROCEDURE bench_scale_cycles(n int, timeout_s int) LANGUAGE plpgsql AS $$
+DECLARE
+  c0 bigint := (SELECT renewal_cycles FROM rlock_stats);
+  t_end timestamptz := clock_timestamp() + make_interval(secs => timeout_s);
+BEGIN
+  WHILE (SELECT renewal_cycles FROM rlock_stats) < c0 + n
+        AND clock_timestamp() < t_end LOOP
+    PERFORM pg_sleep(0.005);
+  END LOOP;
+END $$;
+
+-- Per N: locks held, cycles watched, the worker's counters' deltas over
+-- them, Redis CPU (ms, from /proc) and script time (ms, INFO commandstats)
+-- over them, and how long taking the locks took (s).
+CREATE TABLE scale_watchdog_run (locks int, held bigint, cycles bigint,
+                                 renewals bigint, batches bigint,
+                                 round_trips bigint, renewal_ms float8,
+                                 redis_cpu_ms bigint, redis_script_ms bigint,
+                                 failures bigint, lost bigint,
+                                 hold_s float8);
+-- ... and shared memory per lock of rlock.max_locks: all of
+-- pg_shmem_allocations on the axis's server and on the bench's, their
+-- rlock.max_locks, rlock's named allocations, the difference per lock.
+CREATE TABLE scale_shmem (max_locks int, bytes bigint, main_max_locks int,
+                          main_bytes bigint, named_bytes bigint,
+                          per_lock bigint);
