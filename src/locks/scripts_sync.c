@@ -74,18 +74,30 @@
  * name would have, KEYS[4] its marker.  Refuses what is not a latch ("RLOCKKIND lock" for a
  * hash, "RLOCKKIND semaphore", "RLOCKKIND value" for any other value, a
  * string that is not a decimal integer included), else sets "cur" to the
- * count (0 when absent; a Lua number, exact only to 2^53, so only compared)
- * and "v" to the stored text (false when absent).
+ * count (0 when absent; a Lua number, exact only to 2^53, so only compared),
+ * "v" to the stored text (false when absent) and "t" to 'string' or 'none'.
+ * The latch is read by one GET (TYPE only when GET fails, to tell a lock's
+ * hash from another value); LATCH_COUNT_MARKED_OF_KEYS1 also sets "marked"
+ * (the latch's marker KEYS[5] exists) from the same EXISTS as the
+ * semaphore's keys, KEYS[5] named thrice (EXISTS counts a key as often as
+ * it is named: the semaphore's keys add 0 to 2, the marker 3).
  */
-#define LATCH_COUNT_OF_KEYS1 \
-"local t = redis.call('type', KEYS[1])['ok']\n" \
-"if t == 'hash' then return redis.error_reply('RLOCKKIND lock') end\n" \
-"if t ~= 'none' and t ~= 'string' then return redis.error_reply('RLOCKKIND value') end\n" \
-"if redis.call('exists', KEYS[3], KEYS[4]) > 0 then return redis.error_reply('RLOCKKIND semaphore') end\n" \
+#define LATCH_COUNT_OF_KEYS1 LATCH_COUNT_OF_KEYS1_AS("")
+#define LATCH_COUNT_MARKED_OF_KEYS1 \
+	LATCH_COUNT_OF_KEYS1_AS(", KEYS[5], KEYS[5], KEYS[5]")
+#define LATCH_COUNT_OF_KEYS1_AS(marker) \
+"local t = 'none'\n" \
+"local gok, v = pcall(redis.call, 'get', KEYS[1])\n" \
+"if not gok then\n" \
+"  if redis.call('type', KEYS[1])['ok'] == 'hash' then return redis.error_reply('RLOCKKIND lock') end\n" \
+"  return redis.error_reply('RLOCKKIND value')\n" \
+"end\n" \
+"local mk = redis.call('exists', KEYS[3], KEYS[4]" marker ")\n" \
+"local marked = mk >= 3\n" \
+"if mk % 3 > 0 then return redis.error_reply('RLOCKKIND semaphore') end\n" \
 "local cur = 0\n" \
-"local v = false\n" \
-"if t == 'string' then\n" \
-"  v = redis.call('get', KEYS[1])\n" \
+"if v then\n" \
+"  t = 'string'\n" \
 "  if not string.match(v, '^%-?%d+$') then return redis.error_reply('RLOCKKIND value') end\n" \
 "  local d = string.gsub(v, '^%-', '')\n" \
 "  if #d > 19 or (#d == 19 and d > '9223372036854775807') then return redis.error_reply('RLOCKRANGE') end\n" \
@@ -158,8 +170,7 @@ PUBLISH_OR_REFUSE("KEYS[2]", "'1'")
 "  redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2])\n"
 "  redis.call('set', KEYS[5], '1', 'px', ARGV[2])\n"
 "else\n"
-"  redis.call('set', KEYS[1], ARGV[1])\n"
-"  redis.call('set', KEYS[5], '1')\n"
+"  redis.call('mset', KEYS[1], ARGV[1], KEYS[5], '1')\n"
 "end\n"
 "return 1\n"
 ONCE_END;
@@ -179,14 +190,14 @@ ONCE_END;
 const char rlock_latch_count_down_body[] =
 "local rq = redis.call('get', KEYS[6])\n"
 "if rq then return rq end\n"
-LATCH_COUNT_OF_KEYS1
+LATCH_COUNT_MARKED_OF_KEYS1
 "if t == 'none' then\n"
 "  redis.call('del', KEYS[5])\n"
 "  redis.call('set', KEYS[6], '-1', 'px', ARGV[2])\n"
 "  return -1\n"
 "end\n"
 LATCH_REFUSE_NOT_LIVE
-"if redis.call('exists', KEYS[5]) == 0 then\n"
+"if not marked then\n"
 "  if ARGV[1] ~= '1' then return redis.error_reply('RLOCKKIND unmarked') end\n"
 "  redis.call('set', KEYS[5], '1')\n"
 "end\n"
@@ -223,13 +234,13 @@ LATCH_REFUSE_NOT_LIVE
  */
 const char rlock_latch_delete_body[] =
 ONCE_BEGIN
-LATCH_COUNT_OF_KEYS1
+LATCH_COUNT_MARKED_OF_KEYS1
 "if t == 'none' then\n"
 "  redis.call('del', KEYS[5])\n"
 "  return 0\n"
 "end\n"
 LATCH_REFUSE_NOT_LIVE
-"if redis.call('exists', KEYS[5]) == 0 then return redis.error_reply('RLOCKKIND unmarked') end\n"
+"if not marked then return redis.error_reply('RLOCKKIND unmarked') end\n"
 PUBLISH_OR_REFUSE("KEYS[2]", "'0'")
 "redis.call('del', KEYS[1], KEYS[5])\n"
 "return 1\n"
@@ -242,43 +253,58 @@ ONCE_END;
  * redisson_sc:{N}.  "now" is Redis's clock (TIME), the clock the watchdog's
  * renewals and the check before COMMIT use too (renew in scripts.c), so
  * that rlock's permits expire by one clock.  Refuses a lock's hash
- * ("RLOCKKIND lock", or what "lock" says for SEM_PRELUDE_AS) and any other
+ * ("RLOCKKIND lock", or what "lock" says for SEM_PRELUDE_GUARDED) and any other
  * value ("RLOCKKIND value", or "value") before writing; then, when reclaim
  * is true, gives back the permits whose lease ran out (as Redisson's
  * scripts do), announcing the permits available on the channel before it
  * writes (a PUBLISH refused changes nothing).  Sets "avail" to the permits
- * available.  Counts are kept below 10^15: exact in a Lua number.
+ * available, "zc" to the permits out (kept as the scripts remove some),
+ * "t" ('string' or 'none') and "zt" ('zset' or 'none') to what the two
+ * keys are.  Each key is read by the call a script needs anyway: GET of
+ * the permits (TYPE only when GET fails, to tell a lock's hash from
+ * another value), ZCARD of {N}:timeout (an absent sorted set has none;
+ * WRONGTYPE: not a sorted set).  TIME is asked only when "timed" (a Lua
+ * expression) or reclaim is true, and the reclaim looks for expired
+ * permits only when some are out.  Counts are kept below 10^15: exact in
+ * a Lua number.
  */
-#define SEM_PRELUDE_AS(reclaim, lock, value) \
-	SEM_PRELUDE_GUARDED(reclaim, lock, value, "")
-#define SEM_PRELUDE_GUARDED(reclaim, lock, value, guard) \
-"local t = redis.call('type', KEYS[1])['ok']\n" \
-"if t == 'hash' then return " lock " end\n" \
-"if t ~= 'none' and t ~= 'string' then return " value " end\n" \
-"local zt = redis.call('type', KEYS[2])['ok']\n" \
-"if zt ~= 'none' and zt ~= 'zset' then return " value " end\n" \
+#define SEM_PRELUDE_GUARDED(reclaim, timed, lock, value, guard) \
+"local t, zt = 'none', 'none'\n" \
+"local gok, v = pcall(redis.call, 'get', KEYS[1])\n" \
+"if not gok then\n" \
+"  if redis.call('type', KEYS[1])['ok'] == 'hash' then return " lock " end\n" \
+"  return " value "\n" \
+"end\n" \
+"local zok, zc = pcall(redis.call, 'zcard', KEYS[2])\n" \
+"if not zok then return " value " end\n" \
+"if zc > 0 then zt = 'zset' end\n" \
 "local avail = 0\n" \
-"if t == 'string' then\n" \
-"  local v = redis.call('get', KEYS[1])\n" \
+"if v then\n" \
+"  t = 'string'\n" \
 "  if not string.match(v, '^%-?%d+$') or #v > 15 then return " value " end\n" \
 "  avail = tonumber(v)\n" \
 "end\n" \
 guard \
-"local tm = redis.call('time')\n" \
-"local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n" \
-"if " reclaim " then\n" \
+"local now = 0\n" \
+"if " reclaim " or " timed " then\n" \
+"  local tm = redis.call('time')\n" \
+"  now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n" \
+"end\n" \
+"if " reclaim " and zc > 0 then\n" \
 "  local expired = redis.call('zrangebyscore', KEYS[2], 0, now)\n" \
 "  if #expired > 0 then\n" \
 "    if avail + #expired > 0 then\n" \
 PUBLISH_OR_REFUSE("KEYS[3]", "avail + #expired") \
 "    end\n" \
 "    for _, m in ipairs(expired) do redis.call('zrem', KEYS[2], m) end\n" \
+"    zc = zc - #expired\n" \
 "    avail = redis.call('incrby', KEYS[1], #expired)\n" \
 "  end\n" \
 "end\n"
-#define SEM_PRELUDE(reclaim) \
-SEM_PRELUDE_AS(reclaim, "redis.error_reply('RLOCKKIND lock')", \
-			   "redis.error_reply('RLOCKKIND value')")
+#define SEM_PRELUDE_TIMED(reclaim, timed) \
+SEM_PRELUDE_GUARDED(reclaim, timed, "redis.error_reply('RLOCKKIND lock')", \
+					"redis.error_reply('RLOCKKIND value')", "")
+#define SEM_PRELUDE(reclaim) SEM_PRELUDE_TIMED(reclaim, "true")
 
 /*
  * Lua: the permits "holder" (an ARGV) holds, "mine": their numbers k of
@@ -331,6 +357,7 @@ PUBLISH_OR_REFUSE("KEYS[3]", "avail + gb") \
 "    local last = #mine\n" \
 "    for i = last, last - gb + 1, -1 do\n" \
 "      redis.call('zrem', KEYS[2], " holder " .. ':' .. mine[i])\n" \
+"      zc = zc - 1\n" \
 "      mine[i] = nil\n" \
 "      mine_sc[i] = nil\n" \
 "    end\n" \
@@ -350,14 +377,30 @@ PUBLISH_OR_REFUSE("KEYS[3]", "avail + gb") \
 "  if redis.call('exists', KEYS[1]) == 1 then return " refusal " end\n" \
 "  redis.call('del', KEYS[" n "])\n" \
 "end\n"
+/*
+ * Lua: SEM_REFUSE_LATCH, with "marked" set to whether the semaphore's
+ * marker KEYS[m] exists, from the same EXISTS (KEYS[m] named twice:
+ * EXISTS counts a key as often as it is named).
+ */
+#define SEM_REFUSE_LATCH_MARKED(n, m, refusal) \
+"local marked\n" \
+"do\n" \
+"  local ex = redis.call('exists', KEYS[" n "], KEYS[" m "], KEYS[" m "])\n" \
+"  marked = ex >= 2\n" \
+"  if ex % 2 == 1 then\n" \
+"    if redis.call('exists', KEYS[1]) == 1 then return " refusal " end\n" \
+"    redis.call('del', KEYS[" n "])\n" \
+"  end\n" \
+"end\n"
 
 /*
- * Lua (a SEM_PRELUDE_GUARDED guard): a permits key or {N}:timeout that
- * exists without the semaphore's marker KEYS[m] is refused with refusal,
+ * Lua (a SEM_PRELUDE_GUARDED guard, after SEM_REFUSE_LATCH_MARKED): a
+ * permits key or {N}:timeout that exists without the semaphore's marker
+ * KEYS[m] ("marked") is refused with refusal,
  * unless adopt is "1": then it is marked.
  */
 #define SEM_REFUSE_UNMARKED(m, adopt, refusal) \
-"if (t ~= 'none' or zt ~= 'none') and redis.call('exists', KEYS[" m "]) == 0 then\n" \
+"if (t ~= 'none' or zt ~= 'none') and not marked then\n" \
 "  if " adopt " ~= '1' then return " refusal " end\n" \
 "  redis.call('set', KEYS[" m "], '1')\n" \
 "end\n"
@@ -394,8 +437,8 @@ const char rlock_sem_acquire_body[] =
 "  local rh, ra = string.match(rq, '^(%d+) (%-?%d+)$')\n"
 "  if rh then return {1, tonumber(rh), tonumber(ra)} end\n"
 "end\n"
-SEM_REFUSE_LATCH("4", "{2, 'latch'}")
-SEM_PRELUDE_GUARDED("true", "{2, 'lock'}", "{2, 'value'}",
+SEM_REFUSE_LATCH_MARKED("4", "5", "{2, 'latch'}")
+SEM_PRELUDE_GUARDED("true", "true", "{2, 'lock'}", "{2, 'value'}",
 					SEM_REFUSE_UNMARKED("5", "ARGV[5]", "{2, 'unmarked'}"))
 SEM_MINE("ARGV[3]", "ARGV[4]")
 "if #mine > 0 and tonumber(ARGV[4]) == 0 then\n"
@@ -404,7 +447,7 @@ SEM_GIVE_BACK("ARGV[3]", "#mine")
 "end\n"
 "local want = tonumber(ARGV[1])\n"
 "local held = #mine\n"
-"local total = avail + redis.call('zcard', KEYS[2])\n"
+"local total = avail + zc\n"
 "if want > total - held then return {3, total, held} end\n"
 "if avail < want then\n"
 "  local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')\n"
@@ -442,7 +485,7 @@ SEM_GIVE_BACK("ARGV[3]", "#mine")
 const char rlock_sem_release_body[] =
 "local lv = redis.call('get', KEYS[4])\n"
 "if lv then return tonumber(lv) end\n"
-SEM_PRELUDE("false")
+SEM_PRELUDE_TIMED("false", "tonumber(ARGV[5]) > 0")
 SEM_MINE("ARGV[1]",
 		 "(tonumber(ARGV[4]) >= 0 and tonumber(ARGV[4]) + tonumber(ARGV[2]) or tonumber(ARGV[2]))")
 "if #mine == 0 then return nil end\n"
@@ -518,7 +561,7 @@ ONCE_BEGIN
 SEM_REFUSE_LATCH("5", "redis.error_reply('RLOCKKIND latch')")
 SEM_PRELUDE("true")
 "local after = avail + tonumber(ARGV[1])\n"
-"local out = redis.call('zcard', KEYS[2])\n"
+"local out = zc\n"
 "if (after + out > 2147483647 and after > avail) or (after < -2147483648 and after < avail) then\n"
 "  return redis.error_reply('RLOCKRANGE')\n"
 "end\n"
