@@ -44,9 +44,9 @@
  * even with no permit out: a role without the grant of
  * rlock_semaphore_add_permits cannot count a semaphore down and set it
  * anew through the latch.  (Taking permits does not mark it: a latch's
- * count taken as permits by mistake must stay usable as a latch.)  rlock's permit ids are
- * "<holder>:<k>", k = 1, 2, ...: a session's permits are held like a
- * lock's holds, one hold per permit, and its k-th permit is its k-th hold.
+ * count taken as permits by mistake must stay usable as a latch.)  rlock's
+ * permit ids are "<holder>:<k>", k = 1, 2, ...: a session's permits are
+ * held like a lock's holds, one permit a hold (the k-th permit: k-th hold).
  *
  * Cost (SPEC.md 9, "Cost as work grows"): no script here reads the whole
  * of {N}:timeout.  A holder's permits are found by id (SEM_MINE: ZSCORE
@@ -76,11 +76,9 @@
  * string that is not a decimal integer included), else sets "cur" to the
  * count (0 when absent; a Lua number, exact only to 2^53, so only compared),
  * "v" to the stored text (false when absent) and "t" to 'string' or 'none'.
- * The latch is read by one GET (TYPE only when GET fails, to tell a lock's
- * hash from another value); LATCH_COUNT_MARKED_OF_KEYS1 also sets "marked"
- * (the latch's marker KEYS[5] exists) from the same EXISTS as the
- * semaphore's keys, KEYS[5] named thrice (EXISTS counts a key as often as
- * it is named: the semaphore's keys add 0 to 2, the marker 3).
+ * One GET (TYPE only when it fails: a hash is a lock); the _MARKED form
+ * also sets "marked" (KEYS[5], the latch's marker, exists) by the same
+ * EXISTS, KEYS[5] named thrice (EXISTS counts a key as often as named).
  */
 #define LATCH_COUNT_OF_KEYS1 LATCH_COUNT_OF_KEYS1_AS("")
 #define LATCH_COUNT_MARKED_OF_KEYS1 \
@@ -258,15 +256,11 @@ ONCE_END;
  * is true, gives back the permits whose lease ran out (as Redisson's
  * scripts do), announcing the permits available on the channel before it
  * writes (a PUBLISH refused changes nothing).  Sets "avail" to the permits
- * available, "zc" to the permits out (kept as the scripts remove some),
- * "t" ('string' or 'none') and "zt" ('zset' or 'none') to what the two
- * keys are.  Each key is read by the call a script needs anyway: GET of
- * the permits (TYPE only when GET fails, to tell a lock's hash from
- * another value), ZCARD of {N}:timeout (an absent sorted set has none;
- * WRONGTYPE: not a sorted set).  TIME is asked only when "timed" (a Lua
- * expression) or reclaim is true, and the reclaim looks for expired
- * permits only when some are out.  Counts are kept below 10^15: exact in
- * a Lua number.
+ * available, "zc" to the permits out (kept as permits go), "t" and "zt"
+ * to 'string'/'zset' or 'none'.  One call a key: GET (TYPE only when it
+ * fails: a hash is a lock), ZCARD (none: absent; WRONGTYPE: not a zset).
+ * TIME only when "timed" (Lua) or reclaim; the reclaim only when permits
+ * are out.  Counts are kept below 10^15: exact in a Lua number.
  */
 #define SEM_PRELUDE_GUARDED(reclaim, timed, lock, value, guard) \
 "local t, zt = 'none', 'none'\n" \
@@ -378,9 +372,8 @@ PUBLISH_OR_REFUSE("KEYS[3]", "avail + gb") \
 "  redis.call('del', KEYS[" n "])\n" \
 "end\n"
 /*
- * Lua: SEM_REFUSE_LATCH, with "marked" set to whether the semaphore's
- * marker KEYS[m] exists, from the same EXISTS (KEYS[m] named twice:
- * EXISTS counts a key as often as it is named).
+ * Lua: SEM_REFUSE_LATCH, and "marked" (KEYS[m] exists) by the same EXISTS
+ * (KEYS[m] named twice: EXISTS counts a key as often as it is named).
  */
 #define SEM_REFUSE_LATCH_MARKED(n, m, refusal) \
 "local marked\n" \
@@ -395,9 +388,8 @@ PUBLISH_OR_REFUSE("KEYS[3]", "avail + gb") \
 
 /*
  * Lua (a SEM_PRELUDE_GUARDED guard, after SEM_REFUSE_LATCH_MARKED): a
- * permits key or {N}:timeout that exists without the semaphore's marker
- * KEYS[m] ("marked") is refused with refusal,
- * unless adopt is "1": then it is marked.
+ * permits key or {N}:timeout without the semaphore's marker KEYS[m]
+ * ("marked") is refused with refusal, unless adopt is "1": it is marked.
  */
 #define SEM_REFUSE_UNMARKED(m, adopt, refusal) \
 "if (t ~= 'none' or zt ~= 'none') and not marked then\n" \
