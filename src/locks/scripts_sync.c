@@ -76,16 +76,18 @@
  * string that is not a decimal integer included), else sets "cur" to the
  * count (0 when absent; a Lua number, exact only to 2^53, so only compared),
  * "v" to the stored text (false when absent) and "t" to 'string' or 'none'.
- * One GET (TYPE only when it fails: a hash is a lock); the _MARKED form
- * also sets "marked" (KEYS[5], the latch's marker, exists) by the same
- * EXISTS, KEYS[5] named thrice (EXISTS counts a key as often as named).
+ * One GET (TYPE only when it fails: a hash is a lock), none when "pre"
+ * (an MGET's, with the request's latch) has the count; _MARKED also sets
+ * "marked" (KEYS[5], the latch's marker, exists) by the same EXISTS,
+ * KEYS[5] named thrice (EXISTS counts a key as often as it is named).
  */
-#define LATCH_COUNT_OF_KEYS1 LATCH_COUNT_OF_KEYS1_AS("")
-#define LATCH_COUNT_MARKED_OF_KEYS1 \
-	LATCH_COUNT_OF_KEYS1_AS(", KEYS[5], KEYS[5], KEYS[5]")
-#define LATCH_COUNT_OF_KEYS1_AS(marker) \
+#define LATCH_COUNT_OF_KEYS1 LATCH_COUNT_OF_KEYS1_AS("", "false")
+#define LATCH_COUNT_MARKED_OF_KEYS1(pre) \
+	LATCH_COUNT_OF_KEYS1_AS(", KEYS[5], KEYS[5], KEYS[5]", pre)
+#define LATCH_COUNT_OF_KEYS1_AS(marker, pre) \
 "local t = 'none'\n" \
-"local gok, v = pcall(redis.call, 'get', KEYS[1])\n" \
+"local gok, v = true, " pre "\n" \
+"if not v then gok, v = pcall(redis.call, 'get', KEYS[1]) end\n" \
 "if not gok then\n" \
 "  if redis.call('type', KEYS[1])['ok'] == 'hash' then return redis.error_reply('RLOCKKIND lock') end\n" \
 "  return redis.error_reply('RLOCKKIND value')\n" \
@@ -115,8 +117,7 @@
  * after a lost reply must not apply twice).  Its last key is the request's
  * latch (a key of its own per call), its last argument the latch's TTL ms:
  * the body runs as a function, an integer answer is kept in the latch, and
- * a replay finds it and answers as the first time, changing nothing.  (An
- * error reply wrote nothing, and is not kept.)
+ * a replay answers it, changing nothing (an error wrote nothing: not kept).
  */
 #define ONCE_BEGIN \
 "local rqk = KEYS[#KEYS]\n" \
@@ -174,21 +175,19 @@ PUBLISH_OR_REFUSE("KEYS[2]", "'1'")
 ONCE_END;
 
 /*
- * latch count down: keys as set count's, KEYS[6] the request's latch (a
- * key of its own per call); ARGV[1] "1" when the caller may adopt a count
- * without the latch's marker (marking it), else such a count is refused
- * ("RLOCKKIND unmarked"); ARGV[2] the request latch's TTL ms.  Returns the
- * count after it (0, or the stored text: DECR's answer would pass through
- * a Lua number, exact only to 2^53), -1 when the latch is absent (nothing
- * to count down: the caller warns); at one the key and its marker are
- * deleted and "0" published.  The answer is kept in the request's latch
- * (SPEC.md 6: a count-down resent after a lost reply is applied once): a
- * replay finds it and answers as the first time, changing nothing.
+ * latch count down: keys as set count's, KEYS[6] the request's latch
+ * (read with the count: one MGET); ARGV[1] "1" when the caller may adopt
+ * a count without the latch's marker (marking it), else it is refused
+ * ("RLOCKKIND unmarked"); ARGV[2] the request latch's TTL ms.  Returns
+ * the count after it (0, or the stored text: DECR's answer is a Lua
+ * number, exact only to 2^53), -1 when absent (the caller warns); at one
+ * the key and its marker go and "0" is published.  The answer is kept in
+ * the request's latch (SPEC.md 6): a replay answers it, changing nothing.
  */
 const char rlock_latch_count_down_body[] =
-"local rq = redis.call('get', KEYS[6])\n"
-"if rq then return rq end\n"
-LATCH_COUNT_MARKED_OF_KEYS1
+"local rq = redis.call('mget', KEYS[6], KEYS[1])\n"
+"if rq[1] then return rq[1] end\n"
+LATCH_COUNT_MARKED_OF_KEYS1("rq[2]")
 "if t == 'none' then\n"
 "  redis.call('del', KEYS[5])\n"
 "  redis.call('set', KEYS[6], '-1', 'px', ARGV[2])\n"
@@ -232,7 +231,7 @@ LATCH_REFUSE_NOT_LIVE
  */
 const char rlock_latch_delete_body[] =
 ONCE_BEGIN
-LATCH_COUNT_MARKED_OF_KEYS1
+LATCH_COUNT_MARKED_OF_KEYS1("false")
 "if t == 'none' then\n"
 "  redis.call('del', KEYS[5])\n"
 "  return 0\n"
@@ -257,14 +256,16 @@ ONCE_END;
  * scripts do), announcing the permits available on the channel before it
  * writes (a PUBLISH refused changes nothing).  Sets "avail" to the permits
  * available, "zc" to the permits out (kept as permits go), "t" and "zt"
- * to 'string'/'zset' or 'none'.  One call a key: GET (TYPE only when it
- * fails: a hash is a lock), ZCARD (none: absent; WRONGTYPE: not a zset).
- * TIME only when "timed" (Lua) or reclaim; the reclaim only when permits
- * are out.  Counts are kept below 10^15: exact in a Lua number.
+ * to 'string'/'zset' or 'none'.  One call a key: GET (none when "pre", an
+ * MGET's with the request's latch, has the permits; TYPE only when GET
+ * fails: a hash is a lock), ZCARD (0: absent; WRONGTYPE: not a zset).
+ * TIME only when "timed" or reclaim; the reclaim only when permits are
+ * out.  Counts are kept below 10^15: exact in a Lua number.
  */
-#define SEM_PRELUDE_GUARDED(reclaim, timed, lock, value, guard) \
+#define SEM_PRELUDE_GUARDED(reclaim, timed, lock, value, guard, pre) \
 "local t, zt = 'none', 'none'\n" \
-"local gok, v = pcall(redis.call, 'get', KEYS[1])\n" \
+"local gok, v = true, " pre "\n" \
+"if not v then gok, v = pcall(redis.call, 'get', KEYS[1]) end\n" \
 "if not gok then\n" \
 "  if redis.call('type', KEYS[1])['ok'] == 'hash' then return " lock " end\n" \
 "  return " value "\n" \
@@ -295,10 +296,10 @@ PUBLISH_OR_REFUSE("KEYS[3]", "avail + #expired") \
 "    avail = redis.call('incrby', KEYS[1], #expired)\n" \
 "  end\n" \
 "end\n"
-#define SEM_PRELUDE_TIMED(reclaim, timed) \
+#define SEM_PRELUDE_TIMED(reclaim, timed, pre) \
 SEM_PRELUDE_GUARDED(reclaim, timed, "redis.error_reply('RLOCKKIND lock')", \
-					"redis.error_reply('RLOCKKIND value')", "")
-#define SEM_PRELUDE(reclaim) SEM_PRELUDE_TIMED(reclaim, "true")
+					"redis.error_reply('RLOCKKIND value')", "", pre)
+#define SEM_PRELUDE(reclaim) SEM_PRELUDE_TIMED(reclaim, "true", "false")
 
 /*
  * Lua: the permits "holder" (an ARGV) holds, "mine": their numbers k of
@@ -399,39 +400,39 @@ PUBLISH_OR_REFUSE("KEYS[3]", "avail + gb") \
 
 /*
  * semaphore acquire: KEYS as SEM_PRELUDE, KEYS[4] the latch marker
- * (SEM_REFUSE_LATCH), KEYS[5] the semaphore's marker
- * (SEM_REFUSE_UNMARKED: {2, 'unmarked'}); ARGV[1] permits, ARGV[2] the
- * lease ms, ARGV[3] holder, ARGV[4] the permits the holder's session
- * believes it holds, ARGV[5] "1" when the caller may adopt.  Ids of its own that Redis has while the session
- * believes it holds none (a release that a failover lost left them there)
- * are given back first, before looking at what is available, so that a
- * session never waits for permits of its own.  When Redis has another
- * number of them than the session believes (some were taken away: lost),
- * what is left of them is given back when the permits are taken, and the
- * count answered tells the session (a refusal leaves them: the watchdog,
- * the next release or the check before COMMIT reports them).  Then takes
- * the permits when enough are available: all of the holder's permits, old
- * and new, expire together, at the later of the new lease's end and the
- * expiry they had (never lowered: the session was promised both), and the
- * answer is {1, permits held now, permits available after}; else {0, ms
- * until the soonest permit out expires (-1: none), permits available}, or
- * {3, total, held} when the semaphore has fewer permits in all than the
- * session would hold (it would wait for its own);  {2, 'lock'} or
- * {2, 'value'} for a name that is not a semaphore.  KEYS[6] is the
- * request's latch, ARGV[6] its TTL ms: a grant is recorded there ("<held>
- * <available>"), and a replay after a lost reply (SPEC.md 6) answers the
- * grant again, taking nothing more (a refusal wrote nothing worth
- * keeping: replayed, it looks again).
+ * (SEM_REFUSE_LATCH), KEYS[5] the semaphore's marker (SEM_REFUSE_UNMARKED:
+ * {2, 'unmarked'}); ARGV[1] permits, ARGV[2] the lease ms, ARGV[3] holder,
+ * ARGV[4] the permits the holder's session believes it holds, ARGV[5] "1"
+ * when the caller may adopt.  Ids of its own that Redis has while the
+ * session believes it holds none (a release that a failover lost left
+ * them there) are given back first, before looking at what is available,
+ * so that a session never waits for permits of its own.  When Redis has
+ * another number of them than the session believes (some were taken
+ * away: lost), what is left of them is given back when the permits are
+ * taken, and the count answered tells the session (a refusal leaves them:
+ * the watchdog, the next release or the check before COMMIT reports
+ * them).  Then takes the permits when enough are available: all of the
+ * holder's permits, old and new, expire together, at the later of the new
+ * lease's end and the expiry they had (never lowered: the session was
+ * promised both): {1, permits held now, permits available after}; else
+ * {0, ms until the soonest permit out expires (-1: none), permits
+ * available}, or {3, total, held} when the semaphore has fewer permits in
+ * all than the session would hold (it would wait for its own); {2, 'lock'}
+ * or {2, 'value'} for a name that is not a semaphore.  KEYS[6]: the
+ * request's latch (an MGET with KEYS[1]), ARGV[6] its TTL ms: a grant is
+ * kept there ("<held> <available>"); a replay (SPEC.md 6) answers it again,
+ * taking nothing more (a refusal is not kept: replayed, it looks again).
  */
 const char rlock_sem_acquire_body[] =
-"local rq = redis.call('get', KEYS[6])\n"
+"local rqs = redis.call('mget', KEYS[6], KEYS[1])\n"
+"local rq = rqs[1]\n"
 "if rq then\n"
 "  local rh, ra = string.match(rq, '^(%d+) (%-?%d+)$')\n"
 "  if rh then return {1, tonumber(rh), tonumber(ra)} end\n"
 "end\n"
 SEM_REFUSE_LATCH_MARKED("4", "5", "{2, 'latch'}")
 SEM_PRELUDE_GUARDED("true", "true", "{2, 'lock'}", "{2, 'value'}",
-					SEM_REFUSE_UNMARKED("5", "ARGV[5]", "{2, 'unmarked'}"))
+					SEM_REFUSE_UNMARKED("5", "ARGV[5]", "{2, 'unmarked'}"), "rqs[2]")
 SEM_MINE("ARGV[3]", "ARGV[4]")
 "if #mine > 0 and tonumber(ARGV[4]) == 0 then\n"
 SEM_GIVE_BACK("ARGV[3]", "#mine")
@@ -465,19 +466,18 @@ SEM_GIVE_BACK("ARGV[3]", "#mine")
 
 /*
  * semaphore release: KEYS as SEM_PRELUDE, KEYS[4] the request's unlock
- * latch; ARGV[1] holder, ARGV[2] permits to give back, ARGV[3] latch TTL
- * ms, ARGV[4] the permits the session holds after it (-1: unknown),
- * ARGV[5] the lease of those it keeps (ms; 0: they keep their expiry, else
- * it is raised to now + lease, never lowered, as a lock's release does).
- * As a lock's release: nil when the holder has none, or fewer than the
- * session counted (lost: what is left of them is given back too), 0 when
- * it still holds some, 1 when it has given back its last; a replay answers
- * from the latch.
+ * latch (read with the permits: one MGET); ARGV[1] holder, ARGV[2] permits
+ * to give back, ARGV[3] latch TTL ms, ARGV[4] the permits the session
+ * holds after it (-1: unknown), ARGV[5] the lease of those it keeps (ms;
+ * 0: they keep their expiry, else it is raised to now + lease, never
+ * lowered).  As a lock's release: nil when the holder has none, or fewer
+ * than the session counted (lost: the rest is given back too), 0 when it
+ * still holds some, 1 when it gave back its last; a replay: the latch's.
  */
 const char rlock_sem_release_body[] =
-"local lv = redis.call('get', KEYS[4])\n"
-"if lv then return tonumber(lv) end\n"
-SEM_PRELUDE_TIMED("false", "tonumber(ARGV[5]) > 0")
+"local lv = redis.call('mget', KEYS[4], KEYS[1])\n"
+"if lv[1] then return tonumber(lv[1]) end\n"
+SEM_PRELUDE_TIMED("false", "tonumber(ARGV[5]) > 0", "lv[2]")
 SEM_MINE("ARGV[1]",
 		 "(tonumber(ARGV[4]) >= 0 and tonumber(ARGV[4]) + tonumber(ARGV[2]) or tonumber(ARGV[2]))")
 "if #mine == 0 then return nil end\n"

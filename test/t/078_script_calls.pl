@@ -8,11 +8,12 @@
 # scripts run (scripts.c's acquire, scripts_sync.c's semaphore and latch
 # scripts: a GET in a pcall, TYPE only when it fails; ZCARD for the type of
 # {N}:timeout, reused; one EXISTS for two markers; TIME only when needed;
-# one MSET of a latch and its marker).  Structural (counts, no timing):
+# one MSET of a latch and its marker; one MGET of the request's latch and
+# the count or permits).  Structural (counts, no timing):
 # bench/run's scale section (kinds) measures the microseconds.
 #
 # Before the trim: lock 10, fenced 16, semaphore 26, latch 17 commands a
-# pair; after: 9, 14, 20, 14 (Redisson's own: 10, 11, 9, 6; doc/benchmark.md).
+# pair; after: 9, 14, 18, 13 (Redisson's own: 10, 11, 9, 6; doc/benchmark.md).
 # Each pair's replies are checked too (it did its work).
 use strict;
 use warnings;
@@ -46,10 +47,10 @@ my %pairs = (
 		"SELECT rlock_fenced_try_acquire('c-fenced') IS NOT NULL, rlock_release('c-fenced')", 14
 	],
 	semaphore => [
-		"SELECT rlock_semaphore_try_acquire('c-sem'), rlock_semaphore_release('c-sem')", 20
+		"SELECT rlock_semaphore_try_acquire('c-sem'), rlock_semaphore_release('c-sem')", 18
 	],
 	latch => [
-		"SELECT rlock_latch_set_count('c-latch', 1), rlock_latch_count_down('c-latch') = 0", 14
+		"SELECT rlock_latch_set_count('c-latch', 1), rlock_latch_count_down('c-latch') = 0", 13
 	],);
 
 is(q1("SELECT rlock_semaphore_set_permits('c-sem', 1)"), 't', 'the semaphore has a permit');
