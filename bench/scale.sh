@@ -222,7 +222,9 @@ scale_kind_sql() {
 # scale_redisson KIND NAME PAIRS: Redisson's scripts for KIND loaded, then
 # CONFIG RESETSTAT and PAIRS acquire+release pairs, one after the other
 # (bench/replay.c, 1 client: as a Java client with one thread); prints
-# Redis's µs per pair.
+# Redis's µs per pair: the scripts' time and that of the DEL of the unlock
+# latch that Redisson sends after each unlock of its lock kinds
+# (bench/redisson_pairs.pl extra; replay.c sends it).
 scale_redisson() {
     local kind=$1 name=$2 pairs=$3 out dir="$W/scale_kind_$1/redisson"
     local gen=(perl -I "$ROOT/test/perl" "$ROOT/bench/redisson_pairs.pl")
@@ -233,7 +235,7 @@ scale_redisson() {
     grep -q 'errors: 0' <<<"$out" || { echo "$out" >&2; die "scale: loading Redisson's $kind scripts failed"; }
     scale_redis config resetstat >/dev/null
     replay "$pairs" "$dir" "$REDIS_PORT"
-    scale_usec 2
+    scale_usec 2 $("${gen[@]}" extra "$kind" "$name")
 }
 
 # scale_redisson_check KIND NAME: after Redisson's pairs, nothing of NAME is

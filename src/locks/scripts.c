@@ -27,15 +27,15 @@
 
 /*
  * Lua: refuse (before anything is written) a fencing token counter,
- * KEYS[2], that INCR would fail on: {4, 'type'} when it is not a string,
+ * KEYS[2], that INCR would fail on: {4, 'type'} when it is not a string
+ * (GET fails: WRONGTYPE; one call, where TYPE then GET were two),
  * {4, 'integer'} when it is not a decimal integer, {4, 'max'} when it has
  * reached the largest 64-bit integer.
  */
 #define FENCE_CHECK_KEYS2 \
-"  local tt = redis.call('type', KEYS[2])['ok']\n" \
-"  if tt ~= 'none' then\n" \
-"    if tt ~= 'string' then return {4, 'type'} end\n" \
-"    local tv = redis.call('get', KEYS[2])\n" \
+"  local ok, tv = pcall(redis.call, 'get', KEYS[2])\n" \
+"  if not ok then return {4, 'type'} end\n" \
+"  if tv then\n" \
 "    if not string.match(tv, '^%-?%d+$') or #tv > 20 then return {4, 'integer'} end\n" \
 "    if string.sub(tv, 1, 1) ~= '-' and (#tv > 19 or (#tv == 19 and tv >= '9223372036854775807')) then\n" \
 "      return {4, 'max'}\n" \
@@ -54,7 +54,12 @@
  * {0, pttl} when held by another holder, {2, kind} when the name is a
  * read/write lock (kind: its mode) or a fair lock with waiters ("fair"),
  * {4, why} when the fencing token counter cannot be incremented.
- * A free name costs 4 calls (EXISTS apart: a migrating slot refuses both).
+ * A free name costs 3 calls (5 for a fenced lock, with its counter's GET
+ * and INCR; its request latch's GET and SET aside): the fair queue and the
+ * lock are looked at by one EXISTS that names the lock twice (EXISTS
+ * counts a key as often as it is named: the answer is the queue's 0 or 1
+ * plus twice the lock's), where two EXISTS were two calls (one script:
+ * a migrating slot refuses both alike).
  */
 static const char acquire_body[] =
 "local nk = #KEYS\n"
@@ -70,8 +75,9 @@ static const char acquire_body[] =
 "  end\n"
 "end\n"
 FAIR_QUEUE_OF_KEYS1
-"if redis.call('exists', fairq) == 1 then return {2, 'fair'} end\n"
-"local free = redis.call('exists', KEYS[1]) == 0\n"
+"local ex = redis.call('exists', fairq, KEYS[1], KEYS[1])\n"
+"if ex % 2 == 1 then return {2, 'fair'} end\n"
+"local free = ex < 2\n"
 "if nk > 1 then\n"
 FENCE_CHECK_KEYS2
 "end\n"

@@ -44,9 +44,9 @@
  * even with no permit out: a role without the grant of
  * rlock_semaphore_add_permits cannot count a semaphore down and set it
  * anew through the latch.  (Taking permits does not mark it: a latch's
- * count taken as permits by mistake must stay usable as a latch.)  rlock's permit ids are
- * "<holder>:<k>", k = 1, 2, ...: a session's permits are held like a
- * lock's holds, one hold per permit, and its k-th permit is its k-th hold.
+ * count taken as permits by mistake must stay usable as a latch.)  rlock's
+ * permit ids are "<holder>:<k>", k = 1, 2, ...: a session's permits are
+ * held like a lock's holds, one permit a hold (the k-th permit: k-th hold).
  *
  * Cost (SPEC.md 9, "Cost as work grows"): no script here reads the whole
  * of {N}:timeout.  A holder's permits are found by id (SEM_MINE: ZSCORE
@@ -74,18 +74,30 @@
  * name would have, KEYS[4] its marker.  Refuses what is not a latch ("RLOCKKIND lock" for a
  * hash, "RLOCKKIND semaphore", "RLOCKKIND value" for any other value, a
  * string that is not a decimal integer included), else sets "cur" to the
- * count (0 when absent; a Lua number, exact only to 2^53, so only compared)
- * and "v" to the stored text (false when absent).
+ * count (0 when absent; a Lua number, exact only to 2^53, so only compared),
+ * "v" to the stored text (false when absent) and "t" to 'string' or 'none'.
+ * One GET (TYPE only when it fails: a hash is a lock), none when "pre"
+ * (an MGET's, with the request's latch) has the count; _MARKED also sets
+ * "marked" (KEYS[5], the latch's marker, exists) by the same EXISTS,
+ * KEYS[5] named thrice (EXISTS counts a key as often as it is named).
  */
-#define LATCH_COUNT_OF_KEYS1 \
-"local t = redis.call('type', KEYS[1])['ok']\n" \
-"if t == 'hash' then return redis.error_reply('RLOCKKIND lock') end\n" \
-"if t ~= 'none' and t ~= 'string' then return redis.error_reply('RLOCKKIND value') end\n" \
-"if redis.call('exists', KEYS[3], KEYS[4]) > 0 then return redis.error_reply('RLOCKKIND semaphore') end\n" \
+#define LATCH_COUNT_OF_KEYS1 LATCH_COUNT_OF_KEYS1_AS("", "false")
+#define LATCH_COUNT_MARKED_OF_KEYS1(pre) \
+	LATCH_COUNT_OF_KEYS1_AS(", KEYS[5], KEYS[5], KEYS[5]", pre)
+#define LATCH_COUNT_OF_KEYS1_AS(marker, pre) \
+"local t = 'none'\n" \
+"local gok, v = true, " pre "\n" \
+"if not v then gok, v = pcall(redis.call, 'get', KEYS[1]) end\n" \
+"if not gok then\n" \
+"  if redis.call('type', KEYS[1])['ok'] == 'hash' then return redis.error_reply('RLOCKKIND lock') end\n" \
+"  return redis.error_reply('RLOCKKIND value')\n" \
+"end\n" \
+"local mk = redis.call('exists', KEYS[3], KEYS[4]" marker ")\n" \
+"local marked = mk >= 3\n" \
+"if mk % 3 > 0 then return redis.error_reply('RLOCKKIND semaphore') end\n" \
 "local cur = 0\n" \
-"local v = false\n" \
-"if t == 'string' then\n" \
-"  v = redis.call('get', KEYS[1])\n" \
+"if v then\n" \
+"  t = 'string'\n" \
 "  if not string.match(v, '^%-?%d+$') then return redis.error_reply('RLOCKKIND value') end\n" \
 "  local d = string.gsub(v, '^%-', '')\n" \
 "  if #d > 19 or (#d == 19 and d > '9223372036854775807') then return redis.error_reply('RLOCKRANGE') end\n" \
@@ -105,8 +117,7 @@
  * after a lost reply must not apply twice).  Its last key is the request's
  * latch (a key of its own per call), its last argument the latch's TTL ms:
  * the body runs as a function, an integer answer is kept in the latch, and
- * a replay finds it and answers as the first time, changing nothing.  (An
- * error reply wrote nothing, and is not kept.)
+ * a replay answers it, changing nothing (an error wrote nothing: not kept).
  */
 #define ONCE_BEGIN \
 "local rqk = KEYS[#KEYS]\n" \
@@ -158,35 +169,32 @@ PUBLISH_OR_REFUSE("KEYS[2]", "'1'")
 "  redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2])\n"
 "  redis.call('set', KEYS[5], '1', 'px', ARGV[2])\n"
 "else\n"
-"  redis.call('set', KEYS[1], ARGV[1])\n"
-"  redis.call('set', KEYS[5], '1')\n"
+"  redis.call('mset', KEYS[1], ARGV[1], KEYS[5], '1')\n"
 "end\n"
 "return 1\n"
 ONCE_END;
 
 /*
- * latch count down: keys as set count's, KEYS[6] the request's latch (a
- * key of its own per call); ARGV[1] "1" when the caller may adopt a count
- * without the latch's marker (marking it), else such a count is refused
- * ("RLOCKKIND unmarked"); ARGV[2] the request latch's TTL ms.  Returns the
- * count after it (0, or the stored text: DECR's answer would pass through
- * a Lua number, exact only to 2^53), -1 when the latch is absent (nothing
- * to count down: the caller warns); at one the key and its marker are
- * deleted and "0" published.  The answer is kept in the request's latch
- * (SPEC.md 6: a count-down resent after a lost reply is applied once): a
- * replay finds it and answers as the first time, changing nothing.
+ * latch count down: keys as set count's, KEYS[6] the request's latch
+ * (read with the count: one MGET); ARGV[1] "1" when the caller may adopt
+ * a count without the latch's marker (marking it), else it is refused
+ * ("RLOCKKIND unmarked"); ARGV[2] the request latch's TTL ms.  Returns
+ * the count after it (0, or the stored text: DECR's answer is a Lua
+ * number, exact only to 2^53), -1 when absent (the caller warns); at one
+ * the key and its marker go and "0" is published.  The answer is kept in
+ * the request's latch (SPEC.md 6): a replay answers it, changing nothing.
  */
 const char rlock_latch_count_down_body[] =
-"local rq = redis.call('get', KEYS[6])\n"
-"if rq then return rq end\n"
-LATCH_COUNT_OF_KEYS1
+"local rq = redis.call('mget', KEYS[6], KEYS[1])\n"
+"if rq[1] then return rq[1] end\n"
+LATCH_COUNT_MARKED_OF_KEYS1("rq[2]")
 "if t == 'none' then\n"
 "  redis.call('del', KEYS[5])\n"
 "  redis.call('set', KEYS[6], '-1', 'px', ARGV[2])\n"
 "  return -1\n"
 "end\n"
 LATCH_REFUSE_NOT_LIVE
-"if redis.call('exists', KEYS[5]) == 0 then\n"
+"if not marked then\n"
 "  if ARGV[1] ~= '1' then return redis.error_reply('RLOCKKIND unmarked') end\n"
 "  redis.call('set', KEYS[5], '1')\n"
 "end\n"
@@ -223,13 +231,13 @@ LATCH_REFUSE_NOT_LIVE
  */
 const char rlock_latch_delete_body[] =
 ONCE_BEGIN
-LATCH_COUNT_OF_KEYS1
+LATCH_COUNT_MARKED_OF_KEYS1("false")
 "if t == 'none' then\n"
 "  redis.call('del', KEYS[5])\n"
 "  return 0\n"
 "end\n"
 LATCH_REFUSE_NOT_LIVE
-"if redis.call('exists', KEYS[5]) == 0 then return redis.error_reply('RLOCKKIND unmarked') end\n"
+"if not marked then return redis.error_reply('RLOCKKIND unmarked') end\n"
 PUBLISH_OR_REFUSE("KEYS[2]", "'0'")
 "redis.call('del', KEYS[1], KEYS[5])\n"
 "return 1\n"
@@ -242,43 +250,56 @@ ONCE_END;
  * redisson_sc:{N}.  "now" is Redis's clock (TIME), the clock the watchdog's
  * renewals and the check before COMMIT use too (renew in scripts.c), so
  * that rlock's permits expire by one clock.  Refuses a lock's hash
- * ("RLOCKKIND lock", or what "lock" says for SEM_PRELUDE_AS) and any other
+ * ("RLOCKKIND lock", or what "lock" says for SEM_PRELUDE_GUARDED) and any other
  * value ("RLOCKKIND value", or "value") before writing; then, when reclaim
  * is true, gives back the permits whose lease ran out (as Redisson's
  * scripts do), announcing the permits available on the channel before it
  * writes (a PUBLISH refused changes nothing).  Sets "avail" to the permits
- * available.  Counts are kept below 10^15: exact in a Lua number.
+ * available, "zc" to the permits out (kept as permits go), "t" and "zt"
+ * to 'string'/'zset' or 'none'.  One call a key: GET (none when "pre", an
+ * MGET's with the request's latch, has the permits; TYPE only when GET
+ * fails: a hash is a lock), ZCARD (0: absent; WRONGTYPE: not a zset).
+ * TIME only when "timed" or reclaim; the reclaim only when permits are
+ * out.  Counts are kept below 10^15: exact in a Lua number.
  */
-#define SEM_PRELUDE_AS(reclaim, lock, value) \
-	SEM_PRELUDE_GUARDED(reclaim, lock, value, "")
-#define SEM_PRELUDE_GUARDED(reclaim, lock, value, guard) \
-"local t = redis.call('type', KEYS[1])['ok']\n" \
-"if t == 'hash' then return " lock " end\n" \
-"if t ~= 'none' and t ~= 'string' then return " value " end\n" \
-"local zt = redis.call('type', KEYS[2])['ok']\n" \
-"if zt ~= 'none' and zt ~= 'zset' then return " value " end\n" \
+#define SEM_PRELUDE_GUARDED(reclaim, timed, lock, value, guard, pre) \
+"local t, zt = 'none', 'none'\n" \
+"local gok, v = true, " pre "\n" \
+"if not v then gok, v = pcall(redis.call, 'get', KEYS[1]) end\n" \
+"if not gok then\n" \
+"  if redis.call('type', KEYS[1])['ok'] == 'hash' then return " lock " end\n" \
+"  return " value "\n" \
+"end\n" \
+"local zok, zc = pcall(redis.call, 'zcard', KEYS[2])\n" \
+"if not zok then return " value " end\n" \
+"if zc > 0 then zt = 'zset' end\n" \
 "local avail = 0\n" \
-"if t == 'string' then\n" \
-"  local v = redis.call('get', KEYS[1])\n" \
+"if v then\n" \
+"  t = 'string'\n" \
 "  if not string.match(v, '^%-?%d+$') or #v > 15 then return " value " end\n" \
 "  avail = tonumber(v)\n" \
 "end\n" \
 guard \
-"local tm = redis.call('time')\n" \
-"local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n" \
-"if " reclaim " then\n" \
+"local now = 0\n" \
+"if " reclaim " or " timed " then\n" \
+"  local tm = redis.call('time')\n" \
+"  now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n" \
+"end\n" \
+"if " reclaim " and zc > 0 then\n" \
 "  local expired = redis.call('zrangebyscore', KEYS[2], 0, now)\n" \
 "  if #expired > 0 then\n" \
 "    if avail + #expired > 0 then\n" \
 PUBLISH_OR_REFUSE("KEYS[3]", "avail + #expired") \
 "    end\n" \
 "    for _, m in ipairs(expired) do redis.call('zrem', KEYS[2], m) end\n" \
+"    zc = zc - #expired\n" \
 "    avail = redis.call('incrby', KEYS[1], #expired)\n" \
 "  end\n" \
 "end\n"
-#define SEM_PRELUDE(reclaim) \
-SEM_PRELUDE_AS(reclaim, "redis.error_reply('RLOCKKIND lock')", \
-			   "redis.error_reply('RLOCKKIND value')")
+#define SEM_PRELUDE_TIMED(reclaim, timed, pre) \
+SEM_PRELUDE_GUARDED(reclaim, timed, "redis.error_reply('RLOCKKIND lock')", \
+					"redis.error_reply('RLOCKKIND value')", "", pre)
+#define SEM_PRELUDE(reclaim) SEM_PRELUDE_TIMED(reclaim, "true", "false")
 
 /*
  * Lua: the permits "holder" (an ARGV) holds, "mine": their numbers k of
@@ -331,6 +352,7 @@ PUBLISH_OR_REFUSE("KEYS[3]", "avail + gb") \
 "    local last = #mine\n" \
 "    for i = last, last - gb + 1, -1 do\n" \
 "      redis.call('zrem', KEYS[2], " holder " .. ':' .. mine[i])\n" \
+"      zc = zc - 1\n" \
 "      mine[i] = nil\n" \
 "      mine_sc[i] = nil\n" \
 "    end\n" \
@@ -350,53 +372,67 @@ PUBLISH_OR_REFUSE("KEYS[3]", "avail + gb") \
 "  if redis.call('exists', KEYS[1]) == 1 then return " refusal " end\n" \
 "  redis.call('del', KEYS[" n "])\n" \
 "end\n"
+/*
+ * Lua: SEM_REFUSE_LATCH, and "marked" (KEYS[m] exists) by the same EXISTS
+ * (KEYS[m] named twice: EXISTS counts a key as often as it is named).
+ */
+#define SEM_REFUSE_LATCH_MARKED(n, m, refusal) \
+"local marked\n" \
+"do\n" \
+"  local ex = redis.call('exists', KEYS[" n "], KEYS[" m "], KEYS[" m "])\n" \
+"  marked = ex >= 2\n" \
+"  if ex % 2 == 1 then\n" \
+"    if redis.call('exists', KEYS[1]) == 1 then return " refusal " end\n" \
+"    redis.call('del', KEYS[" n "])\n" \
+"  end\n" \
+"end\n"
 
 /*
- * Lua (a SEM_PRELUDE_GUARDED guard): a permits key or {N}:timeout that
- * exists without the semaphore's marker KEYS[m] is refused with refusal,
- * unless adopt is "1": then it is marked.
+ * Lua (a SEM_PRELUDE_GUARDED guard, after SEM_REFUSE_LATCH_MARKED): a
+ * permits key or {N}:timeout without the semaphore's marker KEYS[m]
+ * ("marked") is refused with refusal, unless adopt is "1": it is marked.
  */
 #define SEM_REFUSE_UNMARKED(m, adopt, refusal) \
-"if (t ~= 'none' or zt ~= 'none') and redis.call('exists', KEYS[" m "]) == 0 then\n" \
+"if (t ~= 'none' or zt ~= 'none') and not marked then\n" \
 "  if " adopt " ~= '1' then return " refusal " end\n" \
 "  redis.call('set', KEYS[" m "], '1')\n" \
 "end\n"
 
 /*
  * semaphore acquire: KEYS as SEM_PRELUDE, KEYS[4] the latch marker
- * (SEM_REFUSE_LATCH), KEYS[5] the semaphore's marker
- * (SEM_REFUSE_UNMARKED: {2, 'unmarked'}); ARGV[1] permits, ARGV[2] the
- * lease ms, ARGV[3] holder, ARGV[4] the permits the holder's session
- * believes it holds, ARGV[5] "1" when the caller may adopt.  Ids of its own that Redis has while the session
- * believes it holds none (a release that a failover lost left them there)
- * are given back first, before looking at what is available, so that a
- * session never waits for permits of its own.  When Redis has another
- * number of them than the session believes (some were taken away: lost),
- * what is left of them is given back when the permits are taken, and the
- * count answered tells the session (a refusal leaves them: the watchdog,
- * the next release or the check before COMMIT reports them).  Then takes
- * the permits when enough are available: all of the holder's permits, old
- * and new, expire together, at the later of the new lease's end and the
- * expiry they had (never lowered: the session was promised both), and the
- * answer is {1, permits held now, permits available after}; else {0, ms
- * until the soonest permit out expires (-1: none), permits available}, or
- * {3, total, held} when the semaphore has fewer permits in all than the
- * session would hold (it would wait for its own);  {2, 'lock'} or
- * {2, 'value'} for a name that is not a semaphore.  KEYS[6] is the
- * request's latch, ARGV[6] its TTL ms: a grant is recorded there ("<held>
- * <available>"), and a replay after a lost reply (SPEC.md 6) answers the
- * grant again, taking nothing more (a refusal wrote nothing worth
- * keeping: replayed, it looks again).
+ * (SEM_REFUSE_LATCH), KEYS[5] the semaphore's marker (SEM_REFUSE_UNMARKED:
+ * {2, 'unmarked'}); ARGV[1] permits, ARGV[2] the lease ms, ARGV[3] holder,
+ * ARGV[4] the permits the holder's session believes it holds, ARGV[5] "1"
+ * when the caller may adopt.  Ids of its own that Redis has while the
+ * session believes it holds none (a release that a failover lost left
+ * them there) are given back first, before looking at what is available,
+ * so that a session never waits for permits of its own.  When Redis has
+ * another number of them than the session believes (some were taken
+ * away: lost), what is left of them is given back when the permits are
+ * taken, and the count answered tells the session (a refusal leaves them:
+ * the watchdog, the next release or the check before COMMIT reports
+ * them).  Then takes the permits when enough are available: all of the
+ * holder's permits, old and new, expire together, at the later of the new
+ * lease's end and the expiry they had (never lowered: the session was
+ * promised both): {1, permits held now, permits available after}; else
+ * {0, ms until the soonest permit out expires (-1: none), permits
+ * available}, or {3, total, held} when the semaphore has fewer permits in
+ * all than the session would hold (it would wait for its own); {2, 'lock'}
+ * or {2, 'value'} for a name that is not a semaphore.  KEYS[6]: the
+ * request's latch (an MGET with KEYS[1]), ARGV[6] its TTL ms: a grant is
+ * kept there ("<held> <available>"); a replay (SPEC.md 6) answers it again,
+ * taking nothing more (a refusal is not kept: replayed, it looks again).
  */
 const char rlock_sem_acquire_body[] =
-"local rq = redis.call('get', KEYS[6])\n"
+"local rqs = redis.call('mget', KEYS[6], KEYS[1])\n"
+"local rq = rqs[1]\n"
 "if rq then\n"
 "  local rh, ra = string.match(rq, '^(%d+) (%-?%d+)$')\n"
 "  if rh then return {1, tonumber(rh), tonumber(ra)} end\n"
 "end\n"
-SEM_REFUSE_LATCH("4", "{2, 'latch'}")
-SEM_PRELUDE_GUARDED("true", "{2, 'lock'}", "{2, 'value'}",
-					SEM_REFUSE_UNMARKED("5", "ARGV[5]", "{2, 'unmarked'}"))
+SEM_REFUSE_LATCH_MARKED("4", "5", "{2, 'latch'}")
+SEM_PRELUDE_GUARDED("true", "true", "{2, 'lock'}", "{2, 'value'}",
+					SEM_REFUSE_UNMARKED("5", "ARGV[5]", "{2, 'unmarked'}"), "rqs[2]")
 SEM_MINE("ARGV[3]", "ARGV[4]")
 "if #mine > 0 and tonumber(ARGV[4]) == 0 then\n"
 SEM_GIVE_BACK("ARGV[3]", "#mine")
@@ -404,7 +440,7 @@ SEM_GIVE_BACK("ARGV[3]", "#mine")
 "end\n"
 "local want = tonumber(ARGV[1])\n"
 "local held = #mine\n"
-"local total = avail + redis.call('zcard', KEYS[2])\n"
+"local total = avail + zc\n"
 "if want > total - held then return {3, total, held} end\n"
 "if avail < want then\n"
 "  local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')\n"
@@ -430,19 +466,18 @@ SEM_GIVE_BACK("ARGV[3]", "#mine")
 
 /*
  * semaphore release: KEYS as SEM_PRELUDE, KEYS[4] the request's unlock
- * latch; ARGV[1] holder, ARGV[2] permits to give back, ARGV[3] latch TTL
- * ms, ARGV[4] the permits the session holds after it (-1: unknown),
- * ARGV[5] the lease of those it keeps (ms; 0: they keep their expiry, else
- * it is raised to now + lease, never lowered, as a lock's release does).
- * As a lock's release: nil when the holder has none, or fewer than the
- * session counted (lost: what is left of them is given back too), 0 when
- * it still holds some, 1 when it has given back its last; a replay answers
- * from the latch.
+ * latch (read with the permits: one MGET); ARGV[1] holder, ARGV[2] permits
+ * to give back, ARGV[3] latch TTL ms, ARGV[4] the permits the session
+ * holds after it (-1: unknown), ARGV[5] the lease of those it keeps (ms;
+ * 0: they keep their expiry, else it is raised to now + lease, never
+ * lowered).  As a lock's release: nil when the holder has none, or fewer
+ * than the session counted (lost: the rest is given back too), 0 when it
+ * still holds some, 1 when it gave back its last; a replay: the latch's.
  */
 const char rlock_sem_release_body[] =
-"local lv = redis.call('get', KEYS[4])\n"
-"if lv then return tonumber(lv) end\n"
-SEM_PRELUDE("false")
+"local lv = redis.call('mget', KEYS[4], KEYS[1])\n"
+"if lv[1] then return tonumber(lv[1]) end\n"
+SEM_PRELUDE_TIMED("false", "tonumber(ARGV[5]) > 0", "lv[2]")
 SEM_MINE("ARGV[1]",
 		 "(tonumber(ARGV[4]) >= 0 and tonumber(ARGV[4]) + tonumber(ARGV[2]) or tonumber(ARGV[2]))")
 "if #mine == 0 then return nil end\n"
@@ -518,7 +553,7 @@ ONCE_BEGIN
 SEM_REFUSE_LATCH("5", "redis.error_reply('RLOCKKIND latch')")
 SEM_PRELUDE("true")
 "local after = avail + tonumber(ARGV[1])\n"
-"local out = redis.call('zcard', KEYS[2])\n"
+"local out = zc\n"
 "if (after + out > 2147483647 and after > avail) or (after < -2147483648 and after < avail) then\n"
 "  return redis.error_reply('RLOCKRANGE')\n"
 "end\n"

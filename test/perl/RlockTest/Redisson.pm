@@ -551,4 +551,198 @@ redis.call('publish', KEYS[2], ARGV[1])
 return 1
 LUA
 
+# ---- What Redisson 3.2x-4.x sends, for the bench ----
+#
+# bench/redisson_pairs.pl measures Redis's time for what a Java client
+# running Redisson (3.22 and later, up to 4.7: the scripts below are
+# written from what its RedissonFairLock, RedissonReadLock,
+# RedissonWriteLock and RPermitExpirableSemaphore send, not copied) asks
+# of Redis for one try-acquire and its release.  Besides the scripts:
+# every unlock of RedissonBaseLock's kinds (RLock, RFencedLock, fair, read,
+# write) is followed by a DEL of its unlock latch (a second command per
+# release; bench/replay.c sends it).  The tests' scripts above stay as
+# they are (their replies are what the tests check).
+
+# RedissonFairLock's tryLock() (no wait: the script it sends for
+# EVAL_NULL_BOOLEAN).  KEYS: lock, queue, deadlines; ARGV: lease ms,
+# holder, now ms, wait ms.  nil acquired, 1 not.
+our $fair_try_acquire = <<'LUA';
+while true do
+  local first = redis.call('lindex', KEYS[2], 0)
+  if first == false then break end
+  local timeout = redis.call('zscore', KEYS[3], first)
+  if timeout ~= false and tonumber(timeout) <= tonumber(ARGV[3]) then
+    redis.call('zrem', KEYS[3], first)
+    redis.call('lpop', KEYS[2])
+  else break end
+end
+if (redis.call('exists', KEYS[1]) == 0) and ((redis.call('exists', KEYS[2]) == 0)
+    or (redis.call('lindex', KEYS[2], 0) == ARGV[2])) then
+  redis.call('lpop', KEYS[2])
+  redis.call('zrem', KEYS[3], ARGV[2])
+  local keys = redis.call('zrange', KEYS[3], 0, -1)
+  for i = 1, #keys, 1 do
+    redis.call('zincrby', KEYS[3], -tonumber(ARGV[4]), keys[i])
+  end
+  redis.call('hset', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return nil
+end
+if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return nil
+end
+return 1
+LUA
+
+# RedissonFairLock's unlock, with the unlock latch.  KEYS: lock, queue,
+# deadlines, channel prefix, unlock latch; ARGV: message, lease ms,
+# holder, now ms, publish command, latch ms.
+our $fair_release_latch = <<'LUA';
+local val = redis.call('get', KEYS[5])
+if val ~= false then return tonumber(val) end
+while true do
+  local first = redis.call('lindex', KEYS[2], 0)
+  if first == false then break end
+  local timeout = redis.call('zscore', KEYS[3], first)
+  if timeout ~= false and tonumber(timeout) <= tonumber(ARGV[4]) then
+    redis.call('zrem', KEYS[3], first)
+    redis.call('lpop', KEYS[2])
+  else break end
+end
+if redis.call('exists', KEYS[1]) == 0 then
+  local nxt = redis.call('lindex', KEYS[2], 0)
+  if nxt ~= false then redis.call(ARGV[5], KEYS[4] .. ':' .. nxt, ARGV[1]) end
+  redis.call('set', KEYS[5], 1, 'px', ARGV[6])
+  return 1
+end
+if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then return nil end
+local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1)
+if counter > 0 then
+  redis.call('pexpire', KEYS[1], ARGV[2])
+  redis.call('set', KEYS[5], 0, 'px', ARGV[6])
+  return 0
+end
+redis.call('del', KEYS[1])
+redis.call('set', KEYS[5], 1, 'px', ARGV[6])
+local nxt = redis.call('lindex', KEYS[2], 0)
+if nxt ~= false then redis.call(ARGV[5], KEYS[4] .. ':' .. nxt, ARGV[1]) end
+return 1
+LUA
+
+# RedissonWriteLock's unlock, with the unlock latch.  KEYS: N, channel,
+# unlock latch; ARGV: message, lease ms, "<id>:write", publish command,
+# latch ms.
+our $rw_write_release_latch = <<'LUA';
+local val = redis.call('get', KEYS[3])
+if val ~= false then return tonumber(val) end
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false then
+  redis.call(ARGV[4], KEYS[2], ARGV[1])
+  redis.call('set', KEYS[3], 1, 'px', ARGV[5])
+  return nil
+end
+if mode == 'write' then
+  if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then return nil end
+  local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1)
+  if counter > 0 then
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    redis.call('set', KEYS[3], 0, 'px', ARGV[5])
+    return 0
+  end
+  redis.call('hdel', KEYS[1], ARGV[3])
+  if redis.call('hlen', KEYS[1]) == 1 then
+    redis.call('del', KEYS[1])
+    redis.call(ARGV[4], KEYS[2], ARGV[1])
+  else
+    redis.call('hset', KEYS[1], 'mode', 'read')
+  end
+  redis.call('set', KEYS[3], 1, 'px', ARGV[5])
+  return 1
+end
+return nil
+LUA
+
+# RedissonReadLock's unlock, with the unlock latch.  KEYS: N, channel,
+# "{N}:<id>:rwlock_timeout", "{N}", unlock latch; ARGV: message, id,
+# publish command, latch ms.
+our $rw_read_release_latch = <<'LUA';
+local val = redis.call('get', KEYS[5])
+if val ~= false then return tonumber(val) end
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false then
+  redis.call(ARGV[3], KEYS[2], ARGV[1])
+  redis.call('set', KEYS[5], 1, 'px', ARGV[4])
+  return nil
+end
+if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return nil end
+local counter = redis.call('hincrby', KEYS[1], ARGV[2], -1)
+if counter == 0 then redis.call('hdel', KEYS[1], ARGV[2]) end
+redis.call('del', KEYS[3] .. ':' .. (counter + 1))
+if redis.call('hlen', KEYS[1]) > 1 then
+  local maxRemainTime = -3
+  for n, key in ipairs(redis.call('hkeys', KEYS[1])) do
+    counter = tonumber(redis.call('hget', KEYS[1], key))
+    if type(counter) == 'number' then
+      for i = counter, 1, -1 do
+        maxRemainTime = math.max(maxRemainTime,
+          redis.call('pttl', KEYS[4] .. ':' .. key .. ':rwlock_timeout:' .. i))
+      end
+    end
+  end
+  if maxRemainTime > 0 then
+    redis.call('pexpire', KEYS[1], maxRemainTime)
+    redis.call('set', KEYS[5], 0, 'px', ARGV[4])
+    return 0
+  end
+  if mode == 'write' then
+    redis.call('set', KEYS[5], 0, 'px', ARGV[4])
+    return 0
+  end
+end
+redis.call('del', KEYS[1])
+redis.call(ARGV[3], KEYS[2], ARGV[1])
+redis.call('set', KEYS[5], 1, 'px', ARGV[4])
+return 1
+LUA
+
+# RPermitExpirableSemaphore's tryAcquire and tryRelease as Redisson sends
+# them: permit ids as their 16 raw bytes (Java decodes the hex; no hex
+# work in the script).  tryAcquire KEYS: permits, "{N}:timeout", channel;
+# ARGV: permits, expiry, now, the non-expirable score, publish command,
+# then one raw id per permit.  tryRelease KEYS: permits, channel,
+# "{N}:timeout"; ARGV: raw id, 1, now, publish command.
+our $sem_try_acquire_raw = <<'LUA';
+local gone = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, ARGV[1])
+if #gone > 0 then
+  redis.call('zrem', KEYS[2], unpack(gone))
+  local v = redis.call('incrby', KEYS[1], #gone)
+  if tonumber(v) > 0 then redis.call(ARGV[5], KEYS[3], v) end
+end
+local have = redis.call('get', KEYS[1])
+if have ~= false and tonumber(have) >= tonumber(ARGV[1]) then
+  redis.call('decrby', KEYS[1], ARGV[1])
+  for i = 6, #ARGV, 1 do
+    redis.call('zadd', KEYS[2], ARGV[2], ARGV[i])
+  end
+  local ttl = redis.call('pttl', KEYS[1])
+  if ttl > 0 then redis.call('pexpire', KEYS[2], ttl) end
+  return 'OK'
+end
+local v = redis.call('zrange', KEYS[2], 0, 0, 'WITHSCORES')
+if v[1] ~= nil and v[2] ~= ARGV[4] then return ':' .. tostring(v[2]) end
+return nil
+LUA
+
+our $sem_release_raw = <<'LUA';
+local expire = redis.call('zscore', KEYS[3], ARGV[1])
+local removed = redis.call('zrem', KEYS[3], ARGV[1])
+if tonumber(removed) ~= 1 then return 0 end
+local value = redis.call('incrby', KEYS[1], ARGV[2])
+redis.call(ARGV[4], KEYS[2], value)
+if tonumber(expire) <= tonumber(ARGV[3]) then return 0 end
+return 1
+LUA
+
 1;
