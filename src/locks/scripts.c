@@ -54,12 +54,13 @@
  * {0, pttl} when held by another holder, {2, kind} when the name is a
  * read/write lock (kind: its mode) or a fair lock with waiters ("fair"),
  * {4, why} when the fencing token counter cannot be incremented.
- * A free name costs 3 calls (5 for a fenced lock, with its counter's GET
- * and INCR; its request latch's GET and SET aside): the fair queue and the
- * lock are looked at by one EXISTS that names the lock twice (EXISTS
- * counts a key as often as it is named: the answer is the queue's 0 or 1
- * plus twice the lock's), where two EXISTS were two calls (one script:
- * a migrating slot refuses both alike).
+ * A free name costs 4 calls (6 for a fenced lock, with its counter's GET
+ * and INCR; its request latch's GET and SET aside).  The fair queue and
+ * the lock are looked at by two single-key EXISTS, never one EXISTS of
+ * both: in a Cluster slot being migrated, this script (one key declared)
+ * runs on the importing node after an ASK, where a command naming several
+ * keys that are not there yet is refused (TRYAGAIN), inside a script as
+ * "non local key" (TAP 023_cluster_reshard).
  */
 static const char acquire_body[] =
 "local nk = #KEYS\n"
@@ -75,9 +76,8 @@ static const char acquire_body[] =
 "  end\n"
 "end\n"
 FAIR_QUEUE_OF_KEYS1
-"local ex = redis.call('exists', fairq, KEYS[1], KEYS[1])\n"
-"if ex % 2 == 1 then return {2, 'fair'} end\n"
-"local free = ex < 2\n"
+"if redis.call('exists', fairq) == 1 then return {2, 'fair'} end\n"
+"local free = redis.call('exists', KEYS[1]) == 0\n"
 "if nk > 1 then\n"
 FENCE_CHECK_KEYS2
 "end\n"
