@@ -128,33 +128,6 @@ foreach my $name (qw(small big))
 
 # ---- the cost: the same commands with 10 and 10 000 out, no full read ----
 
-# The commands Redis ran inside the scripts of one try_acquire + release of
-# session a, caught with MONITOR: a script's commands follow its EVALSHA
-# line ("[db lua]"), nothing runs between them.  Returns (the lua commands
-# of a's scripts, their count, every lua line seen).
-my $nmarks = 0;
-
-sub monitor_start
-{
-	my ($mon, $buf) = $redis->cli_bg('MONITOR');
-	RlockTest::wait_until(sub { $mon->pump_nb; $$buf =~ /OK/ }, 60)
-	  or die 'MONITOR did not start';
-	return [ $mon, $buf ];
-}
-
-# what MONITOR showed until now
-sub monitor_stop
-{
-	my ($m) = @_;
-	my ($mon, $buf) = @$m;
-	my $marker = 'monitor-mark-' . ++$nmarks;
-	$redis->cli('ECHO', $marker);
-	RlockTest::wait_until(sub { $mon->pump_nb; index($$buf, $marker) >= 0 }, 60)
-	  or die 'MONITOR did not show the marker';
-	$mon->kill_kill;
-	return $$buf;
-}
-
 # the commands scripts ran that read the whole of a {N}:timeout
 sub full_reads
 {
@@ -163,13 +136,17 @@ sub full_reads
 	  split /\n/, $buf;
 }
 
+# The commands Redis ran inside the scripts of one try_acquire + release of
+# session a, caught with MONITOR: a script's commands follow its EVALSHA
+# line ("[db lua]"), nothing runs between them.  Returns (the lua commands
+# of a's scripts, their count, every lua line seen).
 sub pair_commands
 {
 	my ($name) = @_;
-	my $m = monitor_start();
+	my $m = $redis->monitor_start;
 	my ($out) = q1($a,
 		"SELECT rlock_semaphore_try_acquire('$name'), rlock_semaphore_release('$name')");
-	my $buf = monitor_stop($m);
+	my $buf = $redis->monitor_stop($m);
 
 	my (@mine, @lua);
 	my $ours = 0;
@@ -234,23 +211,23 @@ foreach my $name (qw(small big))
 	is(total($name), $size{$name}, "$name: available + out = size");
 
 	# transaction permits: the check before COMMIT (the renew script)
-	my $m = monitor_start();
+	my $m = $redis->monitor_start;
 	($o, $e, $st) = RlockTest::run_sql($a,
 		"BEGIN; SELECT rlock_semaphore_xact_acquire('$name', 2, '1 hour'); COMMIT");
 	is($st, '00000', "$name: the check before COMMIT passes") or diag($e);
-	my $buf = monitor_stop($m);
+	my $buf = $redis->monitor_stop($m);
 	like($buf, qr/\[\d+ lua\] "zscore" "\{$name\}:timeout" "\Q$ha\E:5"/,
 		"$name: the check before COMMIT looked for the session's permits by id");
 	is(scalar(full_reads($buf)), 0, "$name: ... not by reading them all");
 	is(ids_of($name, $ha, 7), '1 2 3', "$name: the transaction's permits given back at its end");
 
 	# the watchdog's renewal of c's permits (NULL lease)
-	$m = monitor_start();
+	$m = $redis->monitor_start;
 	my $before = $redis->cli('ZSCORE', "{$name}:timeout", "$hc:1");
 	ok( RlockTest::wait_until(
 			sub { $redis->cli('ZSCORE', "{$name}:timeout", "$hc:1") > $before }, 60),
 		"$name: the watchdog renews the other session's permits");
-	$buf = monitor_stop($m);
+	$buf = $redis->monitor_stop($m);
 	like($buf, qr/\[\d+ lua\] "zadd" "\{$name\}:timeout" "xx" "\d+" "\Q$hc\E:1"/,
 		"$name: (the renewal seen)");
 	is(scalar(full_reads($buf)), 0, "$name: the renewal read no whole {N}:timeout");

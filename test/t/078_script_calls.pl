@@ -68,28 +68,6 @@ foreach my $kind (sort keys %pairs)
 my ($me) = map { $_->{addr} } grep { ($_->{name} // '') =~ /^rlock:.*:\Q$pid\E$/ } $redis->clients;
 ok(defined $me, "the session's Redis connection is found ($pid)") or BAIL_OUT('no connection');
 
-my $nmarks = 0;
-
-sub monitor_start
-{
-	my ($mon, $buf) = $redis->cli_bg('MONITOR');
-	RlockTest::wait_until(sub { $mon->pump_nb; $$buf =~ /OK/ }, 60)
-	  or die 'MONITOR did not start';
-	return [ $mon, $buf ];
-}
-
-sub monitor_stop
-{
-	my ($m) = @_;
-	my ($mon, $buf) = @$m;
-	my $marker = 'monitor-mark-' . ++$nmarks;
-	$redis->cli('ECHO', $marker);
-	RlockTest::wait_until(sub { $mon->pump_nb; index($$buf, $marker) >= 0 }, 60)
-	  or die 'MONITOR did not show the marker';
-	$mon->kill_kill;
-	return $$buf;
-}
-
 # The commands Redis ran for the session: those its connection sent
 # (scripts aside) and those its scripts ran (a script's commands follow
 # its EVALSHA line, "[db lua]", nothing between them).
@@ -119,9 +97,9 @@ foreach my $kind (sort keys %pairs)
 	# (a pair of the same kind just before: the request latches the
 	# session deletes in front of its next call are a pair of this kind's)
 	is(q1($st), 't|t', "$kind: a pair before the counted one works");
-	my $m = monitor_start();
+	my $m = $redis->monitor_start;
 	my $out = q1($st);
-	my @cmds = session_commands(monitor_stop($m));
+	my @cmds = session_commands($redis->monitor_stop($m));
 	is($out, 't|t', "$kind: the counted pair did its work");
 	note("$kind: " . scalar(@cmds) . " commands: @cmds");
 	# (the pair was caught: its scripts' writes at the least)

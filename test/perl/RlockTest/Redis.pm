@@ -635,6 +635,41 @@ sub cli_bg
 
 =pod
 
+=item $redis->monitor_start, $redis->monitor_stop($m)
+
+MONITOR this Redis from now on: monitor_start returns a handle once MONITOR
+answered; monitor_stop sends an ECHO of a fresh marker, waits until MONITOR
+showed it (so every command sent before it was seen), stops MONITOR and
+returns what it printed.  Inside a script's EVALSHA line, the commands the
+script ran follow it ("[db lua]").
+
+=cut
+
+my $monitor_marks = 0;
+
+sub monitor_start
+{
+	my ($self) = @_;
+	my ($mon, $buf) = $self->cli_bg('MONITOR');
+	RlockTest::wait_until(sub { $mon->pump_nb; $$buf =~ /OK/ }, 60)
+	  or die "MONITOR did not start\n";
+	return [ $mon, $buf ];
+}
+
+sub monitor_stop
+{
+	my ($self, $m) = @_;
+	my ($mon, $buf) = @$m;
+	my $marker = 'monitor-mark-' . ++$monitor_marks;
+	$self->cli('ECHO', $marker);
+	RlockTest::wait_until(sub { $mon->pump_nb; index($$buf, $marker) >= 0 }, 60)
+	  or die "MONITOR did not show the marker\n";
+	$mon->kill_kill;
+	return $$buf;
+}
+
+=pod
+
 =item $redis->eval($script, \@keys, @args)
 
 EVAL a Lua script; returns redis-cli's output (chomped).  Integer replies
